@@ -1,0 +1,1 @@
+"""Reports and views of campaign results."""

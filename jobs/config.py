@@ -1,0 +1,88 @@
+"""The trial job's settings: a JSON (or YAML) file from the orchestrator, command-line flags, or
+both (flags win). Exported launch files use the flags, so a winner reruns without ParaTune.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs.model import ModelArgs
+
+
+@dataclass
+class JobConfig:
+    model: ModelArgs = field(default_factory=ModelArgs)
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    zero_stage: int = 0
+    micro_batch_size: int = 1
+    grad_accum_steps: int = 1
+    activation_checkpointing: str = "none"
+    steps: int = 10
+    warmup_steps: int = 2
+    seed: int = 1234
+    lr: float = 3e-4
+    peak_tflops: float = 0.0
+    result_file: str | None = None
+    trial_id: str | None = None
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.micro_batch_size * self.grad_accum_steps * self.dp
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_MODEL_FIELDS = {f.name: f for f in dataclasses.fields(ModelArgs)}
+_JOB_FIELDS = {f.name: f for f in dataclasses.fields(JobConfig) if f.name != "model"}
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    text = Path(path).read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        import yaml  # only needed for hand-written YAML configs
+
+        return yaml.safe_load(text)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.train", description="Train a LLaMA-style model and report its speed."
+    )
+    parser.add_argument("--config", help="JSON or YAML file with these settings (flags win)")
+    for fields in (_MODEL_FIELDS, _JOB_FIELDS):
+        for name, f in fields.items():
+            type_name = str(f.type).split(" |")[0]  # "int | None" -> "int"
+            kind = {"int": int, "float": float}.get(type_name, str)
+            if type_name == "bool":
+                parser.add_argument(_flag(name), type=lambda v: v.lower() in ("1", "true", "yes"))
+            else:
+                parser.add_argument(_flag(name), type=kind)
+    return parser
+
+
+def parse_config(argv: list[str] | None = None) -> JobConfig:
+    args = vars(_parser().parse_args(argv))
+    data: dict[str, Any] = _read_file(args.pop("config")) if args.get("config") else {}
+    model_data = dict(data.pop("model", {}) or {})
+    model_data.update({k: v for k, v in args.items() if k in _MODEL_FIELDS and v is not None})
+    data.update({k: v for k, v in args.items() if k in _JOB_FIELDS and v is not None})
+    data = {k: v for k, v in data.items() if k in _JOB_FIELDS}
+    model = ModelArgs(**{k: v for k, v in model_data.items() if k in _MODEL_FIELDS})
+    config = JobConfig(model=model, **data)
+    config.result_file = config.result_file or os.environ.get("PARATUNE_RESULT_FILE")
+    return config

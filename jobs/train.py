@@ -1,0 +1,203 @@
+"""The built-in trial: train the LLaMA-style model under one layout and report what it measured.
+
+Run under torchrun (`torchrun --nproc_per_node=W -m jobs.train --config trial.json`). Every rank
+trains; rank 0 writes the trial-result JSON to `--result-file` (or $PARATUNE_RESULT_FILE). A
+failure on any rank is written by that rank (`oom` or `failed`, with the error), which then
+exits non-zero so torchrun tears the others down.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from jobs.config import JobConfig, parse_config
+from jobs.faults import maybe_inject_fault
+from jobs.model import Transformer
+from jobs.parallelize import build_optimizer, parallelize
+from orchestrator.result import TrialResult, training_flops_per_iteration
+
+
+class Infeasible(Exception):
+    """A layout this job cannot run; reported before any process group exists."""
+
+
+def check_feasible(config: JobConfig, world_size: int) -> None:
+    if config.tp * config.pp * config.dp != world_size:
+        raise Infeasible(
+            f"tp({config.tp}) * pp({config.pp}) * dp({config.dp}) != WORLD_SIZE({world_size})"
+        )
+    if config.tp > 1 or config.pp > 1:
+        raise Infeasible(
+            f"tp({config.tp}) / pp({config.pp}) > 1: tensor and pipeline parallelism are not "
+            "in this job yet; use tp=1 and pp=1"
+        )
+    if config.zero_stage not in (0, 1, 2, 3):
+        raise Infeasible(f"zero_stage({config.zero_stage}) must be 0-3")
+
+
+def synthetic_batch(config: JobConfig, step: int) -> torch.Tensor:
+    """The global batch of one step: (global_batch, seq_len + 1) tokens, same for any layout.
+
+    Each sequence counts up from a random start by a random stride, so the loss can fall.
+    """
+    gen = torch.Generator().manual_seed(config.seed * 100_003 + step)
+    n, s, v = config.global_batch_size, config.model.seq_len + 1, config.model.vocab_size
+    start = torch.randint(0, v, (n, 1), generator=gen)
+    stride = torch.randint(1, 8, (n, 1), generator=gen)
+    return (start + stride * torch.arange(s)) % v
+
+
+def pick_device() -> torch.device:
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local)
+    return torch.device("cpu")
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def peak_memory_gb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 1e9
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # KiB on Linux
+
+
+def train(config: JobConfig, device: torch.device) -> TrialResult:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(config.seed)  # same initial weights on every rank, whatever the layout
+    model = Transformer(config.model).to(device)
+    model, sync_grads = parallelize(
+        model, zero_stage=config.zero_stage, checkpointing=config.activation_checkpointing,
+        device=device,
+    )
+    optimizer = build_optimizer(model, config.zero_stage, config.lr)
+    mbs, gas = config.micro_batch_size, config.grad_accum_steps
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+    step_times, losses = [], []
+    for step in range(config.warmup_steps + config.steps):
+        maybe_inject_fault(config, step)
+        batch = synthetic_batch(config, step)
+        mine = batch[rank * mbs * gas:(rank + 1) * mbs * gas].to(device)
+        synchronize(device)
+        start = time.perf_counter()
+        loss_sum = torch.zeros((), device=device)
+        for micro in range(gas):
+            tokens = mine[micro * mbs:(micro + 1) * mbs]
+            sync_grads(micro == gas - 1)
+            with autocast:
+                logits = model(tokens[:, :-1])
+                loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
+            (loss / gas).backward()
+            loss_sum += loss.detach() / gas
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        synchronize(device)
+        elapsed = time.perf_counter() - start
+        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
+        losses.append(loss_sum.item() / world)
+        if step >= config.warmup_steps:
+            step_times.append(elapsed)
+
+    # The slowest rank sets the pace: take the max of each step's time over ranks.
+    times = torch.tensor(step_times, dtype=torch.float64, device=device)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    memory = torch.tensor([peak_memory_gb(device)], dtype=torch.float64, device=device)
+    dist.all_reduce(memory, op=dist.ReduceOp.MAX)
+    return summarize(config, times.tolist(), losses, memory.item(), world)
+
+
+def summarize(
+    config: JobConfig, step_times: list[float], losses: list[float], memory_gb: float, world: int
+) -> TrialResult:
+    median = statistics.median(step_times)
+    p90 = sorted(step_times)[min(len(step_times) - 1, int(0.9 * len(step_times)))]
+    m = config.model
+    tokens = config.global_batch_size * m.seq_len
+    flops = training_flops_per_iteration(
+        tokens=tokens, seq_len=m.seq_len, num_layers=m.num_layers, hidden=m.hidden,
+        vocab_size=m.vocab_size, ffn_hidden=m.ffn_hidden, gated_mlp=m.gated_mlp,
+        kv_heads_ratio=m.kv_heads / m.num_heads,
+    )
+    tflops = flops / median / world / 1e12
+    return TrialResult(
+        status="ok",
+        tokens_per_s=tokens / median,
+        tokens_per_s_per_gpu=tokens / median / world,
+        tflops_per_gpu=tflops,
+        mfu=tflops / config.peak_tflops if config.peak_tflops else None,
+        step_time_s=median,
+        step_time_p90_s=p90,
+        peak_memory_gb=memory_gb,
+        loss_first=losses[0],
+        loss_last=losses[-1],
+        world_size=world,
+        step_times_s=step_times,
+    )
+
+
+def write_result(path: str | None, result: TrialResult, *, exclusive: bool = False) -> None:
+    """Write atomically; with `exclusive`, the first failing rank's report wins."""
+    if not path:
+        print(f"PARATUNE_RESULT {result.to_json()}", flush=True)
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    tmp.write_text(result.to_json())
+    if exclusive:
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            pass
+        tmp.unlink()
+    else:
+        os.replace(tmp, target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_config(argv)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        check_feasible(config, world)
+    except Infeasible as exc:
+        if int(os.environ.get("RANK", "0")) == 0:
+            write_result(config.result_file, TrialResult(status="infeasible", error=str(exc)))
+        return 0
+    device = pick_device()
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend)
+    try:
+        result = train(config, device)
+        if dist.get_rank() == 0:
+            write_result(config.result_file, result)
+        dist.barrier()
+        return 0
+    except torch.OutOfMemoryError as exc:
+        failure = TrialResult(status="oom", error=f"OutOfMemoryError: {exc}"[:2000])
+    except Exception as exc:  # any other failure is data, reported with its reason
+        traceback.print_exc()
+        failure = TrialResult(status="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+    failure.world_size = world
+    write_result(config.result_file, failure, exclusive=True)
+    sys.stderr.flush()
+    os._exit(1)  # skip a teardown that could block on ranks still inside a collective
+    return 1  # pragma: no cover - not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

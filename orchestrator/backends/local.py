@@ -1,0 +1,150 @@
+"""Local backend: each trial is a `torchrun --standalone` subprocess in its own process group.
+
+The group is what gets killed, so a timeout or a cancel leaves no rank behind. Logs and the
+result JSON go to the trial's directory, `runs/<campaign>/trials/<trial_id>/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends.base import TrialRequest
+from orchestrator.result import STDOUT_MARKER, TrialResult
+
+RESULT_FILE = "result.json"
+LOG_FILE = "trial.log"
+SETTINGS_FILE = "trial.json"
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def read_result(trial_dir: Path, returncode: int | None) -> TrialResult:
+    """The trial's own report if it wrote one (trusted even on a non-zero exit, since torch can
+    abort at teardown after a good run); else a `failed` result quoting the end of its log."""
+    result_path = trial_dir / RESULT_FILE
+    log_path = trial_dir / LOG_FILE
+    if result_path.exists():
+        try:
+            return TrialResult.from_dict(json.loads(result_path.read_text()))
+        except (json.JSONDecodeError, TypeError, ValueError) as exc:
+            return TrialResult(status="failed", error=f"unreadable {RESULT_FILE}: {exc}")
+    log = log_path.read_text(errors="replace") if log_path.exists() else ""
+    for line in reversed(log.splitlines()):
+        if line.startswith(STDOUT_MARKER + " "):
+            try:
+                return TrialResult.from_dict(json.loads(line[len(STDOUT_MARKER) + 1:]))
+            except (json.JSONDecodeError, TypeError, ValueError):
+                break
+    return TrialResult(
+        status="failed", error=f"exit code {returncode}, no result reported: {_log_tail(log)}"
+    )
+
+
+def _log_tail(log: str, lines: int = 6) -> str:
+    tail = [line.strip() for line in log.splitlines() if line.strip()][-lines:]
+    return " | ".join(tail)[-1500:] or "(empty log)"
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class LocalHandle:
+    def __init__(self, process: subprocess.Popen, request: TrialRequest):
+        self.process = process
+        self.request = request
+        self.started = time.monotonic()
+        self._result: TrialResult | None = None
+
+    def poll(self) -> TrialResult | None:
+        if self._result is not None:
+            return self._result
+        returncode = self.process.poll()
+        if returncode is None:
+            if time.monotonic() - self.started <= self.request.timeout_s:
+                return None
+            kill_group(self.process.pid)
+            self.process.wait()
+            self._result = TrialResult(
+                status="timeout",
+                error=f"killed after trial.timeout_s={self.request.timeout_s:g}s; raise it if "
+                "the trial needs longer",
+                world_size=self.request.world_size,
+            )
+            return self._result
+        kill_group(self.process.pid)  # ranks that outlived torchrun, if any
+        self._result = read_result(self.request.trial_dir, returncode)
+        return self._result
+
+    def cancel(self) -> None:
+        kill_group(self.process.pid)
+        self.process.wait()
+
+    def info(self) -> dict[str, Any]:
+        return {"pid": self.process.pid, "pgid": self.process.pid}
+
+
+class LocalBackend:
+    def __init__(self, cpu_count: int | None = None):
+        self.cpu_count = cpu_count or os.cpu_count() or 1
+
+    def command(self, request: TrialRequest) -> list[str]:
+        return [
+            sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc_per_node={request.world_size}",
+            "-m", "jobs.train", "--config", str(request.trial_dir / SETTINGS_FILE),
+        ]
+
+    def submit(self, request: TrialRequest) -> LocalHandle:
+        trial_dir = request.trial_dir
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        (trial_dir / RESULT_FILE).unlink(missing_ok=True)
+        settings = {**request.job_settings, "result_file": str(trial_dir / RESULT_FILE)}
+        (trial_dir / SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
+        tmp = trial_dir / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": str(max(1, self.cpu_count // request.world_size)),
+            "TMPDIR": str(tmp),  # torchrun leaves a torchelastic_* folder per launch
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])
+            ),
+            "PYTHONUNBUFFERED": "1",
+            **request.env,
+        }
+        with open(trial_dir / LOG_FILE, "ab") as log:
+            process = subprocess.Popen(
+                self.command(request), cwd=trial_dir, env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        return LocalHandle(process, request)
+
+    def cleanup(self, info: dict[str, Any], trial_dir: Path) -> None:
+        """Kill the recorded process group, if its processes still belong to this trial."""
+        pgid = info.get("pgid")
+        if pgid and _group_runs_in(pgid, trial_dir):
+            kill_group(pgid)
+
+
+def _group_runs_in(pgid: int, trial_dir: Path) -> bool:
+    """True if some live process of group `pgid` names this trial's directory (PIDs recycle)."""
+    marker = str(trial_dir).encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc.name)) == pgid and marker in (proc / "cmdline").read_bytes():
+                return True
+        except (OSError, ProcessLookupError):
+            continue
+    return False

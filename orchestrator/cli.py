@@ -1,0 +1,271 @@
+"""The `paratune` command line. Bad input is one line on stderr and exit code 2, never a traceback.
+
+`status`, `best` and `estimate` take `--json` and then print exactly one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.errors import CampaignStateError, UserError
+from orchestrator.spec import CampaignSpec, load_spec
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    help="Find the fastest parallelism and sharding for training an LLM on a cluster.",
+)
+console = Console(stderr=True)
+out = Console()
+
+RUNS_DIR_HELP = "where campaigns keep their state (default: $PARATUNE_RUNS_DIR or ./runs)"
+
+
+def _runs_dir(option: Optional[Path]) -> Path:
+    return option or Path(os.environ.get("PARATUNE_RUNS_DIR") or "runs")
+
+
+def _print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, default=str) + "\n")
+
+
+# ---------------------------------------------------------------------------------- run
+
+
+def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
+    from orchestrator.controller import Controller
+    from orchestrator.progress import CampaignProgress
+
+    with CampaignProgress(console, spec) as progress:
+        controller = Controller(spec, on_event=progress.update)
+        summary = controller.run(resume=resume)
+    progress.print_summary(out, summary)
+
+
+@app.command()
+def run(
+    spec_file: Path = typer.Argument(..., help="campaign YAML"),
+    set_: list[str] = typer.Option([], "--set", help="override a key: a.b=value (repeatable)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="show the pruned space; run nothing"),
+) -> None:
+    """Run a campaign to its end."""
+    spec = load_spec(spec_file, set_)
+    if dry_run:
+        _dry_run(spec)
+        return
+    _run_campaign(spec, resume=False)
+
+
+def _dry_run(spec: CampaignSpec, top: int = 10) -> None:
+    from orchestrator.costmodel import estimate
+    from orchestrator.search_spaces import SearchSpace
+
+    candidates = SearchSpace.from_spec(spec).candidates()
+    estimates = [estimate(spec.model, spec.cluster, c, gpus_per_node=spec.gpus_per_node) for c in candidates]
+    fitting = sorted((e for e in estimates if e.fits), key=lambda e: -e.tokens_per_s)
+    out.print(
+        f"{spec.name}: {len(candidates)} valid configs, {len(fitting)} fit in "
+        f"{spec.cluster.memory_gb:g} GB; top {min(top, len(fitting))} by predicted tokens/s:"
+    )
+    table = Table("config", "memory GB", "step s", "tokens/s", "MFU")
+    for e in fitting[:top]:
+        table.add_row(e.config.key(), f"{e.memory_gb:.2f}", f"{e.step_time_s:.3g}",
+                      f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}")
+    out.print(table)
+
+
+@app.command()
+def resume(
+    campaign: str = typer.Argument(..., help="campaign name (its `name` in the spec)"),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP),
+) -> None:
+    """Continue a stopped or crashed campaign; finished trials are not run again."""
+    from orchestrator.controller import load_campaign_spec
+
+    _run_campaign(load_campaign_spec(_runs_dir(runs_dir), campaign), resume=True)
+
+
+# ---------------------------------------------------------------------------------- results
+
+
+def _load_summary(campaign: str, runs_dir: Optional[Path]):
+    from orchestrator.controller import Controller, load_campaign_spec
+
+    spec = load_campaign_spec(_runs_dir(runs_dir), campaign)
+    controller = Controller(spec)
+    return spec, controller.summary()
+
+
+@app.command()
+def status(
+    campaign: Optional[str] = typer.Argument(None, help="campaign name; all campaigns if omitted"),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Trials done / running / failed, and the best so far."""
+    root = _runs_dir(runs_dir)
+    names = [campaign] if campaign else sorted(
+        p.name for p in root.glob("*") if (p / "spec.yaml").exists()
+    )
+    reports = []
+    for name in names:
+        spec, summary = _load_summary(name, root)
+        best = summary.best
+        metric = spec.objective.metric
+        reports.append({
+            "campaign": name,
+            "trials": len(summary.records),
+            "max_trials": spec.budget.max_trials,
+            "counts": summary.counts(),
+            "best": None if best is None else {
+                "trial_id": best.trial_id, "config": best.config.to_dict(),
+                metric: best.result.metric(metric),
+            },
+        })
+    if as_json:
+        _print_json(reports[0] if campaign else {"campaigns": reports})
+        return
+    for r in reports:
+        counts = ", ".join(f"{v} {k}" for k, v in sorted(r["counts"].items())) or "no trials"
+        best = r["best"]
+        line = f"[bold]{r['campaign']}[/]: {r['trials']} trials ({counts})"
+        if best:
+            line += f"; best {best['trial_id']} at {best[next(k for k in best if k not in ('trial_id', 'config'))]:,.4g}"
+        out.print(line)
+
+
+@app.command()
+def best(
+    campaign: str = typer.Argument(..., help="campaign name"),
+    fmt: str = typer.Option("yaml", "--format", help="yaml | torchrun"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="write to this file"),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """The best configuration, as a launch file."""
+    from orchestrator.export import FORMATS, export
+
+    if fmt not in FORMATS:
+        raise UserError(f"--format: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    spec, summary = _load_summary(campaign, runs_dir)
+    if summary.best is None:
+        raise CampaignStateError(
+            f"campaign {campaign!r} has no successful trial yet; see `paratune status {campaign}`"
+        )
+    text = export(fmt, spec, summary.best.trial_id, summary.best.config)
+    if output:
+        output.write_text(text)
+        if fmt == "torchrun":
+            output.chmod(0o755)
+    if as_json:
+        metric = spec.objective.metric
+        _print_json({
+            "campaign": campaign, "trial_id": summary.best.trial_id,
+            "config": summary.best.config.to_dict(), metric: summary.best.result.metric(metric),
+            "result": summary.best.result.to_dict(), "format": fmt,
+            "file": str(output) if output else None,
+        })
+    elif not output:
+        sys.stdout.write(text)
+    else:
+        console.print(f"wrote {output}")
+
+
+# ---------------------------------------------------------------------------------- model
+
+
+@app.command()
+def estimate(
+    model: str = typer.Option(..., "--model", help="model preset, e.g. llama-7b"),
+    cluster: str = typer.Option(..., "--cluster", help="cluster preset, e.g. h100-80g"),
+    gpus: int = typer.Option(..., "--gpus", help="world size"),
+    tp: int = typer.Option(1, "--tp"),
+    pp: int = typer.Option(1, "--pp"),
+    zero_stage: int = typer.Option(0, "--zero-stage"),
+    micro_batch_size: int = typer.Option(1, "--micro-batch-size"),
+    global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size",
+                                                    help="sequences per step (default: mbs*dp)"),
+    ac: str = typer.Option("none", "--activation-checkpointing", help="none | selective | full"),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Memory and predicted throughput breakdown of one configuration."""
+    from orchestrator.costmodel import estimate as predict
+    from orchestrator.search_spaces import InvalidConfig, ParallelConfig
+    from orchestrator.spec import spec_from_dict
+
+    dp, rest = divmod(gpus, tp * pp) if tp * pp else (0, 1)
+    if rest or dp < 1:
+        raise UserError(f"--gpus: tp({tp}) * pp({pp}) must divide gpus({gpus})")
+    gbs = global_batch_size or micro_batch_size * dp
+    model_value: object = {"preset": model, "seq_len": seq_len} if seq_len else model
+    spec = spec_from_dict(
+        {"name": "estimate", "model": model_value, "cluster": cluster,
+         "scale": {"nodes": 1, "gpus_per_node": gpus, "global_batch_size": gbs}},
+        source="paratune estimate",
+    )
+    gas, rest = divmod(gbs, micro_batch_size * dp)
+    try:
+        if rest or gas < 1:
+            raise InvalidConfig(f"micro_batch_size({micro_batch_size}) * dp({dp}) does not divide "
+                                f"GLOBAL_BATCH({gbs})")
+        config = ParallelConfig(tp=tp, pp=pp, dp=dp, zero_stage=zero_stage,
+                                micro_batch_size=micro_batch_size, grad_accum_steps=gas,
+                                activation_checkpointing=ac).validate(
+            world_size=gpus, num_heads=spec.model.num_heads, num_layers=spec.model.num_layers,
+            global_batch_size=gbs)
+    except InvalidConfig as exc:
+        raise UserError(f"paratune estimate: {exc}") from None
+    gpus_per_node = min(gpus, spec.cluster.gpus_per_node)
+    result = predict(spec.model, spec.cluster, config, gpus_per_node=gpus_per_node)
+    data = {"model": spec.model.name, "params": spec.model.num_params, "cluster": spec.cluster.name,
+            **result.to_dict()}
+    if as_json:
+        _print_json(data)
+        return
+    out.print(f"[bold]{spec.model.name}[/] ({spec.model.num_params / 1e9:.2f}B params) on "
+              f"{gpus} × {spec.cluster.device}: {config.key()}")
+    table = Table("memory per device", "GB")
+    for key, value in data["memory"].items():
+        table.add_row(key.removesuffix("_gb"), f"{value:.2f}")
+    out.print(table)
+    table = Table("time per step", "seconds")
+    for key, value in data["time"].items():
+        table.add_row(key.removesuffix("_s"), f"{value:.4g}")
+    out.print(table)
+    verdict = "fits" if result.fits else "[red]does NOT fit[/]"
+    out.print(f"{verdict}; {result.tokens_per_s:,.0f} tokens/s, "
+              f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}")
+
+
+# ---------------------------------------------------------------------------------- entry
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="paratune: %(message)s")
+    try:
+        app(args=argv, prog_name="paratune", standalone_mode=False)
+    except UserError as exc:
+        console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    except click.exceptions.UsageError as exc:
+        console.print(f"error: {exc.format_message()}", markup=False, highlight=False,
+                      soft_wrap=True)
+        return 2
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        console.print("interrupted; continue with `paratune resume CAMPAIGN`", markup=False)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Machines: the typed `Cluster` and the named presets, one set of constants each, with sources.
+
+Bandwidths are unidirectional GB/s (1e9 bytes/s): `intra_node_gbps` per device over the
+node's fabric (NVLink, Infinity Fabric), `inter_node_gbps` per node over the network.
+`peak_tflops` is the dense 16-bit peak of one device; MFU is measured against it.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Cluster(BaseModel):
+    """One kind of node, repeated: what the cost model and the backends need to know."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "custom"
+    device: str = "gpu"
+    gpus_per_node: int = Field(gt=0)
+    memory_gb: float = Field(gt=0, description="usable memory of one device")
+    peak_tflops: float = Field(gt=0)
+    intra_node_gbps: float = Field(gt=0)
+    inter_node_gbps: float = Field(gt=0)
+    intra_node_latency_us: float = Field(default=5.0, ge=0)
+    inter_node_latency_us: float = Field(default=10.0, ge=0)
+    # Fraction of peak that large matmuls reach; calibration refits it from trials.
+    compute_efficiency: float = Field(default=0.6, gt=0, le=1)
+    # Memory a process holds before the model exists (CUDA context, allocator, torch itself).
+    runtime_overhead_gb: float = Field(default=1.0, ge=0)
+    # Communication backend the built-in trial job uses on this cluster.
+    dist_backend: str = "nccl"
+
+
+CLUSTER_PRESETS: dict[str, Cluster] = {
+    # This kind of machine: 2 cores, one trial rank per core, gloo over loopback.
+    # peak: 2 AVX2 FMA units × 8 fp32 lanes × 2 FLOPs × ~3 GHz ≈ 0.1 TFLOPS per core.
+    # Bandwidth: gloo all-reduce on loopback measured at ~1-3 GB/s. Overhead: `import torch`
+    # and gloo hold ~0.4 GB RSS per rank (shared/research notes, §2).
+    "cpu-local": Cluster(
+        name="cpu-local", device="cpu", gpus_per_node=2, memory_gb=8.0, peak_tflops=0.1,
+        intra_node_gbps=2.0, inter_node_gbps=1.0, intra_node_latency_us=50.0,
+        inter_node_latency_us=100.0, compute_efficiency=0.3, runtime_overhead_gb=0.4,
+        dist_backend="gloo",
+    ),
+    # OLCF Frontier: 4× MI250X = 8 GCDs of 64 GB HBM2E per node; 191.5 TFLOPS FP16/BF16 per
+    # GCD (383 per MI250X); GCD↔GCD Infinity Fabric 50-100 GB/s (50 GB/s per x16 link);
+    # 4× Slingshot-11 200 Gb/s = 100 GB/s per node (docs.olcf.ornl.gov, Frontier user guide).
+    "frontier": Cluster(
+        name="frontier", device="MI250X GCD", gpus_per_node=8, memory_gb=64.0,
+        peak_tflops=191.5, intra_node_gbps=50.0, inter_node_gbps=100.0,
+        intra_node_latency_us=10.0, inter_node_latency_us=20.0, dist_backend="nccl",
+    ),
+    # NVIDIA A100 SXM 80GB: 312 TFLOPS BF16 dense; NVLink3 600 GB/s bidirectional per GPU;
+    # DGX A100: 8× HDR 200 Gb/s = 200 GB/s per node (NVIDIA A100 datasheet, DGX A100 guide).
+    "a100-80g": Cluster(
+        name="a100-80g", device="A100-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
+        peak_tflops=312.0, intra_node_gbps=300.0, inter_node_gbps=200.0,
+    ),
+    # A800: the A100 with NVLink capped at 400 GB/s bidirectional; AMSP's test-bed has
+    # 4× HDR InfiniBand = 800 Gb/s = 100 GB/s per node (AMSP, arXiv 2311.00257, §VI-A).
+    "a800-80g": Cluster(
+        name="a800-80g", device="A800-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
+        peak_tflops=312.0, intra_node_gbps=200.0, inter_node_gbps=100.0,
+    ),
+    # NVIDIA H100 SXM: 989 TFLOPS BF16 dense; NVLink4 900 GB/s bidirectional per GPU;
+    # DGX H100: 8× NDR 400 Gb/s = 400 GB/s per node (NVIDIA H100 datasheet).
+    "h100-80g": Cluster(
+        name="h100-80g", device="H100-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
+        peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0,
+    ),
+    # NVIDIA H200 SXM: the H100's compute with 141 GB HBM3e (NVIDIA H200 datasheet).
+    "h200-141g": Cluster(
+        name="h200-141g", device="H200-SXM-141GB", gpus_per_node=8, memory_gb=141.0,
+        peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0,
+    ),
+}

@@ -1,0 +1,82 @@
+"""The live display of a running campaign (rich), and its closing summary table."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.journal import TrialRecord
+from orchestrator.spec import CampaignSpec
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.4g}"
+
+
+class CampaignProgress:
+    """Receives controller events; shows trials done of the budget and the best so far."""
+
+    def __init__(self, console: Console, spec: CampaignSpec):
+        self.console = console
+        self.spec = spec
+        self.metric = spec.objective.metric
+        self.best: float | None = None
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console,
+            transient=False,
+        )
+        self.task = self.progress.add_task(
+            spec.name, total=spec.budget.max_trials, status="starting"
+        )
+
+    def __enter__(self) -> "CampaignProgress":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def update(self, kind: str, record: TrialRecord) -> None:
+        if kind == "submitted":
+            self.progress.update(self.task, status=f"running {record.trial_id} {record.config.key()}")
+            return
+        result = record.result
+        value = result.metric(self.metric) if result else None
+        if result and result.ok and value is not None:
+            better = self.best is None or (
+                value > self.best if self.spec.objective.mode == "max" else value < self.best
+            )
+            self.best = value if better else self.best
+        line = f"{record.trial_id} {record.config.key():<40} {result.status:<10}"
+        if result.ok:
+            line += f" {self.metric}={_fmt(value)}"
+        elif result.error:
+            line += f" {result.error[:90]}"
+        self.progress.console.print(line, markup=False, highlight=False)
+        if result.status != "infeasible":
+            self.progress.advance(self.task)
+        self.progress.update(self.task, status=f"best {self.metric} {_fmt(self.best)}")
+
+    def print_summary(self, out: Console, summary) -> None:
+        table = Table(title=f"campaign {summary.name}")
+        for column in ("trial", "config", "status", self.metric, "step s", "peak GB"):
+            table.add_column(column)
+        for r in summary.records:
+            res = r.result
+            table.add_row(
+                r.trial_id, r.config.key(), res.status if res else "running",
+                _fmt(res.metric(self.metric)) if res else "-",
+                _fmt(res.step_time_s) if res else "-", _fmt(res.peak_memory_gb) if res else "-",
+            )
+        out.print(table)
+        if summary.best is None:
+            out.print("no successful trial")
+            return
+        b = summary.best
+        out.print(
+            f"[bold green]best[/]: {b.trial_id} {b.config.key()}  "
+            f"{self.metric}={_fmt(b.result.metric(self.metric))}"
+        )
+        out.print(f"export it: paratune best {summary.name} --format torchrun -o launch.sh")

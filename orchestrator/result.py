@@ -1,0 +1,127 @@
+"""The trial-result schema and the FLOPs formula that defines its throughput metrics.
+
+This is the one module of `orchestrator` that trial programs in `jobs/` may import: it needs
+nothing but the standard library, so a trial runs on a compute node with only torch installed.
+The FLOPs function lives here because `tflops_per_gpu` and `mfu` are defined by it; the cost
+model calls the same function, so predicted and measured MFU are comparable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = ("ok", "oom", "timeout", "failed", "infeasible")
+
+# Marker for results printed on stdout by external trainers.
+STDOUT_MARKER = "PARATUNE_RESULT"
+
+
+@dataclass
+class TrialResult:
+    """What one trial measured. Failures are data: `status` says how it ended, `error` why."""
+
+    status: str
+    tokens_per_s: float | None = None
+    tokens_per_s_per_gpu: float | None = None
+    tflops_per_gpu: float | None = None
+    mfu: float | None = None
+    step_time_s: float | None = None
+    step_time_p90_s: float | None = None
+    peak_memory_gb: float | None = None
+    loss_first: float | None = None
+    loss_last: float | None = None
+    world_size: int | None = None
+    error: str | None = None
+    # Per-step wall times after warm-up, kept for the metric series in MLflow.
+    step_times_s: list[float] = field(default_factory=list)
+    # Anything else a trainer reported (e.g. predicted_memory_gb for infeasible configs).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def metric(self, name: str) -> float | None:
+        value = getattr(self, name, None) if name in _FIELD_NAMES else self.extra.get(name)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            return float(value)
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrialResult":
+        known = {k: v for k, v in data.items() if k in _FIELD_NAMES}
+        extra = dict(known.pop("extra", None) or {})
+        extra.update({k: v for k, v in data.items() if k not in _FIELD_NAMES})
+        known.setdefault("status", "ok")
+        return cls(**known, extra=extra)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+_FIELD_NAMES = {f.name for f in dataclasses.fields(TrialResult)}
+
+# Numeric fields that are logged as metrics.
+METRIC_FIELDS = (
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "tflops_per_gpu",
+    "mfu",
+    "step_time_s",
+    "step_time_p90_s",
+    "peak_memory_gb",
+    "loss_first",
+    "loss_last",
+    "world_size",
+)
+
+
+def training_flops_per_iteration(
+    *,
+    tokens: int,
+    seq_len: int,
+    num_layers: int,
+    hidden: int,
+    vocab_size: int,
+    ffn_hidden: int | None = None,
+    gated_mlp: bool = False,
+    kv_heads_ratio: float = 1.0,
+    recompute: str = "none",
+) -> float:
+    """Model FLOPs of one training iteration (forward + backward) over `tokens` tokens.
+
+    Megatron's accounting (Narayanan et al. 2021; Korthikanti et al. 2022): per layer and token
+    the dense matmuls cost 2·(attention 2h² + 2h²·kv_ratio, MLP 2 or 3 matrices of h·ffn), the
+    attention scores and values 2·2·s·h, plus 2·h·V for the logits; backward doubles the
+    forward. With `gpt` shapes (ffn = 4h, ungated, kv_ratio 1) this equals the closed form
+    72·B·s·l·h²·(1 + s/(6h) + V/(12lh)). `recompute="full"` adds one forward of the layers
+    (the 96 variant); "selective" doubles the attention-score term, as Korthikanti et al. print it. MFU uses
+    recompute="none" by convention; hardware FLOPs use the actual setting.
+    """
+    ffn = ffn_hidden if ffn_hidden is not None else 4 * hidden
+    attn_proj = 2 * hidden * hidden + 2 * hidden * hidden * kv_heads_ratio
+    mlp = (3 if gated_mlp else 2) * hidden * ffn
+    dense_fwd = 2 * (attn_proj + mlp)
+    scores_fwd = 2 * 2 * seq_len * hidden
+    layer_fwd = dense_fwd + scores_fwd
+    logits_fwd = 2 * hidden * vocab_size
+    per_token = 3 * (num_layers * layer_fwd + logits_fwd)
+    if recompute == "full":
+        per_token += num_layers * layer_fwd
+    elif recompute == "selective":
+        # As published (Korthikanti et al. 2022): 72Bslh²(1 + s/(3h) + V/(12lh)).
+        per_token += num_layers * 3 * scores_fwd
+    elif recompute != "none":
+        raise ValueError(f"recompute must be none, selective or full, not {recompute!r}")
+    return float(per_token) * tokens

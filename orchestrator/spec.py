@@ -1,0 +1,249 @@
+"""The campaign spec: one YAML file, validated by pydantic, with `--set a.b=value` overrides.
+
+Every problem becomes one `SpecError` line naming the file, the key path, what was wrong and
+what is allowed, so the CLI never shows a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from orchestrator.errors import SpecError
+from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
+
+CheckpointMode = Literal["none", "selective", "full"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:
+    """A preset name, or a mapping with an optional `preset:` base and overrides."""
+    if isinstance(value, str):
+        if value not in presets:
+            raise ValueError(f"unknown {kind} preset {value!r}; choose one of {', '.join(presets)}")
+        return presets[value]
+    if isinstance(value, dict) and "preset" in value:
+        base = _resolve_preset(value["preset"], presets, kind)
+        overrides = {k: v for k, v in value.items() if k != "preset"}
+        return {**base.model_dump(), **overrides}
+    return value
+
+
+class ScaleSpec(_Strict):
+    nodes: int = Field(default=1, gt=0)
+    gpus_per_node: int | None = Field(default=None, gt=0, description="default: the cluster's")
+    global_batch_size: int = Field(gt=0, description="sequences per optimizer step")
+
+
+class SpaceSpec(_Strict):
+    """Ranges the search space takes its candidates from; dp follows from world size."""
+
+    kind: Literal["megatron-3d"] = "megatron-3d"
+    tp: list[int] = Field(default=[1], min_length=1)
+    pp: list[int] = Field(default=[1], min_length=1)
+    zero_stage: list[Literal[0, 1, 2, 3]] = Field(default=[0, 1, 2, 3], min_length=1)
+    micro_batch_size: list[int] = Field(default=[1, 2, 4, 8], min_length=1)
+    activation_checkpointing: list[CheckpointMode] = Field(
+        default=["none", "selective", "full"], min_length=1
+    )
+
+    @field_validator("tp", "pp", "micro_batch_size")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        bad = [v for v in values if v < 1]
+        if bad:
+            raise ValueError(f"values must be positive integers, got {bad}")
+        return sorted(set(values))
+
+
+class ObjectiveSpec(_Strict):
+    metric: Literal["tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu"] = (
+        "tokens_per_s"
+    )
+    mode: Literal["max", "min"] = "max"
+
+
+class SearchSpec(_Strict):
+    algorithm: Literal["grid", "random"] = "grid"
+    seed: int = 0
+
+
+class BudgetSpec(_Strict):
+    max_trials: int = Field(default=8, gt=0, description="trials run on the backend")
+    max_concurrent: int = Field(default=1, gt=0)
+
+
+class TrialSpec(_Strict):
+    steps: int = Field(default=10, gt=0, description="timed steps after warm-up")
+    warmup_steps: int = Field(default=2, ge=0)
+    timeout_s: float = Field(default=600.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class BackendSpec(_Strict):
+    kind: Literal["local"] = "local"
+
+
+class TrackingSpec(_Strict):
+    uri: str | None = Field(default=None, description="default: sqlite at <runs_dir>/mlflow.db")
+    runs_dir: str = "runs"
+    enabled: bool = True
+
+
+class CampaignSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
+    model: ModelShape
+    cluster: Cluster
+    scale: ScaleSpec
+    space: SpaceSpec = Field(default_factory=SpaceSpec)
+    objective: ObjectiveSpec = Field(default_factory=ObjectiveSpec)
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    trial: TrialSpec = Field(default_factory=TrialSpec)
+    backend: BackendSpec = Field(default_factory=BackendSpec)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_preset(cls, value: Any) -> Any:
+        return _resolve_preset(value, MODEL_PRESETS, "model")
+
+    @field_validator("cluster", mode="before")
+    @classmethod
+    def _cluster_preset(cls, value: Any) -> Any:
+        return _resolve_preset(value, CLUSTER_PRESETS, "cluster")
+
+    @model_validator(mode="after")
+    def _space_fits_model(self) -> "CampaignSpec":
+        _check_divisors("space.tp", "tp", self.space.tp, "model.num_heads", self.model.num_heads)
+        _check_divisors("space.pp", "pp", self.space.pp, "model.num_layers", self.model.num_layers)
+        world = self.world_size
+        _check_divisors("space.tp", "tp", self.space.tp, "world size", world)
+        _check_divisors("space.pp", "pp", self.space.pp, "world size", world)
+        return self
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.scale.gpus_per_node or self.cluster.gpus_per_node
+
+    @property
+    def world_size(self) -> int:
+        return self.scale.nodes * self.gpus_per_node
+
+    def runs_dir(self) -> Path:
+        return Path(os.environ.get("PARATUNE_RUNS_DIR") or self.tracking.runs_dir)
+
+    def campaign_dir(self) -> Path:
+        return self.runs_dir() / self.name
+
+    def tracking_uri(self) -> str:
+        if self.tracking.uri:
+            return self.tracking.uri
+        if os.environ.get("MLFLOW_TRACKING_URI"):
+            return os.environ["MLFLOW_TRACKING_URI"]
+        return f"sqlite:///{(self.runs_dir() / 'mlflow.db').resolve()}"
+
+
+def _check_divisors(key: str, name: str, values: list[int], of: str, total: int) -> None:
+    for value in values:
+        if total % value:
+            divisors = [d for d in range(1, total + 1) if total % d == 0]
+            shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
+            # Cross-field errors carry their key path in front; _describe keeps it.
+            raise ValueError(f"{key}: {name}={value} does not divide {of}={total}; use one of {shown}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CampaignSpec:
+    """Read, override and validate a campaign spec; every failure is one SpecError line."""
+    path = Path(path)
+    if not path.exists():
+        raise SpecError(f"{path}: file not found; pass the path of a campaign YAML file")
+    if path.is_dir():
+        raise SpecError(f"{path}: is a directory; pass the path of a campaign YAML file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise SpecError(f"{path}:{where}: YAML syntax error: {problem}; fix the YAML") from None
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"{path}: expected a mapping of keys (name, model, cluster, ...), "
+            f"got {type(data).__name__}"
+        )
+    for item in overrides:
+        apply_override(data, item, source=str(path))
+    return spec_from_dict(data, source=str(path))
+
+
+def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> CampaignSpec:
+    try:
+        return CampaignSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_describe(exc, source)) from None
+
+
+def apply_override(data: dict[str, Any], item: str, source: str = "<spec>") -> None:
+    """Apply `a.b.c=value` (value parsed as YAML) to a raw spec mapping, in place."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise SpecError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. budget.max_trials=4")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else raw
+    except yaml.YAMLError:
+        value = raw
+    parts = key.strip().split(".")
+    node = data
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if isinstance(child, str) and part in ("model", "cluster") and depth == 0:
+            child = {"preset": child}  # override one field of a preset
+        elif child is None:
+            child = {}
+        elif not isinstance(child, dict):
+            path = ".".join(parts[: depth + 1])
+            raise SpecError(f"{source}: --set {key}: {path} is not a mapping; set {path} itself")
+        node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    """The first validation error as one line: file, key path, problem, allowed values."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    msg = err["msg"].removeprefix("Value error, ")
+    if not loc:  # a cross-field check, whose message starts with its key path
+        return f"{source}: {msg}"
+    key = ".".join(loc)
+    if err["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
+        return f"{source}: {key}: unknown key{hint}"
+    if err["type"] == "missing":
+        return f"{source}: {key}: required key is missing; add it"
+    if "input" in err and err["type"] not in ("value_error",):
+        msg = f"{msg} (got {err['input']!r})"
+    return f"{source}: {key}: {msg}"
+
+
+def _allowed_keys(loc: list[str]) -> list[str]:
+    model: Any = CampaignSpec
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        model = field.annotation
+    return list(getattr(model, "model_fields", {}))

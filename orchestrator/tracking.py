@@ -1,0 +1,104 @@
+"""MLflow tracking: one experiment per campaign, a parent run for it, one child run per trial.
+
+Each trial is written with one `MlflowClient.log_batch` call (about 30 ms here, against about
+200 ms through the fluent API). Config fields become params, result fields metrics (per-step
+times as a series), status and failure reason tags, and the trial log an artifact.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator.result import METRIC_FIELDS, TrialResult
+from orchestrator.search_spaces import ParallelConfig
+
+MAX_TAG_CHARS = 5000
+
+
+class Tracker:
+    def __init__(self, uri: str, experiment: str, artifact_root: Path | None = None):
+        from mlflow.tracking import MlflowClient
+
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+        self.experiment_id = self._experiment(experiment, artifact_root)
+
+    def _experiment(self, name: str, artifact_root: Path | None) -> str:
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        location = None
+        if artifact_root is not None and not self.uri.startswith(("http://", "https://")):
+            location = (artifact_root / name).resolve().as_uri()
+        return self.client.create_experiment(name, artifact_location=location)
+
+    def start_campaign(self, name: str, params: dict[str, Any]) -> str:
+        run = self.client.create_run(
+            self.experiment_id, run_name=name, tags={"paratune.kind": "campaign"}
+        )
+        self._log(run.info.run_id, params=params)
+        return run.info.run_id
+
+    def log_trial(
+        self,
+        parent_run_id: str,
+        trial_id: str,
+        config: ParallelConfig,
+        result: TrialResult,
+        *,
+        log_path: Path | None = None,
+        extra_params: dict[str, Any] | None = None,
+    ) -> str:
+        tags = {
+            "mlflow.parentRunId": parent_run_id,
+            "paratune.kind": "trial",
+            "paratune.trial_id": trial_id,
+            "paratune.status": result.status,
+            "paratune.config_key": config.key(),
+        }
+        if result.error:
+            tags["paratune.error"] = result.error[:MAX_TAG_CHARS]
+        run = self.client.create_run(self.experiment_id, run_name=trial_id, tags=tags)
+        run_id = run.info.run_id
+        metrics = {name: result.metric(name) for name in METRIC_FIELDS}
+        metrics.update({k: v for k, v in result.extra.items() if isinstance(v, (int, float))})
+        self._log(
+            run_id,
+            params={**config.to_dict(), **(extra_params or {})},
+            metrics={k: v for k, v in metrics.items() if v is not None},
+            series={"step_time_s_series": result.step_times_s},
+        )
+        if log_path is not None and log_path.exists():
+            self.client.log_artifact(run_id, str(log_path))
+        self.client.set_terminated(run_id, status="FINISHED" if result.ok else "FAILED")
+        return run_id
+
+    def finish_campaign(self, run_id: str, summary: dict[str, Any]) -> None:
+        metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
+        tags = {f"paratune.{k}": str(v) for k, v in summary.items() if isinstance(v, str)}
+        self._log(run_id, metrics=metrics, tags=tags)
+        self.client.set_terminated(run_id, status="FINISHED")
+
+    def _log(
+        self,
+        run_id: str,
+        *,
+        params: dict[str, Any] | None = None,
+        metrics: dict[str, float] | None = None,
+        series: dict[str, list[float]] | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = int(time.time() * 1000)
+        batch_metrics = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()]
+        for key, values in (series or {}).items():
+            batch_metrics += [Metric(key, float(v), now, step) for step, v in enumerate(values)]
+        self.client.log_batch(
+            run_id,
+            metrics=batch_metrics,
+            params=[Param(k, str(v)) for k, v in (params or {}).items()],
+            tags=[RunTag(k, v) for k, v in (tags or {}).items()],
+        )
