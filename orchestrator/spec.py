@@ -86,6 +86,13 @@ class TrialSpec(_Strict):
     timeout_s: float = Field(default=600.0, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_text(cls, env: Any) -> Any:
+        if isinstance(env, dict):  # YAML reads `OMP_NUM_THREADS: 4` as an int
+            return {k: v if isinstance(v, str) else str(v) for k, v in env.items()}
+        return env
+
 
 class BackendSpec(_Strict):
     kind: Literal["local"] = "local"

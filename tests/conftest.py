@@ -1,0 +1,62 @@
+"""Shared fixtures: an isolated runs directory and helpers to call the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def runs_dir(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "runs"
+    monkeypatch.setenv("PARATUNE_RUNS_DIR", str(path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return path
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `paratune ARGS` in-process; return (exit code, stdout, stderr)."""
+
+    def call(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return call
+
+
+def run_cli_process(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """Run the CLI as a real process (how users meet it), with the repo importable."""
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True,
+        cwd=ROOT, env={**os.environ, **(env or {})}, **kw,
+    )
+
+
+def write_spec(path: Path, **changes) -> Path:
+    """The quickstart spec with top-level sections replaced or merged."""
+    data = yaml.safe_load((EXAMPLES / "quickstart.yaml").read_text())
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def journal_events(campaign_dir: Path) -> list[dict]:
+    lines = (campaign_dir / "journal.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]

@@ -1,0 +1,58 @@
+"""The built-in trial job under torchrun (gloo, 2 ranks): modes agree on the loss, faults are data."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"num_layers": 2, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "vocab_size": 256,
+        "seq_len": 32}
+
+
+def run_job(tmp_path: Path, nproc: int, env: dict | None = None, timeout: float = 120, **settings):
+    config = {"model": TINY, "dp": nproc, "micro_batch_size": 2, "grad_accum_steps": 2,
+              "steps": 3, "warmup_steps": 1, "peak_tflops": 0.1, **settings}
+    name = "-".join(f"{k}{v}" for k, v in settings.items()) or "default"
+    (tmp_path / f"{name}.json").write_text(json.dumps(config))
+    result_file = tmp_path / f"{name}.result.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+         "-m", "jobs.train", "--config", str(tmp_path / f"{name}.json"),
+         "--result-file", str(result_file)],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path), **(env or {})},
+    )
+    assert result_file.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(result_file.read_text()), proc
+
+
+@pytest.mark.slow
+def test_sharding_modes_match_single_process_loss(tmp_path):
+    """Same seed and global batch: DDP, ZeRO-1 and FSDP2 (zero 2/3) give the loss of one process."""
+    single, _ = run_job(tmp_path, 1, dp=1, grad_accum_steps=4)
+    assert single["status"] == "ok"
+    for zero in (0, 1, 2, 3):
+        result, _ = run_job(tmp_path, 2, zero_stage=zero, activation_checkpointing="full" if zero == 3 else "none")
+        assert result["status"] == "ok", result
+        assert result["loss_first"] == pytest.approx(single["loss_first"], rel=1e-5)
+        assert result["loss_last"] == pytest.approx(single["loss_last"], rel=1e-4)
+        assert result["world_size"] == 2 and result["tokens_per_s"] > 0 and result["mfu"] > 0
+        assert len(result["step_times_s"]) == 3
+
+
+@pytest.mark.slow
+def test_injected_crash_is_reported_as_failed(tmp_path):
+    result, proc = run_job(tmp_path, 2, env={"PARATUNE_INJECT_FAULT": "crash:zero_stage=2"}, zero_stage=2)
+    assert proc.returncode != 0
+    assert result["status"] == "failed" and "injected crash" in result["error"]
+
+
+def test_unsupported_layout_is_infeasible_before_any_process_group(tmp_path):
+    result, proc = run_job(tmp_path, 1, dp=1, tp=2)
+    assert result["status"] == "infeasible" and "tp(2)" in result["error"]

@@ -1,0 +1,96 @@
+"""Spec validation: every malformed spec is one line on stderr naming the key, exit code 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import EXAMPLES, run_cli_process, write_spec
+from orchestrator.errors import SpecError
+from orchestrator.spec import load_spec
+
+QUICKSTART = EXAMPLES / "quickstart.yaml"
+
+
+def test_quickstart_loads_with_presets_resolved():
+    spec = load_spec(QUICKSTART)
+    assert spec.model.name == "tiny" and spec.cluster.name == "cpu-local"
+    assert spec.world_size == 2
+    assert 1e6 < spec.model.num_params < 10e6
+
+
+def test_set_overrides_nested_keys_and_preset_fields():
+    spec = load_spec(QUICKSTART, ["budget.max_trials=3", "model.seq_len=64", "trial.env.A=1"])
+    assert spec.budget.max_trials == 3
+    assert spec.model.seq_len == 64 and spec.model.hidden == 256  # rest of the preset kept
+    assert spec.trial.env == {"A": "1"}
+
+
+# (what is broken, how to break it, words the error must contain)
+MALFORMED = [
+    ("unknown top-level key", {"colour": "red"}, ["colour", "unknown key", "allowed keys"]),
+    ("unknown nested key", {"budget": {"max_trails": 3}}, ["budget.max_trails", "unknown key", "max_trials"]),
+    ("wrong type", {"budget": {"max_trials": "many"}}, ["budget.max_trials", "integer"]),
+    ("tp does not divide heads", {"space": {"tp": [3]}}, ["space.tp", "tp=3", "num_heads=4", "1, 2, 4"]),
+    ("pp does not divide layers", {"space": {"pp": [3]}}, ["space.pp", "pp=3", "num_layers=4"]),
+    ("unknown model preset", {"model": "llama-8t"}, ["model", "llama-8t", "llama-7b"]),
+    ("unknown cluster preset", {"cluster": "summit"}, ["cluster", "summit", "frontier"]),
+    ("bad choice", {"search": {"algorithm": "genetic"}}, ["search.algorithm", "grid", "random"]),
+    ("out of range", {"budget": {"max_trials": 0}}, ["budget.max_trials", "greater than 0"]),
+    ("bad zero stage", {"space": {"zero_stage": [4]}}, ["space.zero_stage", "0", "3"]),
+    ("bad campaign name", {"name": "my campaign/1"}, ["name", "pattern"]),
+]
+
+
+@pytest.mark.parametrize("what,change,words", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_spec_is_one_line_exit_2(tmp_path, cli, what, change, words):
+    spec = write_spec(tmp_path / "bad.yaml", **change)
+    code, out, err = cli("run", str(spec), "--dry-run")
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert str(spec) in lines[0]
+    for word in words:
+        assert word in lines[0], f"{what}: {word!r} missing from {lines[0]!r}"
+    assert "Traceback" not in err and out == ""
+
+
+def test_missing_required_key(tmp_path, cli):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: x\nmodel: tiny\ncluster: cpu-local\n")
+    code, _, err = cli("run", str(spec), "--dry-run")
+    assert code == 2 and err.count("\n") == 1
+    assert "scale" in err and "required" in err
+
+
+def test_missing_file(tmp_path, cli):
+    code, _, err = cli("run", str(tmp_path / "nope.yaml"))
+    assert code == 2 and err.count("\n") == 1
+    assert "nope.yaml" in err and "not found" in err
+
+
+def test_yaml_syntax_error(tmp_path, cli):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: x\nmodel: [tiny\n")
+    code, _, err = cli("run", str(spec))
+    assert code == 2 and err.count("\n") == 1
+    assert "YAML" in err and "line" in err
+
+
+def test_bad_override(cli):
+    code, _, err = cli("run", str(QUICKSTART), "--set", "budget.max_trials")
+    assert code == 2 and "KEY.PATH=VALUE" in err
+    code, _, err = cli("run", str(QUICKSTART), "--set", "budget.max_trials=-1")
+    assert code == 2 and "budget.max_trials" in err
+
+
+def test_real_process_prints_no_traceback(tmp_path):
+    spec = write_spec(tmp_path / "bad.yaml", space={"tp": [3]})
+    proc = run_cli_process("run", str(spec))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
+    assert "space.tp" in proc.stderr
+
+
+def test_spec_error_type():
+    with pytest.raises(SpecError):
+        load_spec(QUICKSTART, ["cluster=nowhere"])
