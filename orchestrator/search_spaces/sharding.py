@@ -1,0 +1,114 @@
+"""AMSP sharding factors: how far parameters, gradients and optimizer states are each sharded.
+
+AMSP (Chen et al., arXiv 2311.00257, §IV-B) gives each model-state component its own factor on
+the two-level data-parallel mesh `s0dp × s1dp` (GPUs within a node × nodes): s_x = s0x · s1x.
+Every named scheme is one point of this space (§IV-B, "existing schemes"):
+
+| scheme       | (s_p, s_g, s_os)                         |
+|--------------|------------------------------------------|
+| DDP          | (1, 1, 1)                                |
+| ZeRO-1       | (1, 1, dp)                               |
+| ZeRO-2       | (1, dp, dp)                              |
+| ZeRO-3, FSDP | (dp, dp, dp)                             |
+| MiCS, HSDP   | (g, g, g), g < dp a shard group          |
+| ZeRO++ (hpZ) | ZeRO-3, with a secondary weight shard g  |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.search_spaces.config import InvalidConfig
+
+SCHEMES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "mics", "hsdp", "zero++")
+
+
+@dataclass(frozen=True, order=True)
+class ShardingFactors:
+    s0p: int = 1
+    s1p: int = 1
+    s0g: int = 1
+    s1g: int = 1
+    s0os: int = 1
+    s1os: int = 1
+
+    @property
+    def sp(self) -> int:
+        return self.s0p * self.s1p
+
+    @property
+    def sg(self) -> int:
+        return self.s0g * self.s1g
+
+    @property
+    def sos(self) -> int:
+        return self.s0os * self.s1os
+
+    def as_tuple(self) -> tuple[int, int, int, int, int, int]:
+        return (self.s0p, self.s1p, self.s0g, self.s1g, self.s0os, self.s1os)
+
+    def to_dict(self) -> dict[str, int]:
+        names = ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
+        return dict(zip(names, self.as_tuple()))
+
+    def validate(self, s0dp: int, s1dp: int) -> "ShardingFactors":
+        """AMSP constraints (3)-(7) and s_g ∈ {s_p, s_os}; the message names every factor."""
+        chain0 = (self.s0p, self.s0g, self.s0os, s0dp)
+        chain1 = (self.s1p, self.s1g, self.s1os, s1dp)
+        if not all(1 <= a <= b for a, b in zip(chain0, chain0[1:])):
+            raise InvalidConfig(
+                f"need 1 <= s0p({self.s0p}) <= s0g({self.s0g}) <= s0os({self.s0os}) <= s0dp({s0dp})"
+            )
+        if not all(1 <= a <= b for a, b in zip(chain1, chain1[1:])):
+            raise InvalidConfig(
+                f"need 1 <= s1p({self.s1p}) <= s1g({self.s1g}) <= s1os({self.s1os}) <= s1dp({s1dp})"
+            )
+        for name, value, whole in (("s0p", self.s0p, s0dp), ("s0g", self.s0g, s0dp),
+                                   ("s0os", self.s0os, s0dp), ("s1p", self.s1p, s1dp),
+                                   ("s1g", self.s1g, s1dp), ("s1os", self.s1os, s1dp)):
+            if whole % value:
+                raise InvalidConfig(f"{name}({value}) does not divide {name[:2]}dp({whole})")
+        for comp, s0, s1 in (("p", self.s0p, self.s1p), ("g", self.s0g, self.s1g),
+                             ("os", self.s0os, self.s1os)):
+            if s1 > 1 and s0 != s0dp:
+                raise InvalidConfig(
+                    f"s1{comp}({s1}) > 1 needs s0{comp}({s0}) = s0dp({s0dp}): fill a node first"
+                )
+        if self.sg not in (self.sp, self.sos):
+            raise InvalidConfig(
+                f"s_g({self.sg}) must equal s_p({self.sp}) or s_os({self.sos})"
+            )
+        return self
+
+    @classmethod
+    def from_zero_stage(cls, stage: int, s0dp: int, s1dp: int) -> "ShardingFactors":
+        names = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
+        return cls.named(names[stage], s0dp, s1dp)
+
+    @classmethod
+    def named(cls, scheme: str, s0dp: int, s1dp: int, group: int | None = None) -> "ShardingFactors":
+        """A named scheme on an `s0dp × s1dp` mesh; `group` is MiCS/HSDP's shard group size."""
+        full = (s0dp, s1dp)
+        if scheme == "ddp":
+            return cls()
+        if scheme == "zero1":
+            return cls(1, 1, 1, 1, *full)
+        if scheme == "zero2":
+            return cls(1, 1, *full, *full)
+        if scheme in ("zero3", "fsdp", "zero++"):
+            return cls(*full, *full, *full)
+        if scheme in ("mics", "hsdp"):
+            g = group or s0dp
+            s0, s1 = (g, 1) if g <= s0dp else (s0dp, g // s0dp)
+            return cls(s0, s1, s0, s1, s0, s1)
+        raise InvalidConfig(f"unknown sharding scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+
+
+def dp_mesh(dp: int, tp: int, gpus_per_node: int) -> tuple[int, int]:
+    """(s0dp, s1dp): ranks are laid out tp fastest, so a node holds gpus_per_node // tp of a DP
+    group (at most dp of them) and the group spans the remaining factor in nodes."""
+    per_node = max(1, gpus_per_node // tp)
+    s0dp = min(dp, per_node)
+    while dp % s0dp:
+        s0dp -= 1
+    return s0dp, dp // s0dp
