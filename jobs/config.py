@@ -25,6 +25,16 @@ class JobConfig:
     micro_batch_size: int = 1
     grad_accum_steps: int = 1
     activation_checkpointing: str = "none"
+    sequence_parallel: bool = False
+    pp_schedule: str = "1f1b"
+    virtual_stages: int = 1
+    # AMSP factors (s0p, s1p, s0g, s1g, s0os, s1os), when a campaign sets them explicitly.
+    s0p: int | None = None
+    s1p: int | None = None
+    s0g: int | None = None
+    s1g: int | None = None
+    s0os: int | None = None
+    s1os: int | None = None
     steps: int = 10
     warmup_steps: int = 2
     seed: int = 1234

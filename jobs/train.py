@@ -43,6 +43,10 @@ def check_feasible(config: JobConfig, world_size: int) -> None:
         )
     if config.zero_stage not in (0, 1, 2, 3):
         raise Infeasible(f"zero_stage({config.zero_stage}) must be 0-3")
+    if config.s0p is not None:
+        raise Infeasible(
+            "explicit AMSP sharding factors are not run by this job yet; use zero_stage"
+        )
 
 
 def synthetic_batch(config: JobConfig, step: int) -> torch.Tensor:

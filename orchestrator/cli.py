@@ -66,21 +66,9 @@ def run(
 
 
 def _dry_run(spec: CampaignSpec, top: int = 10) -> None:
-    from orchestrator.costmodel import estimate
-    from orchestrator.search_spaces import SearchSpace
+    from orchestrator.cli_model import print_ranking, rank_spec
 
-    candidates = SearchSpace.from_spec(spec).candidates()
-    estimates = [estimate(spec.model, spec.cluster, c, gpus_per_node=spec.gpus_per_node) for c in candidates]
-    fitting = sorted((e for e in estimates if e.fits), key=lambda e: -e.tokens_per_s)
-    out.print(
-        f"{spec.name}: {len(candidates)} valid configs, {len(fitting)} fit in "
-        f"{spec.cluster.memory_gb:g} GB; top {min(top, len(fitting))} by predicted tokens/s:"
-    )
-    table = Table("config", "memory GB", "step s", "tokens/s", "MFU")
-    for e in fitting[:top]:
-        table.add_row(e.config.key(), f"{e.memory_gb:.2f}", f"{e.step_time_s:.3g}",
-                      f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}")
-    out.print(table)
+    print_ranking(spec, rank_spec(spec, top))
 
 
 @app.command()
@@ -180,77 +168,15 @@ def best(
         console.print(f"wrote {output}")
 
 
-# ---------------------------------------------------------------------------------- model
-
-
-@app.command()
-def estimate(
-    model: str = typer.Option(..., "--model", help="model preset, e.g. llama-7b"),
-    cluster: str = typer.Option(..., "--cluster", help="cluster preset, e.g. h100-80g"),
-    gpus: int = typer.Option(..., "--gpus", help="world size"),
-    tp: int = typer.Option(1, "--tp"),
-    pp: int = typer.Option(1, "--pp"),
-    zero_stage: int = typer.Option(0, "--zero-stage"),
-    micro_batch_size: int = typer.Option(1, "--micro-batch-size"),
-    global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size",
-                                                    help="sequences per step (default: mbs*dp)"),
-    ac: str = typer.Option("none", "--activation-checkpointing", help="none | selective | full"),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len"),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Memory and predicted throughput breakdown of one configuration."""
-    from orchestrator.costmodel import estimate as predict
-    from orchestrator.search_spaces import InvalidConfig, ParallelConfig
-    from orchestrator.spec import spec_from_dict
-
-    dp, rest = divmod(gpus, tp * pp) if tp * pp else (0, 1)
-    if rest or dp < 1:
-        raise UserError(f"--gpus: tp({tp}) * pp({pp}) must divide gpus({gpus})")
-    gbs = global_batch_size or micro_batch_size * dp
-    model_value: object = {"preset": model, "seq_len": seq_len} if seq_len else model
-    spec = spec_from_dict(
-        {"name": "estimate", "model": model_value, "cluster": cluster,
-         "scale": {"nodes": 1, "gpus_per_node": gpus, "global_batch_size": gbs}},
-        source="paratune estimate",
-    )
-    gas, rest = divmod(gbs, micro_batch_size * dp)
-    try:
-        if rest or gas < 1:
-            raise InvalidConfig(f"micro_batch_size({micro_batch_size}) * dp({dp}) does not divide "
-                                f"GLOBAL_BATCH({gbs})")
-        config = ParallelConfig(tp=tp, pp=pp, dp=dp, zero_stage=zero_stage,
-                                micro_batch_size=micro_batch_size, grad_accum_steps=gas,
-                                activation_checkpointing=ac).validate(
-            world_size=gpus, num_heads=spec.model.num_heads, num_layers=spec.model.num_layers,
-            global_batch_size=gbs)
-    except InvalidConfig as exc:
-        raise UserError(f"paratune estimate: {exc}") from None
-    gpus_per_node = min(gpus, spec.cluster.gpus_per_node)
-    result = predict(spec.model, spec.cluster, config, gpus_per_node=gpus_per_node)
-    data = {"model": spec.model.name, "params": spec.model.num_params, "cluster": spec.cluster.name,
-            **result.to_dict()}
-    if as_json:
-        _print_json(data)
-        return
-    out.print(f"[bold]{spec.model.name}[/] ({spec.model.num_params / 1e9:.2f}B params) on "
-              f"{gpus} × {spec.cluster.device}: {config.key()}")
-    table = Table("memory per device", "GB")
-    for key, value in data["memory"].items():
-        table.add_row(key.removesuffix("_gb"), f"{value:.2f}")
-    out.print(table)
-    table = Table("time per step", "seconds")
-    for key, value in data["time"].items():
-        table.add_row(key.removesuffix("_s"), f"{value:.4g}")
-    out.print(table)
-    verdict = "fits" if result.fits else "[red]does NOT fit[/]"
-    out.print(f"{verdict}; {result.tokens_per_s:,.0f} tokens/s, "
-              f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}")
-
-
 # ---------------------------------------------------------------------------------- entry
 
 
+def _register_commands() -> None:
+    from orchestrator import cli_model  # noqa: F401 - registers estimate and plan on `app`
+
+
 def main(argv: list[str] | None = None) -> int:
+    _register_commands()
     logging.basicConfig(level=logging.WARNING, format="paratune: %(message)s")
     try:
         app(args=argv, prog_name="paratune", standalone_mode=False)

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from orchestrator.backends import Backend, TrialHandle, TrialRequest, make_backend
-from orchestrator.costmodel import estimate
+from orchestrator.costmodel import Calibration, calibrate, cost_model_for
 from orchestrator.errors import CampaignStateError
 from orchestrator.journal import Journal, TrialRecord
 from orchestrator.launch import job_settings
@@ -73,8 +73,13 @@ class Controller:
         self.spec = spec
         self.dir = spec.campaign_dir().resolve()
         self.journal = Journal(self.dir / JOURNAL_FILE)
-        self.backend = backend or make_backend(spec.backend.kind)
+        self.backend = backend or make_backend(
+            spec.backend, cost_model=cost_model_for(spec), steps=spec.trial.steps
+        )
         self.on_event = on_event or (lambda kind, record: None)
+        self.base_model = cost_model_for(spec)
+        self.cost_model = self.base_model  # replaced by the calibrated model as trials end
+        self.calibration: Calibration | None = None
         self.tracker: Tracker | None = None
         self.parent_run_id: str | None = None
         self.running: dict[str, tuple[TrialRecord, TrialHandle]] = {}
@@ -98,6 +103,7 @@ class Controller:
             seed=self.spec.search.seed,
         )
         queue = self._replay(records, searcher)
+        self._recalibrate(records)
         self._start_tracking(records)
         try:
             exhausted = self._loop(records, searcher, queue)
@@ -158,8 +164,8 @@ class Controller:
                 self._submit(record)
             if not self.running:
                 return exhausted
-            time.sleep(POLL_INTERVAL_S)
-            self._collect(records, searcher)
+            if not self._collect(records, searcher):
+                time.sleep(POLL_INTERVAL_S)
 
     def _next_record(
         self, records: dict[str, TrialRecord], searcher: Searcher, seen: set[ParallelConfig]
@@ -174,10 +180,9 @@ class Controller:
             seen.add(config)
             record = TrialRecord(f"t{len(records) + 1:04d}", config)
             records[record.trial_id] = record
-            prediction = estimate(
-                self.spec.model, self.spec.cluster, config, gpus_per_node=self.spec.gpus_per_node
-            )
-            if not prediction.fits:
+            prediction = self.cost_model.estimate(config)
+            scale = self.calibration.memory_scale if self.calibration else 1.0
+            if not prediction.fits_scaled(scale):
                 result = TrialResult(
                     status="infeasible",
                     error=f"predicted {prediction.memory_gb:.2f} GB per device > "
@@ -191,6 +196,7 @@ class Controller:
     def _submit(self, record: TrialRecord) -> None:
         request = TrialRequest(
             trial_id=record.trial_id,
+            config=record.config,
             trial_dir=self.dir / "trials" / record.trial_id,
             world_size=record.config.world_size,
             job_settings=job_settings(self.spec, record.config, record.trial_id),
@@ -204,7 +210,9 @@ class Controller:
         self.running[record.trial_id] = (record, handle)
         self.on_event("submitted", record)
 
-    def _collect(self, records: dict[str, TrialRecord], searcher: Searcher) -> None:
+    def _collect(self, records: dict[str, TrialRecord], searcher: Searcher) -> int:
+        """Record every trial that has ended; return how many did."""
+        ended = 0
         for trial_id, (record, handle) in list(self.running.items()):
             result = handle.poll()
             if result is None:
@@ -213,8 +221,25 @@ class Controller:
             if result.world_size is None:
                 result.world_size = record.config.world_size
             self._finish(record, result, searcher)
+            ended += 1
+        if ended:
+            self._recalibrate(records)
+        return ended
+
+    def _recalibrate(self, records: dict[str, TrialRecord]) -> None:
+        """Refit the model on the ok trials; cheap, so done often early and then every 10th."""
+        measured = [(r.trial_id, r.config, r.result) for r in records.values()
+                    if r.result is not None and r.result.ok]
+        if len(measured) < 30 or len(measured) % 10 == 0:
+            self.calibration = calibrate(self.base_model, measured) or self.calibration
+            if self.calibration is not None:
+                self.cost_model = self.calibration.model
 
     def _finish(self, record: TrialRecord, result: TrialResult, searcher: Searcher) -> None:
+        if result.status != "infeasible":
+            predicted = self.cost_model.estimate(record.config)
+            result.extra.setdefault("predicted_tokens_per_s", predicted.tokens_per_s)
+            result.extra.setdefault("predicted_memory_gb", predicted.memory_gb_used)
         self.journal.record_finished(record.trial_id, record.config, result)
         record.result = result
         record.finished_at = time.time()
@@ -280,6 +305,9 @@ class Controller:
 
     def _summary_metrics(self, summary: CampaignSummary) -> dict[str, Any]:
         out: dict[str, Any] = {f"trials_{k}": v for k, v in summary.counts().items()}
+        if self.calibration is not None:
+            out["calibration_median_abs_error"] = self.calibration.median_abs_error
+            out["calibration_spearman"] = self.calibration.spearman
         if summary.best is not None:
             metric = self.spec.objective.metric
             out[f"best_{metric}"] = summary.best.result.metric(metric)

@@ -16,7 +16,7 @@ def job_settings(spec: CampaignSpec, config: ParallelConfig, trial_id: str) -> d
     """The built-in trial job's settings (see jobs/config.py) for one config."""
     return {
         "model": spec.model.model_dump(exclude={"name"}),
-        **config.to_dict(),
+        **{k: v for k, v in config.to_params().items() if v is not None},
         "steps": spec.trial.steps,
         "warmup_steps": spec.trial.warmup_steps,
         "peak_tflops": spec.cluster.peak_tflops,

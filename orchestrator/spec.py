@@ -45,7 +45,8 @@ class ScaleSpec(_Strict):
 class SpaceSpec(_Strict):
     """Ranges the search space takes its candidates from; dp follows from world size."""
 
-    kind: Literal["megatron-3d"] = "megatron-3d"
+    # megatron-3d: ZeRO stages; amsp: AMSP's six sharding factors instead of zero_stage.
+    kind: Literal["megatron-3d", "amsp"] = "megatron-3d"
     tp: list[int] = Field(default=[1], min_length=1)
     pp: list[int] = Field(default=[1], min_length=1)
     zero_stage: list[Literal[0, 1, 2, 3]] = Field(default=[0, 1, 2, 3], min_length=1)
@@ -53,8 +54,11 @@ class SpaceSpec(_Strict):
     activation_checkpointing: list[CheckpointMode] = Field(
         default=["none", "selective", "full"], min_length=1
     )
+    sequence_parallel: list[bool] = Field(default=[False], min_length=1)
+    pp_schedule: list[Literal["gpipe", "1f1b", "interleaved"]] = Field(default=["1f1b"], min_length=1)
+    virtual_stages: list[int] = Field(default=[1], min_length=1)
 
-    @field_validator("tp", "pp", "micro_batch_size")
+    @field_validator("tp", "pp", "micro_batch_size", "virtual_stages")
     @classmethod
     def _positive(cls, values: list[int]) -> list[int]:
         bad = [v for v in values if v < 1]
@@ -85,6 +89,8 @@ class TrialSpec(_Strict):
     warmup_steps: int = Field(default=2, ge=0)
     timeout_s: float = Field(default=600.0, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
+    # The trainer keeps no s x s attention scores (FlashAttention, SDPA): the cost model drops them.
+    flash_attention: bool = True
 
     @field_validator("env", mode="before")
     @classmethod
@@ -95,7 +101,13 @@ class TrialSpec(_Strict):
 
 
 class BackendSpec(_Strict):
-    kind: Literal["local"] = "local"
+    kind: Literal["local", "simulated"] = "local"
+    # simulated only: the cost model's answer times seeded noise, with optional hidden
+    # per-knob perturbations so the ground truth differs from the searchers' model.
+    noise: float = Field(default=0.03, ge=0, le=1, description="relative std of throughput")
+    failure_rate: float = Field(default=0.0, ge=0, le=1)
+    perturbation: float = Field(default=0.0, ge=0, le=1, description="per-knob factor spread")
+    seed: int = 0
 
 
 class TrackingSpec(_Strict):
@@ -131,9 +143,6 @@ class CampaignSpec(_Strict):
     def _space_fits_model(self) -> "CampaignSpec":
         _check_divisors("space.tp", "tp", self.space.tp, "model.num_heads", self.model.num_heads)
         _check_divisors("space.pp", "pp", self.space.pp, "model.num_layers", self.model.num_layers)
-        world = self.world_size
-        _check_divisors("space.tp", "tp", self.space.tp, "world size", world)
-        _check_divisors("space.pp", "pp", self.space.pp, "world size", world)
         return self
 
     @property

@@ -66,7 +66,7 @@ class Tracker:
         metrics.update({k: v for k, v in result.extra.items() if isinstance(v, (int, float))})
         self._log(
             run_id,
-            params={**config.to_dict(), **(extra_params or {})},
+            params={**config.to_params(), **(extra_params or {})},
             metrics={k: v for k, v in metrics.items() if v is not None},
             series={"step_time_s_series": result.step_times_s},
         )

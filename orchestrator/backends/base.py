@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.result import TrialResult
+from orchestrator.search_spaces import ParallelConfig
 
 
 @dataclass(frozen=True)
 class TrialRequest:
     trial_id: str
+    config: ParallelConfig
     trial_dir: Path
     world_size: int
     job_settings: dict[str, Any]  # the JSON the built-in trial job reads (jobs/config.py)

@@ -3,7 +3,18 @@
 It prunes configurations that cannot fit before any trial runs, and ranks the rest.
 """
 
-from orchestrator.costmodel.estimate import Estimate, estimate, precision_for
-from orchestrator.costmodel.memory import GB, model_state_bytes
+from orchestrator.costmodel.calibration import Calibration, calibrate
+from orchestrator.costmodel.coefficients import Coefficients
+from orchestrator.costmodel.estimate import (
+    CostModel,
+    Estimate,
+    cost_model_for,
+    estimate,
+    precision_for,
+)
+from orchestrator.costmodel.memory import GB, model_state_bytes, model_state_bytes_sharded
 
-__all__ = ["GB", "Estimate", "estimate", "model_state_bytes", "precision_for"]
+__all__ = [
+    "GB", "Calibration", "Coefficients", "calibrate", "CostModel", "Estimate", "cost_model_for", "estimate",
+    "model_state_bytes", "model_state_bytes_sharded", "precision_for",
+]

@@ -1,10 +1,15 @@
-"""One call that predicts everything about a layout: memory, fit, step time and throughput."""
+"""`CostModel`: everything predicted about a layout (memory, fit, step time, throughput).
+
+A CostModel is a model shape on a cluster at a node size, with coefficients that calibration
+can refit; `estimate()` is the one-call form with the default coefficients.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.memory import GB, MemoryBreakdown, memory_per_device
 from orchestrator.costmodel.performance import StepTime, model_flops, step_time
 from orchestrator.presets import Cluster, ModelShape
@@ -24,6 +29,7 @@ class Estimate:
     capacity_gb: float
     tokens_per_step: int
     model_flops_per_step: float
+    hardware_flops_per_step: float
     peak_tflops: float
 
     @property
@@ -31,8 +37,17 @@ class Estimate:
         return self.memory.total / GB
 
     @property
+    def memory_gb_used(self) -> float:
+        """Memory a measurement would see: everything but the fragmentation reserve."""
+        return (self.memory.total - self.memory.reserve) / GB
+
+    @property
     def fits(self) -> bool:
         return self.memory_gb <= self.capacity_gb
+
+    def fits_scaled(self, memory_scale: float) -> bool:
+        """Fit with used memory scaled by a calibrated ratio of measured to predicted."""
+        return self.memory_gb_used * memory_scale + self.memory.reserve / GB <= self.capacity_gb
 
     @property
     def step_time_s(self) -> float:
@@ -48,26 +63,71 @@ class Estimate:
 
     @property
     def mfu(self) -> float:
+        """Model FLOPs utilization: recompute not counted (the trial job's convention)."""
         return self.tflops_per_gpu / self.peak_tflops
+
+    @property
+    def hfu(self) -> float:
+        """Hardware FLOPs utilization: recompute counted, as Megatron-LM reports TFLOPS."""
+        hw = self.hardware_flops_per_step / self.step_time_s / self.config.world_size / 1e12
+        return hw / self.peak_tflops
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "config": self.config.to_dict(),
             "fits": self.fits,
             "memory": {**self.memory.as_gb(), "capacity_gb": self.capacity_gb},
-            "time": {
-                "compute_s": self.time.compute_s,
-                "bubble_s": self.time.bubble_s,
-                "dp_comm_s": self.time.dp_comm_s,
-                "tp_comm_s": self.time.tp_comm_s,
-                "pp_comm_s": self.time.pp_comm_s,
-                "step_time_s": self.step_time_s,
-            },
+            "time": self.time.as_dict(),
+            "step_time_s": self.step_time_s,
             "tokens_per_s": self.tokens_per_s,
             "tokens_per_s_per_gpu": self.tokens_per_s / self.config.world_size,
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
+            "hfu": self.hfu,
         }
+
+
+@dataclass(frozen=True)
+class CostModel:
+    model: ModelShape
+    cluster: Cluster
+    gpus_per_node: int
+    flash_attention: bool = True
+    coefficients: Coefficients = field(default_factory=Coefficients)
+
+    @property
+    def precision(self) -> str:
+        return precision_for(self.cluster)
+
+    def memory(self, config: ParallelConfig) -> MemoryBreakdown:
+        return memory_per_device(
+            self.model, config, gpus_per_node=self.gpus_per_node,
+            capacity_gb=self.cluster.memory_gb,
+            runtime_overhead_gb=self.cluster.runtime_overhead_gb, precision=self.precision,
+            flash_attention=self.flash_attention, bucket_bytes=self.coefficients.bucket_bytes,
+        )
+
+    def estimate(self, config: ParallelConfig) -> Estimate:
+        tokens = config.global_batch_size() * self.model.seq_len
+        time = step_time(
+            self.model, config, self.cluster, gpus_per_node=self.gpus_per_node,
+            precision=self.precision, efficiency=self.cluster.compute_efficiency,
+            coefficients=self.coefficients,
+        )
+        return Estimate(
+            config=config,
+            memory=self.memory(config),
+            time=time,
+            capacity_gb=self.cluster.memory_gb,
+            tokens_per_step=tokens,
+            model_flops_per_step=model_flops(self.model, tokens),
+            hardware_flops_per_step=model_flops(self.model, tokens, config.activation_checkpointing),
+            peak_tflops=self.cluster.peak_tflops,
+        )
+
+    def with_coefficients(self, coefficients: Coefficients) -> "CostModel":
+        return CostModel(self.model, self.cluster, self.gpus_per_node, self.flash_attention,
+                         coefficients)
 
 
 def estimate(
@@ -76,24 +136,12 @@ def estimate(
     config: ParallelConfig,
     *,
     gpus_per_node: int | None = None,
-    efficiency: float | None = None,
+    flash_attention: bool = True,
 ) -> Estimate:
-    precision = precision_for(cluster)
-    tokens = config.global_batch_size() * model.seq_len
-    memory = memory_per_device(
-        model, config, capacity_gb=cluster.memory_gb,
-        runtime_overhead_gb=cluster.runtime_overhead_gb, precision=precision,
-    )
-    time = step_time(
-        model, config, cluster, gpus_per_node=gpus_per_node or cluster.gpus_per_node,
-        precision=precision, efficiency=efficiency,
-    )
-    return Estimate(
-        config=config,
-        memory=memory,
-        time=time,
-        capacity_gb=cluster.memory_gb,
-        tokens_per_step=tokens,
-        model_flops_per_step=model_flops(model, tokens),
-        peak_tflops=cluster.peak_tflops,
-    )
+    cost = CostModel(model, cluster, gpus_per_node or cluster.gpus_per_node, flash_attention)
+    return cost.estimate(config)
+
+
+def cost_model_for(spec) -> CostModel:
+    """The default cost model of a campaign spec."""
+    return CostModel(spec.model, spec.cluster, spec.gpus_per_node, spec.trial.flash_attention)

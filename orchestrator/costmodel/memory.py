@@ -1,13 +1,17 @@
-"""Per-device memory of one training layout: model states, activations, runtime reserve.
+"""Per-device memory of one training layout: model states, activations, buffers, reserve.
 
 Pure arithmetic, in bytes. Sources:
-- model states: Rajbhandari et al., ZeRO (SC'20, arXiv 1910.02054), §3: with mixed-precision
-  Adam a parameter costs 2 (fp16/bf16 weight) + 2 (gradient) + K = 12 (fp32 master, momentum,
-  variance) bytes. On CPU the built-in job trains in fp32: 4 + 4 + 8 bytes.
-- activations: Korthikanti et al., Reducing Activation Recomputation (arXiv 2205.05198), Table 2,
-  for 16-bit activations (doubled for fp32).
-- pipeline: with 1F1B the first stage holds activations of `pp` micro-batches at once
-  (Narayanan et al. 2021, §2.2.1).
+- model states: AMSP (arXiv 2311.00257, §IV-D) `2Ψ/s_p + 2Ψ/s_g + 12Ψ/s_os` for mixed-precision
+  Adam (ZeRO, arXiv 1910.02054, §3: K = 12 for fp32 master weights, momentum and variance). On
+  CPU the built-in job trains in fp32: 4 + 4 + 8 bytes per parameter.
+- activations: Korthikanti et al. (arXiv 2205.05198), Table 2, 16-bit activations (doubled
+  for fp32). FlashAttention keeps no s×s scores, so the 5as/h term goes.
+- pipeline: GPipe keeps all m micro-batches in flight; 1F1B keeps p on the first stage;
+  interleaving adds a (p-1)/(p·v) share (Narayanan et al., arXiv 2104.04473, §2.2).
+- temporaries: the optimizer step's fp32 gradient of the owned shard (4Ψ/s_os, as DeepSpeed
+  and InternEvo allocate), two gathered layers of weights when weights are sharded (current
+  and prefetched), fp32 logits and their gradient, two gradient buckets.
+- reserve: FRAGMENTATION_RESERVE of the device for the caching allocator's fragmentation.
 """
 
 from __future__ import annotations
@@ -15,19 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.presets import ModelShape
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.search_spaces import ParallelConfig, ShardingFactors
 
 GB = 1e9
 
 # Bytes per parameter for (weights, gradients, optimizer states).
-PRECISION_BYTES = {
-    "bf16-mixed": (2, 2, 12),
-    "fp32": (4, 4, 8),
-}
+PRECISION_BYTES = {"bf16-mixed": (2, 2, 12), "fp32": (4, 4, 8)}
 ACTIVATION_BYTES = {"bf16-mixed": 2, "fp32": 4}
 
-# Fraction of the device kept free for allocator fragmentation and communication buffers.
-# PyTorch's caching allocator commonly loses 5-10% to fragmentation at peak.
+# Fraction of the device kept free: PyTorch's caching allocator commonly loses 5-10% to
+# fragmentation at peak; 8% is the middle of that range.
 FRAGMENTATION_RESERVE = 0.08
 
 
@@ -42,45 +43,74 @@ class ModelStates:
         return self.params + self.grads + self.optimizer
 
 
-def model_state_bytes(
-    num_params: float, zero_stage: int, dp: int, precision: str = "bf16-mixed"
+def model_state_bytes_sharded(
+    num_params: float, factors: ShardingFactors, precision: str = "bf16-mixed"
 ) -> ModelStates:
-    """Bytes per device of weights, gradients and optimizer states under a ZeRO stage.
-
-    Stage 1 shards the optimizer states over dp, stage 2 also the gradients, stage 3 also the
-    weights. With Ψ = 7.5e9 and dp = 64: 120, 31.4, 16.6 and 1.9 GB (ZeRO paper, Fig. 1).
-    """
+    """AMSP's D_ms: each component divided by its own sharding factor."""
     p_bytes, g_bytes, os_bytes = PRECISION_BYTES[precision]
-    shard = lambda sharded: dp if sharded else 1  # noqa: E731 - reads as the paper's table
     return ModelStates(
-        params=p_bytes * num_params / shard(zero_stage >= 3),
-        grads=g_bytes * num_params / shard(zero_stage >= 2),
-        optimizer=os_bytes * num_params / shard(zero_stage >= 1),
+        params=p_bytes * num_params / factors.sp,
+        grads=g_bytes * num_params / factors.sg,
+        optimizer=os_bytes * num_params / factors.sos,
     )
 
 
+def model_state_bytes(
+    num_params: float, zero_stage: int, dp: int, precision: str = "bf16-mixed"
+) -> ModelStates:
+    """ZeRO stage 0-3 over dp ranks. Ψ = 7.5e9, dp = 64: 120, 31.4, 16.6, 1.9 GB (ZeRO Fig. 1)."""
+    factors = ShardingFactors.from_zero_stage(zero_stage, dp, 1)
+    return model_state_bytes_sharded(num_params, factors, precision)
+
+
 def activation_bytes_per_layer(
-    model: ModelShape, micro_batch: int, tp: int, checkpointing: str, precision: str
+    model: ModelShape,
+    micro_batch: int,
+    tp: int,
+    checkpointing: str,
+    precision: str,
+    *,
+    sequence_parallel: bool = False,
+    flash_attention: bool = True,
 ) -> float:
     """Activations one transformer layer keeps for backward, for one micro-batch.
 
-    Korthikanti et al., Table 2 (16-bit): no recompute with tensor parallelism t:
-    sbh(10 + 24/t + 5as/(ht)); selective recompute drops the s² attention term; full
-    recompute keeps only the layer input, 2sbh.
+    Korthikanti Table 2: no recompute sbh(10 + 24/t + 5as/(ht)), with sequence parallelism
+    (sbh/t)(34 + 5as/h); selective recompute drops the 5as/h term; full recompute keeps the
+    layer input, 2sbh (2sbh/t with sequence parallelism).
     """
     s, b, h, a = model.seq_len, micro_batch, model.hidden, model.num_heads
     scale = ACTIVATION_BYTES[precision] / 2
+    sbh = s * b * h
     if checkpointing == "full":
-        return 2 * s * b * h * scale
-    per_layer = s * b * h * (10 + 24 / tp)
-    if checkpointing == "none":
-        per_layer += 5 * a * s * s * b / tp
-    return per_layer * scale
+        return 2 * sbh / (tp if sequence_parallel else 1) * scale
+    keep_scores = checkpointing == "none" and not flash_attention
+    scores = 5 * a * s / h if keep_scores else 0.0
+    if sequence_parallel:
+        return sbh / tp * (34 + scores) * scale
+    return sbh * (10 + 24 / tp + scores / tp) * scale
 
 
-def logits_bytes(model: ModelShape, micro_batch: int, tp: int) -> float:
-    """fp32 logits and their gradient at the output layer, split over tp."""
-    return 2 * 4 * model.seq_len * micro_batch * model.vocab_size / tp
+def in_flight_micro_batches(config: ParallelConfig) -> float:
+    """Micro-batches whose activations the first pipeline stage holds at its peak."""
+    p, m = config.pp, config.grad_accum_steps
+    if p == 1:
+        return 1.0
+    if config.pp_schedule == "gpipe":
+        return float(m)
+    held = float(min(p, m))
+    if config.pp_schedule == "interleaved":
+        held *= 1 + (p - 1) / (p * config.virtual_stages)
+    return held
+
+
+def params_on_first_stage(model: ModelShape, config: ParallelConfig) -> float:
+    """Parameters one rank of the first stage holds: its layers and the embedding, over tp."""
+    layers = model.num_layers // config.pp
+    stage = layers * model.params_per_layer + model.embedding_params
+    if config.pp == 1:
+        stage = model.num_params
+    return stage / config.tp
 
 
 @dataclass(frozen=True)
@@ -89,51 +119,65 @@ class MemoryBreakdown:
     grads: float
     optimizer: float
     activations: float
+    buffers: float
     overhead: float
     reserve: float
 
     @property
     def total(self) -> float:
-        return (
-            self.params + self.grads + self.optimizer + self.activations + self.overhead
-            + self.reserve
-        )
+        return (self.params + self.grads + self.optimizer + self.activations + self.buffers
+                + self.overhead + self.reserve)
 
     def as_gb(self) -> dict[str, float]:
-        parts = {k: getattr(self, k) for k in (
-            "params", "grads", "optimizer", "activations", "overhead", "reserve")}
-        return {f"{k}_gb": v / GB for k, v in {**parts, "total": self.total}.items()}
+        parts = ("params", "grads", "optimizer", "activations", "buffers", "overhead", "reserve")
+        out = {f"{k}_gb": getattr(self, k) / GB for k in parts}
+        out["total_gb"] = self.total / GB
+        return out
 
 
 def memory_per_device(
     model: ModelShape,
     config: ParallelConfig,
     *,
+    gpus_per_node: int,
     capacity_gb: float,
     runtime_overhead_gb: float,
     precision: str = "bf16-mixed",
+    flash_attention: bool = True,
+    bucket_bytes: float = 25e6,
 ) -> MemoryBreakdown:
-    """Peak bytes on the busiest device (the first pipeline stage)."""
-    params_per_rank = model.num_params / (config.tp * config.pp)
-    states = model_state_bytes(params_per_rank, config.zero_stage, config.dp, precision)
-    layers_per_stage = model.num_layers // config.pp
-    in_flight = min(config.pp, config.grad_accum_steps) if config.pp > 1 else 1
+    """Peak bytes on the busiest device (a rank of the first pipeline stage)."""
+    params = params_on_first_stage(model, config)
+    factors = config.factors(gpus_per_node)
+    states = model_state_bytes_sharded(params, factors, precision)
+
     per_layer = activation_bytes_per_layer(
-        model, config.micro_batch_size, config.tp, config.activation_checkpointing, precision
+        model, config.micro_batch_size, config.tp, config.activation_checkpointing, precision,
+        sequence_parallel=config.sequence_parallel, flash_attention=flash_attention,
     )
-    activations = per_layer * layers_per_stage * in_flight
-    if config.pp == 1:
-        activations += logits_bytes(model, config.micro_batch_size, config.tp)
+    layers = model.num_layers // config.pp
+    activations = per_layer * layers * in_flight_micro_batches(config)
     if config.activation_checkpointing == "full":
-        # Backward recomputes one layer at a time, whose full activations are live then.
+        # Backward recomputes one layer at a time; its full activations are live then.
         activations += activation_bytes_per_layer(
-            model, config.micro_batch_size, config.tp, "none", precision
+            model, config.micro_batch_size, config.tp, "none", precision,
+            sequence_parallel=config.sequence_parallel, flash_attention=flash_attention,
         )
+
+    act_bytes = ACTIVATION_BYTES[precision]
+    buffers = 2 * bucket_bytes
+    if precision == "bf16-mixed":
+        buffers += 4 * params / factors.sos  # fp32 gradient of the owned optimizer shard
+    if factors.sp > 1:
+        buffers += 2 * act_bytes * model.params_per_layer / config.tp  # gathered + prefetched
+    if config.pp == 1:  # the last stage's logits share the device
+        buffers += 2 * 4 * model.seq_len * config.micro_batch_size * model.vocab_size / config.tp
     return MemoryBreakdown(
         params=states.params,
         grads=states.grads,
         optimizer=states.optimizer,
         activations=activations,
+        buffers=buffers,
         overhead=runtime_overhead_gb * GB,
         reserve=FRAGMENTATION_RESERVE * capacity_gb * GB,
     )

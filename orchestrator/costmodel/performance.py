@@ -1,63 +1,116 @@
-"""Predicted step time of one layout: compute, communication and the pipeline bubble.
+"""Predicted step time of one layout: compute, pipeline bubble and communication, with overlap.
 
 Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial job through
-`orchestrator.result`) over peak × efficiency. Communication uses ring collectives on a two-level
-topology: a group inside one node runs at the device's intra-node bandwidth, a group that spans
-nodes at the node's network bandwidth shared by its devices. Overlap is not modelled here: the
-terms add up, which is pessimistic for DP gradient reduction that frameworks overlap.
+`orchestrator.result`, recompute included) over peak × efficiency. Communication:
+- TP: per layer and micro-batch, 2 all-reduces forward and 2 backward of the layer's
+  activations (all-gather + reduce-scatter of the same volume with sequence parallelism),
+  2 more when full recompute replays the forward (Narayanan et al. 2021, §3).
+- PP: one send forward and one backward per micro-batch and stage boundary, v times more when
+  interleaved; each TP rank sends 1/t of the activation (Megatron's scatter/gather, §4.1). Bubble (p-1)/(m+p-1) of the step, i.e. (p-1)/(v·m) of the compute.
+- DP and sharding: AMSP's terms (arXiv 2311.00257, §IV-C) on the two-level DP mesh:
+  T_p = M·[2·AG + RS](2Ψ) over (s0p, s1p)                     weights gathered, grads scattered
+  T_g = (M-1)·(2Ψ/(U·s_p))·t(AR, U, s0g/s0p × s1g/s1p)          gradient sync when s_g > s_p
+  T_os0 = (2Ψ/(U·s_p))·t(AR, U, s0dp/s0p × s1dp/s1p)            gradient sync for the optimizer
+  T_os1 = (s_os/s_p)·t(BC, 2Ψ/s_os, s0os/s0p × s1os/s1p)        updated weights spread
+  with Ψ the parameters a rank holds after TP and PP. DDP and ZeRO-1/2/3 are points of this
+  space (search_spaces/sharding.py). Overlap: see coefficients.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchestrator.costmodel.coefficients import Coefficients
+from orchestrator.costmodel.collectives import Fabric
+from orchestrator.costmodel.memory import ACTIVATION_BYTES, params_on_first_stage
 from orchestrator.presets import Cluster, ModelShape
 from orchestrator.result import training_flops_per_iteration
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.search_spaces import ParallelConfig, dp_mesh
+
+
+def model_flops(model: ModelShape, tokens: int, recompute: str = "none") -> float:
+    return training_flops_per_iteration(
+        tokens=tokens, seq_len=model.seq_len, num_layers=model.num_layers, hidden=model.hidden,
+        vocab_size=model.vocab_size, ffn_hidden=model.ffn_hidden, gated_mlp=model.gated_mlp,
+        kv_heads_ratio=model.kv_heads / model.num_heads, recompute=recompute,
+    )
+
+
+@dataclass(frozen=True)
+class DataParallelComm:
+    """AMSP's four terms, raw (before overlap), in seconds."""
+
+    t_p: float
+    t_g: float
+    t_os0: float
+    t_os1: float
+
+    @property
+    def total(self) -> float:
+        return self.t_p + self.t_g + self.t_os0 + self.t_os1
 
 
 @dataclass(frozen=True)
 class StepTime:
     compute_s: float
     bubble_s: float
-    dp_comm_s: float
+    overhead_s: float
     tp_comm_s: float
     pp_comm_s: float
+    dp_comm: DataParallelComm
+    dp_exposed_s: float
 
     @property
     def total_s(self) -> float:
-        return self.compute_s + self.bubble_s + self.dp_comm_s + self.tp_comm_s + self.pp_comm_s
+        return (self.compute_s + self.bubble_s + self.overhead_s + self.tp_comm_s
+                + self.pp_comm_s + self.dp_exposed_s)
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "compute_s": self.compute_s, "bubble_s": self.bubble_s, "overhead_s": self.overhead_s,
+            "tp_comm_s": self.tp_comm_s, "pp_comm_s": self.pp_comm_s,
+            "dp_t_p_s": self.dp_comm.t_p, "dp_t_g_s": self.dp_comm.t_g,
+            "dp_t_os0_s": self.dp_comm.t_os0, "dp_t_os1_s": self.dp_comm.t_os1,
+            "dp_comm_s": self.dp_comm.total, "dp_exposed_s": self.dp_exposed_s,
+            "step_time_s": self.total_s,
+        }
 
 
-def model_flops(model: ModelShape, tokens: int, recompute: str = "none") -> float:
-    return training_flops_per_iteration(
-        tokens=tokens,
-        seq_len=model.seq_len,
-        num_layers=model.num_layers,
-        hidden=model.hidden,
-        vocab_size=model.vocab_size,
-        ffn_hidden=model.ffn_hidden,
-        gated_mlp=model.gated_mlp,
-        kv_heads_ratio=model.kv_heads / model.num_heads,
-        recompute=recompute,
-    )
+def data_parallel_comm(
+    params: float, config: ParallelConfig, fabric: Fabric, gpus_per_node: int,
+    weight_bytes: int, c: Coefficients, layers: int,
+) -> DataParallelComm:
+    f = config.factors(gpus_per_node)
+    s0dp, s1dp = dp_mesh(config.dp, config.tp, gpus_per_node)
+    m = config.grad_accum_steps
+    bucket = c.bucket_bytes
+    full = weight_bytes * params
+    t_p = 0.0
+    if f.sp > 1:  # per gathered unit i: 2·AG + RS of its 2Ψ_i bytes
+        units = layers * c.gathers_per_layer
+        unit = full / units
+        per_unit = 2 * fabric.all_gather(unit, f.s0p, f.s1p) + fabric.reduce_scatter(unit, f.s0p, f.s1p)
+        t_p = m * units * per_unit
+    grads = full / f.sp
+    t_g = 0.0
+    if f.sg > f.sp and m > 1:
+        t_g = (m - 1) * fabric.bucketed_all_reduce(grads, bucket, f.s0g // f.s0p, f.s1g // f.s1p)
+    t_os0 = fabric.bucketed_all_reduce(grads, bucket, s0dp // f.s0p, s1dp // f.s1p)
+    t_os1 = 0.0
+    if f.sos > f.sp:
+        t_os1 = f.sos // f.sp * fabric.broadcast(full / f.sos, f.s0os // f.s0p, f.s1os // f.s1p)
+    return DataParallelComm(t_p, t_g, t_os0, t_os1)
 
 
-def _link(cluster: Cluster, group_size: int, stride: int, gpus_per_node: int) -> tuple[float, float]:
-    """(bandwidth bytes/s per rank, latency s) for a group of `group_size` ranks `stride` apart."""
-    if group_size * stride <= gpus_per_node:
-        return cluster.intra_node_gbps * 1e9, cluster.intra_node_latency_us * 1e-6
-    per_device = cluster.inter_node_gbps / min(gpus_per_node, group_size * stride)
-    return per_device * 1e9, cluster.inter_node_latency_us * 1e-6
-
-
-def ring_time(op: str, nbytes: float, group: int, bandwidth: float, latency: float) -> float:
-    """α-β ring collective time: all-reduce moves 2(p-1)/p of the buffer, the others (p-1)/p."""
-    if group <= 1 or nbytes <= 0:
-        return 0.0
-    factor = 2 if op == "all_reduce" else 1
-    steps = factor * (group - 1)
-    return steps * latency + factor * (group - 1) / group * nbytes / bandwidth
+def exposed_data_parallel(comm: DataParallelComm, compute: float, m: int, c: Coefficients) -> float:
+    """What the overlap model leaves on the critical path (see coefficients.py)."""
+    backward_per_micro = compute / m * 2 / 3
+    forward_per_micro = compute / m / 3
+    exposed = max(0.0, comm.t_p - c.overlap_params * compute)
+    exposed += max(0.0, comm.t_g - c.overlap_grad * backward_per_micro * (m - 1))
+    exposed += max(0.0, comm.t_os0 - c.overlap_grad * backward_per_micro)
+    exposed += max(0.0, comm.t_os1 - c.overlap_broadcast * forward_per_micro)
+    return exposed
 
 
 def step_time(
@@ -66,38 +119,49 @@ def step_time(
     cluster: Cluster,
     *,
     gpus_per_node: int,
-    precision: str = "bf16-mixed",
-    efficiency: float | None = None,
+    precision: str,
+    efficiency: float,
+    coefficients: Coefficients,
 ) -> StepTime:
     """Time of one optimizer step. Ranks are laid out tp fastest, then dp, then pp."""
-    eff = efficiency if efficiency is not None else cluster.compute_efficiency
-    act_bytes = 2 if precision == "bf16-mixed" else 4
-    grad_bytes = act_bytes
+    c = coefficients
+    fabric = Fabric.of(cluster, gpus_per_node, c.bandwidth_efficiency)
+    act_bytes = ACTIVATION_BYTES[precision]
+    m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
     tokens = config.global_batch_size() * model.seq_len
+    layers = model.num_layers // p
+
     flops = model_flops(model, tokens, config.activation_checkpointing)
-    compute = flops / config.world_size / (cluster.peak_tflops * 1e12 * eff)
+    compute = flops / config.world_size / (cluster.peak_tflops * 1e12 * efficiency)
+    bubble = compute * (p - 1) / (v * m)
+    overhead = c.launch_overhead_s * layers * m
 
-    # Pipeline: m micro-batches through p stages take (m + p - 1) slots of one micro-batch.
-    m, p = config.grad_accum_steps, config.pp
-    bubble = compute * (p - 1) / m
-
-    # Tensor parallel: 2 all-reduces forward, 2 backward per layer and micro-batch.
     layer_io = config.micro_batch_size * model.seq_len * model.hidden * act_bytes
-    bw, lat = _link(cluster, config.tp, 1, gpus_per_node)
-    layers_per_stage = model.num_layers // p
-    tp_comm = 4 * layers_per_stage * m * ring_time("all_reduce", layer_io, config.tp, bw, lat)
+    tp_calls = 6 if config.activation_checkpointing == "full" else 4
+    tp_nodes = -(-config.tp // gpus_per_node)
+    tp_comm = tp_calls * layers * m * fabric.all_reduce(
+        layer_io, min(config.tp, gpus_per_node), tp_nodes
+    )
 
-    # Pipeline point-to-point: activations forward and gradients backward per micro-batch.
     pp_comm = 0.0
     if p > 1:
-        bw, lat = _link(cluster, 2, config.tp * config.dp, gpus_per_node)
-        pp_comm = 2 * (m + p - 2) * (lat + layer_io / config.tp / bw)
+        crosses = config.tp * config.dp >= gpus_per_node
+        send = layer_io / config.tp  # Megatron's scatter/gather: each TP rank sends 1/t
+        pp_comm = 2 * v * m * fabric.send(send, crosses)
 
-    # Data parallel: gradients all-reduced (ZeRO 0-2: reduce-scatter + all-gather of the same
-    # volume); ZeRO-3 also all-gathers weights in forward and backward: 1.5x the volume.
-    shard_bytes = model.num_params / (config.tp * p) * grad_bytes
-    bw, lat = _link(cluster, config.dp, config.tp, gpus_per_node)
-    dp_comm = ring_time("all_reduce", shard_bytes, config.dp, bw, lat)
-    if config.zero_stage == 3:
-        dp_comm *= 1.5
-    return StepTime(compute, bubble, dp_comm, tp_comm, pp_comm)
+    params = params_on_first_stage(model, config)
+    weight_bytes = 2 if precision == "bf16-mixed" else 4
+    dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c, layers)
+    if c.dp_exposure is not None:
+        exposed = c.dp_exposure * dp.total
+    else:
+        exposed = exposed_data_parallel(dp, compute, m, c)
+    return StepTime(
+        compute_s=compute * c.scale_compute,
+        bubble_s=bubble * c.scale_bubble,
+        overhead_s=overhead,
+        tp_comm_s=tp_comm * c.scale_model_parallel_comm,
+        pp_comm_s=pp_comm * c.scale_model_parallel_comm,
+        dp_comm=dp,
+        dp_exposed_s=exposed * c.scale_data_parallel_comm,
+    )

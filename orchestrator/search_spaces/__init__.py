@@ -1,6 +1,11 @@
 """Search spaces: the typed `ParallelConfig` and the enumeration of valid candidates."""
 
-from orchestrator.search_spaces.config import CHECKPOINT_MODES, InvalidConfig, ParallelConfig
+from orchestrator.search_spaces.config import CHECKPOINT_MODES, PP_SCHEDULES, ParallelConfig
+from orchestrator.search_spaces.errors import InvalidConfig
+from orchestrator.search_spaces.sharding import SCHEMES, ShardingFactors, dp_mesh
 from orchestrator.search_spaces.space import SearchSpace
 
-__all__ = ["CHECKPOINT_MODES", "InvalidConfig", "ParallelConfig", "SearchSpace"]
+__all__ = [
+    "CHECKPOINT_MODES", "PP_SCHEDULES", "SCHEMES", "InvalidConfig", "ParallelConfig",
+    "SearchSpace", "ShardingFactors", "dp_mesh",
+]

@@ -6,11 +6,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.search_spaces.errors import InvalidConfig
+from orchestrator.search_spaces.sharding import ShardingFactors, dp_mesh
+
 CHECKPOINT_MODES = ("none", "selective", "full")
-
-
-class InvalidConfig(ValueError):
-    """A layout that cannot run; the message names every factor involved."""
+PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
 
 @dataclass(frozen=True, order=True)
@@ -18,7 +18,9 @@ class ParallelConfig:
     """How one training step is laid out across ranks.
 
     zero_stage follows DeepSpeed: 0 = DDP, 1 = optimizer states sharded, 2 = + gradients,
-    3 = + parameters (FSDP full shard), each over the `dp` ranks.
+    3 = + parameters (FSDP full shard), each over the `dp` ranks. `sharding`, when set, gives
+    AMSP's six factors instead and overrides zero_stage. `virtual_stages` > 1 only with the
+    interleaved pipeline schedule.
     """
 
     tp: int = 1
@@ -28,9 +30,15 @@ class ParallelConfig:
     micro_batch_size: int = 1
     grad_accum_steps: int = 1
     activation_checkpointing: str = "none"
+    sequence_parallel: bool = False
+    pp_schedule: str = "1f1b"
+    virtual_stages: int = 1
+    sharding: ShardingFactors | None = None
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp", "micro_batch_size", "grad_accum_steps"):
+        if isinstance(self.sharding, dict):  # from JSON
+            object.__setattr__(self, "sharding", ShardingFactors(**self.sharding))
+        for name in ("tp", "pp", "dp", "micro_batch_size", "grad_accum_steps", "virtual_stages"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfig(f"{name}({value!r}) must be a positive integer")
@@ -41,6 +49,16 @@ class ParallelConfig:
                 f"activation_checkpointing({self.activation_checkpointing!r}) must be one of "
                 f"{', '.join(CHECKPOINT_MODES)}"
             )
+        if self.pp_schedule not in PP_SCHEDULES:
+            raise InvalidConfig(
+                f"pp_schedule({self.pp_schedule!r}) must be one of {', '.join(PP_SCHEDULES)}"
+            )
+        if self.virtual_stages > 1 and self.pp_schedule != "interleaved":
+            raise InvalidConfig(
+                f"virtual_stages({self.virtual_stages}) > 1 needs pp_schedule 'interleaved'"
+            )
+        if self.sequence_parallel and self.tp == 1:
+            raise InvalidConfig("sequence_parallel needs tp > 1")
 
     @property
     def world_size(self) -> int:
@@ -49,8 +67,22 @@ class ParallelConfig:
     def global_batch_size(self) -> int:
         return self.micro_batch_size * self.grad_accum_steps * self.dp
 
+    def factors(self, gpus_per_node: int) -> ShardingFactors:
+        """The AMSP factors of this layout: explicit, or those of its ZeRO stage."""
+        if self.sharding is not None:
+            return self.sharding
+        return ShardingFactors.from_zero_stage(
+            self.zero_stage, *dp_mesh(self.dp, self.tp, gpus_per_node)
+        )
+
     def validate(
-        self, *, world_size: int, num_heads: int, num_layers: int, global_batch_size: int
+        self,
+        *,
+        world_size: int,
+        num_heads: int,
+        num_layers: int,
+        global_batch_size: int,
+        gpus_per_node: int | None = None,
     ) -> "ParallelConfig":
         """Raise InvalidConfig unless this layout fits the world, the model and the batch."""
         if self.world_size != world_size:
@@ -68,17 +100,39 @@ class ParallelConfig:
                 f"({self.grad_accum_steps}) * dp({self.dp}) = {self.global_batch_size()} "
                 f"!= GLOBAL_BATCH({global_batch_size})"
             )
+        if num_layers % (self.pp * self.virtual_stages):
+            raise InvalidConfig(
+                f"pp({self.pp}) * virtual_stages({self.virtual_stages}) does not divide "
+                f"num_layers({num_layers})"
+            )
+        if self.sharding is not None and gpus_per_node is not None:
+            self.sharding.validate(*dp_mesh(self.dp, self.tp, gpus_per_node))
         return self
 
     def key(self) -> str:
         """A stable short identity, used to recognise a config already tried."""
-        return (
+        key = (
             f"tp{self.tp}-pp{self.pp}-dp{self.dp}-z{self.zero_stage}-mbs{self.micro_batch_size}"
             f"-gas{self.grad_accum_steps}-ac{self.activation_checkpointing}"
         )
+        if self.sequence_parallel:
+            key += "-sp"
+        if self.pp > 1 and self.pp_schedule != "1f1b":
+            key += f"-{self.pp_schedule}" + (f"{self.virtual_stages}" if self.virtual_stages > 1 else "")
+        if self.sharding is not None:
+            key += "-amsp" + "".join(map(str, self.sharding.as_tuple()))
+        return key
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["sharding"] = self.sharding.to_dict() if self.sharding else None
+        return data
+
+    def to_params(self) -> dict[str, Any]:
+        """Flat fields (sharding factors spread out), for trackers and external commands."""
+        data = {k: v for k, v in self.to_dict().items() if k != "sharding"}
+        data.update(self.sharding.to_dict() if self.sharding else {})
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ParallelConfig":

@@ -11,16 +11,15 @@ Every named scheme is one point of this space (§IV-B, "existing schemes"):
 | ZeRO-2       | (1, dp, dp)                              |
 | ZeRO-3, FSDP | (dp, dp, dp)                             |
 | MiCS, HSDP   | (g, g, g), g < dp a shard group          |
-| ZeRO++ (hpZ) | ZeRO-3, with a secondary weight shard g  |
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.search_spaces.config import InvalidConfig
+from orchestrator.search_spaces.errors import InvalidConfig
 
-SCHEMES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "mics", "hsdp", "zero++")
+SCHEMES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "mics", "hsdp")
 
 
 @dataclass(frozen=True, order=True)
@@ -95,7 +94,7 @@ class ShardingFactors:
             return cls(1, 1, 1, 1, *full)
         if scheme == "zero2":
             return cls(1, 1, *full, *full)
-        if scheme in ("zero3", "fsdp", "zero++"):
+        if scheme in ("zero3", "fsdp"):
             return cls(*full, *full, *full)
         if scheme in ("mics", "hsdp"):
             g = group or s0dp

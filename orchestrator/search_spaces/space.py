@@ -2,6 +2,8 @@
 
 Candidates are the cross product of the spec's ranges; dp and the accumulation steps follow
 from the world size and the global batch, so every candidate passes `ParallelConfig.validate`.
+The `amsp` kind replaces zero_stage by every set of AMSP factors that meets the paper's
+constraints (3)-(7) on the layout's data-parallel mesh.
 """
 
 from __future__ import annotations
@@ -9,14 +11,35 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from orchestrator.search_spaces.config import InvalidConfig, ParallelConfig
+from orchestrator.search_spaces.config import ParallelConfig
+from orchestrator.search_spaces.errors import InvalidConfig
+from orchestrator.search_spaces.sharding import ShardingFactors, dp_mesh
 from orchestrator.spec import CampaignSpec, SpaceSpec
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def amsp_factor_sets(s0dp: int, s1dp: int) -> list[ShardingFactors]:
+    """All factor sets meeting AMSP constraints (3)-(7) and s_g ∈ {s_p, s_os}."""
+    # Per component, (s0, s1) pairs that fill a node before spanning nodes (constraint 7).
+    pairs = [(s0, 1) for s0 in _divisors(s0dp)] + [(s0dp, s1) for s1 in _divisors(s1dp) if s1 > 1]
+    found = []
+    for p, g, o in itertools.product(pairs, repeat=3):
+        factors = ShardingFactors(p[0], p[1], g[0], g[1], o[0], o[1])
+        try:
+            found.append(factors.validate(s0dp, s1dp))
+        except InvalidConfig:
+            continue
+    return found
 
 
 @dataclass(frozen=True)
 class SearchSpace:
     space: SpaceSpec
     world_size: int
+    gpus_per_node: int
     num_heads: int
     num_layers: int
     global_batch_size: int
@@ -26,6 +49,7 @@ class SearchSpace:
         return cls(
             space=spec.space,
             world_size=spec.world_size,
+            gpus_per_node=spec.gpus_per_node,
             num_heads=spec.model.num_heads,
             num_layers=spec.model.num_layers,
             global_batch_size=spec.scale.global_batch_size,
@@ -33,33 +57,43 @@ class SearchSpace:
 
     def candidates(self) -> list[ParallelConfig]:
         """All valid configs, in a fixed order (the grid searcher's order)."""
-        found = []
         s = self.space
-        for tp, pp, zero, mbs, ac in itertools.product(
-            s.tp, s.pp, s.zero_stage, s.micro_batch_size, s.activation_checkpointing
+        found = []
+        for tp, pp, mbs, ac, sp, schedule, v in itertools.product(
+            s.tp, s.pp, s.micro_batch_size, s.activation_checkpointing, s.sequence_parallel,
+            s.pp_schedule, s.virtual_stages,
         ):
-            config = self._complete(tp, pp, zero, mbs, ac)
-            if config is not None:
-                found.append(config)
+            if self.world_size % (tp * pp) or (sp and tp == 1):
+                continue
+            if pp == 1 and (schedule != s.pp_schedule[0] or v > 1):
+                continue  # schedules mean nothing without a pipeline: keep one
+            if (schedule == "interleaved") != (v > 1):
+                continue
+            dp = self.world_size // (tp * pp)
+            if self.global_batch_size % (mbs * dp):
+                continue
+            base = dict(tp=tp, pp=pp, dp=dp, micro_batch_size=mbs,
+                        grad_accum_steps=self.global_batch_size // (mbs * dp),
+                        activation_checkpointing=ac, sequence_parallel=sp,
+                        pp_schedule=schedule, virtual_stages=v)
+            for sharding in self._shardings(dp, tp):
+                found += self._valid(base, sharding)
         return found
 
-    def _complete(self, tp: int, pp: int, zero: int, mbs: int, ac: str) -> ParallelConfig | None:
-        if self.world_size % (tp * pp):
-            return None
-        dp = self.world_size // (tp * pp)
-        if self.global_batch_size % (mbs * dp):
-            return None
-        if zero > 0 and dp == 1:
-            return None  # nothing to shard over; identical to zero_stage 0
-        config = ParallelConfig(
-            tp=tp, pp=pp, dp=dp, zero_stage=zero, micro_batch_size=mbs,
-            grad_accum_steps=self.global_batch_size // (mbs * dp),
-            activation_checkpointing=ac,
-        )
+    def _shardings(self, dp: int, tp: int) -> list[dict]:
+        if self.space.kind == "amsp":
+            return [{"sharding": f} for f in amsp_factor_sets(*dp_mesh(dp, tp, self.gpus_per_node))]
+        # zero > 0 with dp == 1 shards over nothing: the same as zero 0.
+        return [{"zero_stage": z} for z in self.space.zero_stage if z == 0 or dp > 1]
+
+    def _valid(self, base: dict, sharding: dict) -> list[ParallelConfig]:
         try:
-            return config.validate(
+            config = ParallelConfig(**base, **sharding)
+            config.validate(
                 world_size=self.world_size, num_heads=self.num_heads,
                 num_layers=self.num_layers, global_batch_size=self.global_batch_size,
+                gpus_per_node=self.gpus_per_node,
             )
         except InvalidConfig:
-            return None
+            return []
+        return [config]

@@ -1,0 +1,101 @@
+"""Simulated backend: trials answered by the cost model, for dry runs and search benchmarks.
+
+A trial's throughput is the model's prediction times seeded log-normal noise. With
+`perturbation` > 0, a hidden factor per knob value (drawn once per seed) makes the ground truth
+differ from the model the searchers see, so a benchmark cannot win by reading the model back.
+A trial whose (perturbed) memory exceeds the device is `oom`; `failure_rate` of trials fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends.base import TrialRequest
+from orchestrator.result import TrialResult
+
+# Knobs whose values get a hidden factor each.
+PERTURBED_KNOBS = (
+    "tp", "pp", "zero_stage", "micro_batch_size", "activation_checkpointing",
+    "sequence_parallel", "pp_schedule",
+)
+
+
+def _rng(*parts: object) -> random.Random:
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+class SimulatedHandle:
+    def __init__(self, result: TrialResult):
+        self.result = result
+
+    def poll(self) -> TrialResult:
+        return self.result
+
+    def cancel(self) -> None:
+        pass
+
+    def info(self) -> dict[str, Any]:
+        return {"simulated": True}
+
+
+class SimulatedBackend:
+    """`cost_model` is an orchestrator.costmodel.CostModel; `steps` the trial's timed steps."""
+
+    def __init__(self, cost_model, *, noise: float = 0.03, failure_rate: float = 0.0,
+                 perturbation: float = 0.0, seed: int = 0, steps: int = 10):
+        self.cost_model = cost_model
+        self.noise = noise
+        self.failure_rate = failure_rate
+        self.perturbation = perturbation
+        self.seed = seed
+        self.steps = steps
+
+    def knob_factor(self, knob: str, value: object) -> float:
+        if self.perturbation <= 0:
+            return 1.0
+        return math.exp(_rng(self.seed, "knob", knob, value).gauss(0.0, self.perturbation))
+
+    def truth_factor(self, settings: dict[str, Any]) -> float:
+        """The hidden multiplier of the ground truth over the model, for one config."""
+        factor = 1.0
+        for knob in PERTURBED_KNOBS:
+            if knob in settings:
+                factor *= self.knob_factor(knob, settings[knob])
+        return factor
+
+    def run(self, config, trial_id: str) -> TrialResult:
+        est = self.cost_model.estimate(config)
+        rng = _rng(self.seed, "trial", trial_id, config.key())
+        world = config.world_size
+        settings = config.to_params()
+        memory_gb = est.memory_gb * self.knob_factor("memory", config.zero_stage) ** 0.25
+        if memory_gb > est.capacity_gb:
+            return TrialResult(
+                status="oom", world_size=world, peak_memory_gb=memory_gb,
+                error=f"simulated out-of-memory: {memory_gb:.1f} GB > {est.capacity_gb:g} GB",
+            )
+        if rng.random() < self.failure_rate:
+            return TrialResult(status="failed", world_size=world, error="simulated crash")
+        speed = self.truth_factor(settings) * math.exp(rng.gauss(0.0, self.noise))
+        step_time = est.step_time_s / speed
+        times = [step_time * math.exp(rng.gauss(0.0, self.noise / 2)) for _ in range(self.steps)]
+        tokens_per_s = est.tokens_per_step / step_time
+        tflops = est.model_flops_per_step / step_time / world / 1e12
+        return TrialResult(
+            status="ok", tokens_per_s=tokens_per_s, tokens_per_s_per_gpu=tokens_per_s / world,
+            tflops_per_gpu=tflops, mfu=tflops / est.peak_tflops, step_time_s=step_time,
+            step_time_p90_s=sorted(times)[int(0.9 * (len(times) - 1))],
+            peak_memory_gb=memory_gb, world_size=world, step_times_s=times,
+            extra={"simulated_duration_s": step_time * self.steps},
+        )
+
+    def submit(self, request: TrialRequest) -> SimulatedHandle:
+        return SimulatedHandle(self.run(request.config, request.trial_id))
+
+    def cleanup(self, info: dict[str, Any], trial_dir: Path) -> None:
+        pass  # nothing outlives a simulated trial

@@ -1,0 +1,189 @@
+"""`paratune estimate` and `paratune plan`: the cost model and the AMSP planner from the CLI.
+
+Both take a campaign spec (estimate: one that pins a single configuration) or presets given
+as options, and with `--json` print one JSON object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from orchestrator.cli import _print_json, app, out
+from orchestrator.costmodel import cost_model_for
+from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
+from orchestrator.errors import UserError
+from orchestrator.search_spaces import SearchSpace
+from orchestrator.spec import CampaignSpec, load_spec, spec_from_dict
+
+
+def _spec_from_options(
+    spec_file: Optional[Path], overrides: list[str], model: Optional[str],
+    cluster: Optional[str], gpus: Optional[int], space: dict[str, Any],
+    global_batch_size: Optional[int], seq_len: Optional[int], kind: str,
+) -> CampaignSpec:
+    if spec_file is not None:
+        return load_spec(spec_file, overrides)
+    missing = [name for name, v in (("--model", model), ("--cluster", cluster), ("--gpus", gpus))
+               if v is None]
+    if missing:
+        raise UserError(f"{', '.join(missing)}: required without a SPEC file; e.g. "
+                        "--model llama-7b --cluster a100-80g --gpus 64")
+    data = {
+        "name": kind, "model": {"preset": model, "seq_len": seq_len} if seq_len else model,
+        "cluster": cluster,
+        "scale": {"nodes": 1, "gpus_per_node": gpus, "global_batch_size": global_batch_size or gpus},
+        "space": space,
+    }
+    spec = spec_from_dict(data, source=f"paratune {kind}")
+    per_node = spec.cluster.gpus_per_node
+    if gpus > per_node and gpus % per_node == 0:  # lay the world out on whole nodes
+        data["scale"] = {**data["scale"], "nodes": gpus // per_node, "gpus_per_node": per_node}
+        spec = spec_from_dict(data, source=f"paratune {kind}")
+    return spec
+
+
+def rank_spec(spec: CampaignSpec, top_k: int) -> Ranking:
+    candidates = SearchSpace.from_spec(spec).candidates()
+    cost = cost_model_for(spec)
+    if spec.space.kind == "amsp":
+        return rank_amsp(cost, candidates, top_k)
+    return rank_by_throughput(cost, candidates, top_k)
+
+
+def print_ranking(spec: CampaignSpec, ranking: Ranking) -> None:
+    out.print(
+        f"{spec.name}: {ranking.candidates} valid configs, {ranking.feasible} fit in "
+        f"{spec.cluster.memory_gb:g} GB ({ranking.planner} planner)"
+    )
+    if ranking.plan is not None:
+        out.print(f"AMSP plan (s0p,s1p,s0g,s1g,s0os,s1os) = {ranking.plan.factors.as_tuple()}")
+    table = Table("config", "memory GB", "step s", "tokens/s", "TFLOPS/GPU", "MFU")
+    for e in ranking.top:
+        table.add_row(e.config.key(), f"{e.memory_gb:.2f}", f"{e.step_time_s:.4g}",
+                      f"{e.tokens_per_s:,.0f}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}")
+    out.print(table)
+
+
+def _describe_spec(spec: CampaignSpec) -> dict[str, Any]:
+    return {"model": spec.model.name, "params": spec.model.num_params,
+            "cluster": spec.cluster.name, "world_size": spec.world_size}
+
+
+SPEC_ARG = typer.Argument(None, help="campaign YAML (instead of --model/--cluster/--gpus)")
+SET_OPT = typer.Option([], "--set", help="override a spec key: a.b=value")
+
+
+@app.command()
+def plan(
+    spec_file: Optional[Path] = SPEC_ARG,
+    set_: list[str] = SET_OPT,
+    model: Optional[str] = typer.Option(None, "--model"),
+    cluster: Optional[str] = typer.Option(None, "--cluster"),
+    gpus: Optional[int] = typer.Option(None, "--gpus"),
+    global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size"),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len"),
+    top_k: int = typer.Option(5, "--top-k"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """The AMSP planner (amsp spaces) or the cost model's top-k (other spaces)."""
+    spec = _spec_from_options(
+        spec_file, set_, model, cluster, gpus,
+        {"kind": "amsp", "micro_batch_size": [1], "activation_checkpointing": ["none", "full"]},
+        global_batch_size, seq_len, "plan",
+    )
+    ranking = rank_spec(spec, top_k)
+    if ranking.best is None:
+        raise UserError(f"{spec.name}: no configuration fits in {spec.cluster.memory_gb:g} GB; "
+                        "widen the space (tp, pp, zero_stage, activation_checkpointing)")
+    if not as_json:
+        print_ranking(spec, ranking)
+        return
+    best = ranking.best
+    _print_json({
+        **_describe_spec(spec), "planner": ranking.planner,
+        "plan": ranking.plan.factors.to_dict() if ranking.plan else None,
+        "mfu": best.mfu, "hfu": best.hfu, "tokens_per_s": best.tokens_per_s,
+        "tflops_per_gpu": best.tflops_per_gpu, "best": best.to_dict(),
+        "candidates": ranking.candidates, "feasible": ranking.feasible,
+        "top": [e.to_dict() for e in ranking.top],
+    })
+
+
+@app.command()
+def estimate(
+    spec_file: Optional[Path] = SPEC_ARG,
+    set_: list[str] = SET_OPT,
+    model: Optional[str] = typer.Option(None, "--model", help="model preset, e.g. llama-7b"),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="cluster preset, e.g. h100-80g"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="world size"),
+    tp: int = typer.Option(1, "--tp"),
+    pp: int = typer.Option(1, "--pp"),
+    zero_stage: int = typer.Option(0, "--zero-stage"),
+    micro_batch_size: int = typer.Option(1, "--micro-batch-size"),
+    global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size",
+                                                    help="sequences per step (default: gpus)"),
+    ac: str = typer.Option("none", "--activation-checkpointing", help="none | selective | full"),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Memory and predicted throughput breakdown of one configuration."""
+    space = {"tp": [tp], "pp": [pp], "zero_stage": [zero_stage],
+             "micro_batch_size": [micro_batch_size], "activation_checkpointing": [ac]}
+    spec = _spec_from_options(spec_file, set_, model, cluster, gpus, space,
+                              global_batch_size, seq_len, "estimate")
+    candidates = SearchSpace.from_spec(spec).candidates()
+    if len(candidates) != 1:
+        raise UserError(
+            f"{spec.name}: the space holds {len(candidates)} valid configurations; estimate "
+            "needs exactly one (one value per space key, and mbs·dp dividing the global batch)"
+        )
+    result = cost_model_for(spec).estimate(candidates[0])
+    data = {**_describe_spec(spec), **result.to_dict()}
+    if as_json:
+        _print_json(data)
+        return
+    out.print(f"[bold]{spec.model.name}[/] ({spec.model.num_params / 1e9:.2f}B params) on "
+              f"{spec.world_size} × {spec.cluster.device}: {result.config.key()}")
+    for title, section, unit in (("memory per device", "memory", "GB"),
+                                 ("time per step", "time", "seconds")):
+        table = Table(title, unit)
+        for key, value in data[section].items():
+            table.add_row(key.removesuffix("_gb").removesuffix("_s"), f"{value:.4g}")
+        out.print(table)
+    verdict = "fits" if result.fits else "[red]does NOT fit[/]"
+    out.print(f"{verdict}; {result.tokens_per_s:,.0f} tokens/s, "
+              f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}")
+
+
+@app.command()
+def calibrate(
+    campaign: str = typer.Argument(..., help="campaign name"),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Refit the cost model to a campaign's measured trials; show predicted against measured."""
+    from orchestrator.cli import _runs_dir
+    from orchestrator.controller import Controller, load_campaign_spec
+    from orchestrator.costmodel import calibrate as fit
+
+    spec = load_campaign_spec(_runs_dir(runs_dir), campaign)
+    records = Controller(spec).summary().records
+    result = fit(cost_model_for(spec), [(r.trial_id, r.config, r.result) for r in records
+                                        if r.result is not None])
+    if result is None:
+        raise UserError(f"campaign {campaign!r} has fewer than 3 successful trials to fit on")
+    data = {"campaign": campaign, **result.to_dict()}
+    if as_json:
+        _print_json(data)
+        return
+    table = Table("trial", "config", "measured tok/s", "predicted tok/s", "error")
+    for t in data["per_trial"]:
+        table.add_row(t["trial_id"], t["config"], f"{t['measured_tokens_per_s']:,.0f}",
+                      f"{t['predicted_tokens_per_s']:,.0f}", f"{t['error']:+.1%}")
+    out.print(table)
+    out.print(f"median |error| {data['median_abs_error']:.1%}, Spearman {data['spearman']:.2f} "
+              f"over {data['trials']} trials; memory measured/predicted {data['memory_scale']:.2f}")

@@ -1,0 +1,123 @@
+"""Calibration: refit the cost model's coefficients to measured trials (least squares).
+
+The predicted step time is a sum of terms: compute, bubble, model-parallel communication,
+exposed data-parallel communication, and a fixed cost per layer and micro-batch. Calibration
+finds non-negative multipliers for the first four and the fixed cost (NNLS on the measured
+step times), so the refit model is the same model with its efficiency and overlap scaled to
+what this cluster showed; the data-parallel multiplier applies to the raw communication, so
+it is the exposed fraction this cluster showed. Memory gets one ratio of measured to predicted (without the
+fragmentation reserve, which no measurement sees); pruning applies it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from orchestrator.costmodel.estimate import CostModel
+from orchestrator.result import TrialResult
+from orchestrator.search_spaces import ParallelConfig
+
+FEATURES = ("compute", "bubble", "model_parallel_comm", "data_parallel_comm", "launches")
+MIN_TRIALS = 3
+
+
+@dataclass(frozen=True)
+class TrialFit:
+    trial_id: str
+    config: ParallelConfig
+    measured_tokens_per_s: float
+    predicted_tokens_per_s: float
+
+    @property
+    def error(self) -> float:
+        """Relative error of the prediction: (predicted - measured) / measured."""
+        return self.predicted_tokens_per_s / self.measured_tokens_per_s - 1
+
+
+@dataclass(frozen=True)
+class Calibration:
+    model: CostModel
+    memory_scale: float
+    trials: list[TrialFit]
+    multipliers: dict[str, float]
+
+    @property
+    def median_abs_error(self) -> float:
+        return statistics.median(abs(t.error) for t in self.trials)
+
+    @property
+    def spearman(self) -> float:
+        return spearman([t.predicted_tokens_per_s for t in self.trials],
+                        [t.measured_tokens_per_s for t in self.trials])
+
+    def to_dict(self) -> dict:
+        c = self.model.coefficients
+        return {
+            "trials": len(self.trials),
+            "median_abs_error": self.median_abs_error,
+            "spearman": self.spearman,
+            "memory_scale": self.memory_scale,
+            "multipliers": self.multipliers,
+            "compute_efficiency": self.model.cluster.compute_efficiency / c.scale_compute
+            if c.scale_compute else None,
+            "per_trial": [
+                {"trial_id": t.trial_id, "config": t.config.key(),
+                 "measured_tokens_per_s": t.measured_tokens_per_s,
+                 "predicted_tokens_per_s": t.predicted_tokens_per_s, "error": t.error}
+                for t in self.trials
+            ],
+        }
+
+
+def _features(cost: CostModel, config: ParallelConfig) -> list[float]:
+    t = cost.estimate(config).time
+    layers = cost.model.num_layers // config.pp
+    return [t.compute_s, t.bubble_s, t.tp_comm_s + t.pp_comm_s, t.dp_comm.total,
+            float(layers * config.grad_accum_steps)]
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    from scipy.stats import spearmanr
+
+    if len(a) < 2:
+        return float("nan")
+    value = spearmanr(a, b).statistic
+    return float(value) if value == value else float("nan")
+
+
+def calibrate(
+    cost: CostModel, measured: list[tuple[str, ParallelConfig, TrialResult]]
+) -> Calibration | None:
+    """Fit on the trials that ended ok; None until MIN_TRIALS of them exist."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    base = cost.with_coefficients(cost.coefficients.with_(
+        scale_compute=1.0, scale_bubble=1.0, scale_model_parallel_comm=1.0,
+        scale_data_parallel_comm=1.0, launch_overhead_s=0.0))
+    ok = [(tid, c, r) for tid, c, r in measured
+          if r.ok and r.step_time_s and math.isfinite(r.step_time_s)]
+    if len(ok) < MIN_TRIALS:
+        return None
+    x = np.array([_features(base, c) for _, c, _ in ok])
+    y = np.array([r.step_time_s for _, _, r in ok])
+    used = [i for i in range(len(FEATURES)) if x[:, i].any()]  # drop terms absent everywhere
+    # Relative least squares: weight each trial by 1/measured so fast and slow trials count alike.
+    weights = 1 / y
+    solution, _ = nnls(x[:, used] * weights[:, None], y * weights)
+    fitted = dict.fromkeys(FEATURES, 0.0)
+    fitted.update({FEATURES[i]: float(v) for i, v in zip(used, solution)})
+    if fitted["compute"] <= 0:  # compute must cost something; keep the analytic value
+        fitted["compute"] = 1.0
+    model = cost.with_coefficients(cost.coefficients.with_(
+        scale_compute=fitted["compute"], scale_bubble=fitted["bubble"] or 1.0,
+        scale_model_parallel_comm=fitted["model_parallel_comm"] or 1.0,
+        dp_exposure=fitted["data_parallel_comm"],
+        launch_overhead_s=fitted["launches"],
+    ))
+    memory = [r.peak_memory_gb / model.estimate(c).memory_gb_used for _, c, r in ok
+              if r.peak_memory_gb]
+    fits = [TrialFit(tid, c, r.tokens_per_s, model.estimate(c).tokens_per_s) for tid, c, r in ok]
+    return Calibration(model, statistics.median(memory) if memory else 1.0, fits, fitted)
