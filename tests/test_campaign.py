@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import EXAMPLES as EXAMPLES_DIR
 from conftest import ROOT, journal_events, run_cli_process, write_spec
 
 FAST_TRIAL = {"steps": 3, "warmup_steps": 1, "timeout_s": 120}
@@ -160,3 +161,37 @@ def test_sigkilled_controller_resumes_without_repeating_a_trial(tmp_path, runs_d
     runs = client.search_runs([experiment.experiment_id])
     children = [r.data.tags["paratune.trial_id"] for r in runs if r.data.tags.get("mlflow.parentRunId")]
     assert sorted(children) == sorted(finished)
+
+
+def test_simulated_campaign_runs_a_published_setup_on_a_laptop(tmp_path, runs_dir, cli):
+    spec = EXAMPLES_DIR / "frontier-175b.yaml"
+    code, out, err = cli("run", str(spec), "--set", "budget.max_trials=12")
+    assert code == 0, err
+    events = finished_events(runs_dir / "frontier-175b")
+    executed = [e for e in events if e["result"]["status"] != "infeasible"]
+    assert len(executed) == 12
+    assert any(e["result"]["status"] == "infeasible" for e in events)  # pruned, not run
+    for e in executed:
+        assert e["result"]["status"] in ("ok", "oom")
+        assert e["result"]["extra"]["predicted_tokens_per_s"] > 0
+    status = json.loads(cli("status", "frontier-175b", "--json")[1])
+    assert status["best"]["tokens_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_calibration_on_real_cpu_trials(tmp_path, runs_dir, cli):
+    """8 real torchrun trials of the tiny model; the calibrated cost model ranks them right."""
+    spec = write_spec(
+        tmp_path / "c.yaml", name="calib", search={"algorithm": "grid"}, budget={"max_trials": 8},
+        space={"zero_stage": [0, 2], "micro_batch_size": [1, 4],
+               "activation_checkpointing": ["none", "full"]},
+        trial={"steps": 5, "warmup_steps": 2, "timeout_s": 120},
+    )
+    assert cli("run", str(spec))[0] == 0
+    code, out, err = cli("calibrate", "calib", "--json")
+    assert code == 0, err
+    fit = json.loads(out)
+    assert fit["trials"] == 8 and len(fit["per_trial"]) == 8
+    print(f"calibration: median |error| {fit['median_abs_error']:.1%}, Spearman {fit['spearman']:.2f}")
+    assert fit["median_abs_error"] < 0.25
+    assert fit["spearman"] >= 0.8

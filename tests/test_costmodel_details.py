@@ -1,0 +1,140 @@
+"""Cost-model pieces: AMSP factors, activation formulas, collectives, calibration, simulation."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from orchestrator.backends.simulated import SimulatedBackend
+from orchestrator.costmodel import GB, CostModel, calibrate, model_state_bytes_sharded
+from orchestrator.costmodel.collectives import Fabric
+from orchestrator.costmodel.memory import activation_bytes_per_layer
+from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
+from orchestrator.result import TrialResult
+from orchestrator.search_spaces import InvalidConfig, ParallelConfig, ShardingFactors
+from orchestrator.search_spaces.space import amsp_factor_sets
+
+A800 = CLUSTER_PRESETS["a800-80g"]
+
+
+def test_named_schemes_map_onto_amsp_factors():
+    assert ShardingFactors.named("ddp", 8, 4).as_tuple() == (1, 1, 1, 1, 1, 1)
+    assert ShardingFactors.named("zero1", 8, 4).as_tuple() == (1, 1, 1, 1, 8, 4)
+    assert ShardingFactors.named("zero2", 8, 4).as_tuple() == (1, 1, 8, 4, 8, 4)
+    assert ShardingFactors.named("zero3", 8, 4).as_tuple() == (8, 4, 8, 4, 8, 4)
+    assert ShardingFactors.named("mics", 8, 4, group=16).as_tuple() == (8, 2, 8, 2, 8, 2)
+    assert ShardingFactors.named("hsdp", 8, 4, group=4).as_tuple() == (4, 1, 4, 1, 4, 1)
+
+
+def test_amsp_memory_formula():
+    """2Ψ/s_p + 2Ψ/s_g + 12Ψ/s_os (AMSP §IV-D)."""
+    states = model_state_bytes_sharded(7e9, ShardingFactors(1, 1, 1, 1, 8, 1))
+    assert states.total == pytest.approx(2 * 7e9 + 2 * 7e9 + 12 * 7e9 / 8)
+
+
+@pytest.mark.parametrize("bad,words", [
+    ((2, 1, 1, 1, 8, 1), "s0p(2) <= s0g(1)"),          # (3) ordering
+    ((1, 1, 1, 1, 3, 1), "s0os(3) does not divide"),   # (5) divisibility
+    ((1, 1, 1, 1, 4, 2), "fill a node first"),         # (7)
+    ((1, 1, 2, 1, 8, 1), "s_g(2) must equal"),          # s_g ∈ {s_p, s_os}
+])
+def test_amsp_constraints(bad, words):
+    with pytest.raises(InvalidConfig, match=words.replace("(", r"\(").replace(")", r"\)")):
+        ShardingFactors(*bad).validate(8, 4)
+
+
+def test_amsp_enumeration_meets_every_constraint():
+    sets = amsp_factor_sets(8, 16)
+    assert len(sets) == len(set(sets)) > 50
+    for f in sets:
+        f.validate(8, 16)
+    assert ShardingFactors(1, 1, 1, 1, 8, 1) in sets and ShardingFactors(8, 16, 8, 16, 8, 16) in sets
+
+
+def test_activation_formulas_follow_korthikanti_table_2():
+    model = MODEL_PRESETS["gpt-22b"]
+    s, b, h, a, t = model.seq_len, 1, model.hidden, model.num_heads, 8
+    sbh = s * b * h
+    act = lambda ac, **kw: activation_bytes_per_layer(model, b, t, ac, "bf16-mixed", **kw)  # noqa: E731
+    assert act("none", flash_attention=False) == pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert act("none", flash_attention=False, sequence_parallel=True) == pytest.approx(sbh / t * (34 + 5 * a * s / h))
+    assert act("selective", sequence_parallel=True) == pytest.approx(34 * sbh / t)
+    assert act("full") == pytest.approx(2 * sbh)
+    assert act("none", flash_attention=True) == act("selective")  # no s² term either way
+
+
+def test_pipeline_schedules_hold_different_micro_batches():
+    cost = CostModel(MODEL_PRESETS["gpt-22b"], A800, 8)
+    base = ParallelConfig(pp=4, dp=2, micro_batch_size=1, grad_accum_steps=16)
+    gpipe = cost.memory(dataclasses.replace(base, pp_schedule="gpipe")).activations
+    one_f_one_b = cost.memory(base).activations
+    assert gpipe == pytest.approx(one_f_one_b * 16 / 4)
+    inter = cost.estimate(dataclasses.replace(base, pp_schedule="interleaved", virtual_stages=2))
+    plain = cost.estimate(base)
+    assert inter.time.bubble_s == pytest.approx(plain.time.bubble_s / 2)
+
+
+def test_collectives_two_level():
+    fabric = Fabric.of(A800, 8, bandwidth_efficiency=1.0)
+    v = 1e9
+    # Inside a node: ring all-reduce moves 2(p-1)/p of the buffer at NVLink speed.
+    assert fabric.all_reduce(v, 8) == pytest.approx(2 * 7 / 8 * v / 200e9 + 14 * 5e-6)
+    # Across 16 nodes the node's NICs (100 GB/s shared by 8 GPUs) bound a flat ring.
+    nic_bound = 127 / 128 * v / (8 * 12.5e9) + 7 * 5e-6 + 15 * 10e-6
+    assert fabric.all_gather(v, 8, 16) == pytest.approx(nic_bound)
+    assert fabric.all_gather(v, 8, 16) > 2 * fabric.all_gather(v, 8)
+    assert fabric.all_reduce(v, 1) == 0.0 and fabric.broadcast(v, 1) == 0.0
+
+
+def test_calibration_recovers_a_known_efficiency_and_overhead():
+    """Trials generated from the model with compute 1.5x slower and 2 ms per layer and
+    micro-batch of launch cost: the fit recovers both and ranks the trials perfectly."""
+    model = MODEL_PRESETS["llama-7b"]
+    cost = CostModel(model, A800, 8)
+    configs = [ParallelConfig(dp=8, zero_stage=z, micro_batch_size=m, grad_accum_steps=8 // m,
+                              activation_checkpointing=ac)
+               for z in (1, 3) for m in (1, 2, 8) for ac in ("none", "full")]
+    truth = cost.with_coefficients(cost.coefficients.with_(scale_compute=1.5, launch_overhead_s=2e-3))
+    rng = random.Random(0)
+    measured = []
+    for i, c in enumerate(configs):
+        est = truth.estimate(c)
+        step = est.step_time_s * (1 + rng.gauss(0, 0.01))
+        measured.append((f"t{i}", c, TrialResult(status="ok", step_time_s=step,
+                                                 tokens_per_s=est.tokens_per_step / step,
+                                                 peak_memory_gb=est.memory_gb_used * 0.9)))
+    measured.append(("bad", configs[0], TrialResult(status="oom", error="x")))  # ignored
+    fit = calibrate(cost, measured)
+    assert fit is not None and len(fit.trials) == len(configs)
+    assert fit.multipliers["compute"] == pytest.approx(1.5, rel=0.05)
+    assert fit.multipliers["launches"] == pytest.approx(2e-3, rel=0.25)
+    assert fit.median_abs_error < 0.02 and fit.spearman > 0.95
+    assert fit.memory_scale == pytest.approx(0.9, rel=0.01)
+    assert calibrate(cost, measured[:2]) is None  # too few trials to fit
+
+
+def test_simulated_backend_is_seeded_and_fails_honestly():
+    cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
+    fits = ParallelConfig(dp=8, zero_stage=3, micro_batch_size=1, grad_accum_steps=1)
+    too_big = ParallelConfig(dp=8, zero_stage=0, micro_batch_size=1, grad_accum_steps=1)
+    sim = SimulatedBackend(cost, noise=0.05, seed=1)
+    a, b = sim.run(fits, "t1"), sim.run(fits, "t1")
+    assert a == b and a.ok and a.tokens_per_s == pytest.approx(cost.estimate(fits).tokens_per_s, rel=0.25)
+    assert sim.run(fits, "t2").tokens_per_s != a.tokens_per_s  # noise differs per trial
+    oom = sim.run(too_big, "t3")
+    assert oom.status == "oom" and "GB" in oom.error
+    flaky = SimulatedBackend(cost, failure_rate=0.5, seed=2)
+    statuses = [flaky.run(fits, f"t{i}").status for i in range(200)]
+    assert 60 < statuses.count("failed") < 140
+
+
+def test_hidden_perturbations_move_the_truth_away_from_the_model():
+    cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
+    config = ParallelConfig(dp=8, zero_stage=3, micro_batch_size=1, grad_accum_steps=1)
+    plain = SimulatedBackend(cost, noise=0.0).run(config, "t").tokens_per_s
+    factors = [SimulatedBackend(cost, noise=0.0, perturbation=0.2, seed=s).truth_factor(config.to_params())
+               for s in range(50)]
+    assert plain == pytest.approx(cost.estimate(config).tokens_per_s)
+    assert min(factors) < 0.85 and max(factors) > 1.15

@@ -1,0 +1,107 @@
+"""The cost model and the AMSP planner against published results (shared/research notes).
+
+Every figure here comes from the example specs through the CLI, so the specs users run are
+the ones checked. One set of constants per cluster preset; nothing is tuned per test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from conftest import EXAMPLES
+from orchestrator.costmodel import cost_model_for
+from orchestrator.search_spaces import SearchSpace, ShardingFactors
+from orchestrator.spec import load_spec
+
+
+def plan_json(cli, name: str, *extra: str) -> dict:
+    code, out, err = cli("plan", str(EXAMPLES / name), "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def factors(plan: dict) -> tuple[int, ...]:
+    return tuple(plan["plan"][k] for k in ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os"))
+
+
+@pytest.mark.parametrize("model,paper", [("7b", (1, 1, 1, 1, 8, 1)), ("13b", (4, 1, 4, 1, 8, 1))])
+def test_amsp_table_iv_plans(cli, model, paper):
+    """AMSP Table IV, 1,024 A800s: the planner returns the paper's plan."""
+    plan = plan_json(cli, f"amsp-llama-{model}.yaml")
+    assert factors(plan) == paper
+    assert 0 < plan["mfu"] < 1 and plan["tokens_per_s"] > 0
+
+
+def test_amsp_table_iv_30b_plan_is_a_tie_with_the_papers(cli):
+    """30B: the model returns (8,1,8,1,8,2) where the paper ran (8,1,8,1,8,4).
+
+    Why they differ: with s_p = 8 the optimizer-state broadcast T_os1 moves 2Ψ/s_p bytes through
+    the network whatever s1os is (s_os/s_p broadcasts of 2Ψ/s_os each), so an α-β model cannot
+    tell s1os = 2 from 4; the tie goes to the plan that shards less. AMSP's profiled bandwidths
+    (per message size and mesh) separate them. Both fit in memory, and the paper's plan is within
+    2% of the model's optimum in predicted step time and in exposed communication.
+    """
+    plan = plan_json(cli, "amsp-llama-30b.yaml")
+    assert factors(plan) == (8, 1, 8, 1, 8, 2)
+    spec = load_spec(EXAMPLES / "amsp-llama-30b.yaml")
+    cost = cost_model_for(spec)
+    (base,) = {dataclasses.replace(c, sharding=None) for c in SearchSpace.from_spec(spec).candidates()}
+    paper = cost.estimate(dataclasses.replace(base, sharding=ShardingFactors(8, 1, 8, 1, 8, 4)))
+    assert paper.fits
+    assert paper.step_time_s <= plan["best"]["step_time_s"] * 1.02
+    assert paper.time.dp_exposed_s <= plan["best"]["time"]["dp_exposed_s"] * 1.02 + 1e-9
+
+
+@pytest.mark.parametrize("model,mics_group", [("7b", 8), ("13b", 8), ("30b", 16)])
+def test_amsp_beats_mics_beats_zero3_at_1024_gpus(cli, model, mics_group):
+    """AMSP §VI-B at 1,024 GPUs: MFU of the AMSP plan > MiCS (Table IV groups) > ZeRO-3."""
+    plan = plan_json(cli, f"amsp-llama-{model}.yaml")
+    spec = load_spec(EXAMPLES / f"amsp-llama-{model}.yaml")
+    cost = cost_model_for(spec)
+    (base,) = {dataclasses.replace(c, sharding=None) for c in SearchSpace.from_spec(spec).candidates()}
+    mfu = {
+        scheme: cost.estimate(dataclasses.replace(
+            base, sharding=ShardingFactors.named(scheme, 8, 128, group=mics_group))).mfu
+        for scheme in ("mics", "zero3")
+    }
+    assert plan["mfu"] > mfu["mics"] > mfu["zero3"]
+
+
+def test_megatron_1t_on_3072_a100s(cli):
+    """Narayanan et al. 2021, Table 1: 163 TFLOPS/GPU = 52% of peak, counted with recompute
+    FLOPs (their convention; ParaTune's `hfu`). Within ±5 points."""
+    code, out, err = cli("estimate", str(EXAMPLES / "megatron-1t.yaml"), "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["fits"] and result["world_size"] == 3072
+    assert result["hfu"] == pytest.approx(0.52, abs=0.05)
+    assert result["mfu"] < result["hfu"]  # full recompute: model FLOPs are 3/4 of hardware FLOPs
+
+
+@pytest.mark.parametrize("name,published", [("frontier-175b.yaml", 0.361), ("frontier-1t.yaml", 0.320)])
+def test_frontier_best_configuration_percent_of_peak(cli, name, published):
+    """Dash et al. (arXiv 2312.12705): the best configuration the model finds is within
+    ±5 points of the published % of peak (175B on 1,024 GCDs: 36.14%; 1T on 3,072: 31.96%)."""
+    plan = plan_json(cli, name)
+    assert plan["mfu"] == pytest.approx(published, abs=0.05)
+    assert plan["best"]["fits"]
+
+
+def test_frontier_175b_weak_scaling_128_to_1024_gcds(cli):
+    """Frontier paper: ~100% weak scaling for 175B. The best layout on 128 GCDs (16 nodes),
+    replicated 8 times by data parallelism on 1,024 GCDs with the per-replica batch kept, keeps
+    >= 95% of its per-GCD throughput."""
+    small = plan_json(cli, "frontier-175b.yaml", "--set", "scale.nodes=16",
+                      "--set", "scale.global_batch_size=192")
+    config = small["best"]["config"]
+    assert small["world_size"] == 128 and config["dp"] == 1
+    pinned = [f"--set=space.{k}=[{str(config[k]).lower()}]" for k in
+              ("tp", "pp", "micro_batch_size", "zero_stage", "activation_checkpointing")]
+    large = plan_json(cli, "frontier-175b.yaml", "--set", "scale.global_batch_size=1536", *pinned)
+    assert large["world_size"] == 1024 and large["best"]["config"]["dp"] == 8
+    assert large["best"]["config"]["grad_accum_steps"] == config["grad_accum_steps"]
+    efficiency = large["best"]["tokens_per_s_per_gpu"] / small["best"]["tokens_per_s_per_gpu"]
+    assert 0.95 <= efficiency <= 1.0
