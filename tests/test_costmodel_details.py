@@ -138,3 +138,14 @@ def test_hidden_perturbations_move_the_truth_away_from_the_model():
                for s in range(50)]
     assert plain == pytest.approx(cost.estimate(config).tokens_per_s)
     assert min(factors) < 0.85 and max(factors) > 1.15
+
+
+def test_zero_plus_plus_trades_memory_for_intra_node_backward_gathers():
+    cost = CostModel(MODEL_PRESETS["llama-13b"].model_copy(update={"seq_len": 4096}), A800, 8)
+    base = ParallelConfig(dp=1024, micro_batch_size=1, grad_accum_steps=1)
+    z3 = cost.estimate(dataclasses.replace(base, sharding=ShardingFactors.named("zero3", 8, 128)))
+    zpp = cost.estimate(dataclasses.replace(base, sharding=ShardingFactors.named("zero++", 8, 128)))
+    assert zpp.time.dp_comm.t_p < z3.time.dp_comm.t_p
+    secondary_copy = 2 * cost.model.num_params / 8  # bf16 weights over the node's 8 GPUs
+    assert zpp.memory.buffers - z3.memory.buffers == pytest.approx(secondary_copy)
+    assert zpp.mfu > z3.mfu

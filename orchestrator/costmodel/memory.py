@@ -170,6 +170,8 @@ def memory_per_device(
         buffers += 4 * params / factors.sos  # fp32 gradient of the owned optimizer shard
     if factors.sp > 1:
         buffers += 2 * act_bytes * model.params_per_layer / config.tp  # gathered + prefetched
+    if factors.secondary > 1:  # ZeRO++ hpZ keeps a second, node-local weight shard
+        buffers += PRECISION_BYTES[precision][0] * params / factors.secondary
     if config.pp == 1:  # the last stage's logits share the device
         buffers += 2 * 4 * model.seq_len * config.micro_batch_size * model.vocab_size / config.tp
     return MemoryBreakdown(

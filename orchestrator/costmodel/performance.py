@@ -89,7 +89,11 @@ def data_parallel_comm(
     if f.sp > 1:  # per gathered unit i: 2·AG + RS of its 2Ψ_i bytes
         units = layers * c.gathers_per_layer
         unit = full / units
-        per_unit = 2 * fabric.all_gather(unit, f.s0p, f.s1p) + fabric.reduce_scatter(unit, f.s0p, f.s1p)
+        # ZeRO++ hpZ gathers the backward's weights from the node-local secondary shard.
+        backward_gather = (fabric.all_gather(unit, f.secondary) if f.secondary > 1
+                           else fabric.all_gather(unit, f.s0p, f.s1p))
+        per_unit = (fabric.all_gather(unit, f.s0p, f.s1p) + backward_gather
+                    + fabric.reduce_scatter(unit, f.s0p, f.s1p))
         t_p = m * units * per_unit
     grads = full / f.sp
     t_g = 0.0

@@ -11,6 +11,9 @@ Every named scheme is one point of this space (§IV-B, "existing schemes"):
 | ZeRO-2       | (1, dp, dp)                              |
 | ZeRO-3, FSDP | (dp, dp, dp)                             |
 | MiCS, HSDP   | (g, g, g), g < dp a shard group          |
+| ZeRO++ (hpZ) | ZeRO-3, with `secondary` = g: a second   |
+|              | copy of the weights sharded over g GPUs  |
+|              | of a node, gathered in backward          |
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 from orchestrator.search_spaces.errors import InvalidConfig
 
-SCHEMES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "mics", "hsdp")
+SCHEMES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "mics", "hsdp", "zero++")
 
 
 @dataclass(frozen=True, order=True)
@@ -30,6 +33,8 @@ class ShardingFactors:
     s1g: int = 1
     s0os: int = 1
     s1os: int = 1
+    # ZeRO++ hpZ: a secondary weight shard over this many GPUs of a node (1 = none).
+    secondary: int = 1
 
     @property
     def sp(self) -> int:
@@ -48,7 +53,10 @@ class ShardingFactors:
 
     def to_dict(self) -> dict[str, int]:
         names = ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
-        return dict(zip(names, self.as_tuple()))
+        data = dict(zip(names, self.as_tuple()))
+        if self.secondary > 1:
+            data["secondary"] = self.secondary
+        return data
 
     def validate(self, s0dp: int, s1dp: int) -> "ShardingFactors":
         """AMSP constraints (3)-(7) and s_g ∈ {s_p, s_os}; the message names every factor."""
@@ -77,6 +85,10 @@ class ShardingFactors:
             raise InvalidConfig(
                 f"s_g({self.sg}) must equal s_p({self.sp}) or s_os({self.sos})"
             )
+        if self.secondary > 1 and (s0dp % self.secondary or self.sp <= self.secondary):
+            raise InvalidConfig(
+                f"secondary({self.secondary}) must divide s0dp({s0dp}) and be < s_p({self.sp})"
+            )
         return self
 
     @classmethod
@@ -96,6 +108,8 @@ class ShardingFactors:
             return cls(1, 1, *full, *full)
         if scheme in ("zero3", "fsdp"):
             return cls(*full, *full, *full)
+        if scheme == "zero++":
+            return cls(*full, *full, *full, secondary=group or s0dp)
         if scheme in ("mics", "hsdp"):
             g = group or s0dp
             s0, s1 = (g, 1) if g <= s0dp else (s0dp, g // s0dp)
