@@ -35,6 +35,12 @@ class JobConfig:
     s1g: int | None = None
     s0os: int | None = None
     s1os: int | None = None
+    # ZeRO++ secondary weight shard (FSDP2 reshard_after_forward=<int>).
+    secondary: int | None = None
+    compile: bool = False
+    # On CPU the job stops with `oom` once a rank's RSS passes this; on GPU it caps the
+    # allocator (torch.cuda.set_per_process_memory_fraction).
+    memory_limit_gb: float | None = None
     steps: int = 10
     warmup_steps: int = 2
     seed: int = 1234

@@ -134,14 +134,19 @@ class Transformer(nn.Module):
         for name, param in self.named_parameters():
             if param.dim() < 2:
                 continue
-            scale = std / math.sqrt(2 * self.args.num_layers) if name.endswith(("wo.weight", "w2.weight")) else std
+            residual = name.endswith(("wo.weight", "w2.weight"))
+            scale = std / math.sqrt(2 * self.args.num_layers) if residual else std
             nn.init.normal_(param, mean=0.0, std=scale)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        h = self.tok_embeddings(tokens)
+        """Tokens to logits. A pipeline stage lacks the parts it does not own (set to None):
+        then it takes or returns hidden states instead."""
+        h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
         for layer in self.layers.values():
             h = layer(h, self.rope_cos, self.rope_sin)
-        return self.output(self.norm(h))
+        if self.norm is not None:
+            h = self.norm(h)
+        return self.output(h) if self.output is not None else h
 
 
 def num_params(model: nn.Module) -> int:

@@ -1,23 +1,17 @@
-"""Apply parallelism to the model in small steps, run in a fixed order: AC, then data parallel.
-
-Each `apply_*` reads on its own. How ZeRO stages map onto PyTorch:
-- zero 0: DistributedDataParallel (every rank holds weights, gradients, optimizer states).
-- zero 1: DDP + ZeroRedundancyOptimizer: optimizer states sharded over the dp group.
-- zero 2: FSDP2 `fully_shard(reshard_after_forward=False)`: gradients and optimizer states
-  sharded; weights stay gathered between forward and backward (ZeRO-2-like; FSDP2 still frees
-  them after backward, so weights are sharded at rest).
-- zero 3: FSDP2 `fully_shard` (full shard): weights gathered per block and freed after use.
+"""Apply parallelism to a model (or a pipeline stage of it) in small steps, in a fixed order:
+tensor parallelism, activation checkpointing, compile, then data parallelism (torchtitan's
+`parallelize_llama` order). Each `apply_*` reads on its own; jobs/layout.py says which
+data-parallel mode a config gets.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from jobs.layout import DataParallelPlan
 from jobs.model import Transformer
 
 
@@ -30,6 +24,53 @@ class Checkpointed(nn.Module):
 
     def forward(self, *args: torch.Tensor) -> torch.Tensor:
         return checkpoint(self.module, *args, use_reentrant=False)
+
+
+def apply_tp(model: Transformer, tp_mesh, sequence_parallel: bool) -> None:
+    """Megatron-style TP: q/k/v and w1/w3 split by columns, wo and w2 by rows; embeddings split
+    by rows and the output head by columns (logits gathered). With sequence parallelism the
+    norms and the residual stream are split along the sequence between the TP regions."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    stream = Shard(1) if sequence_parallel else Replicate()
+    top: dict[str, object] = {}
+    if model.tok_embeddings is not None:
+        top["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=stream)
+    if model.output is not None:
+        top["output"] = ColwiseParallel(input_layouts=stream, output_layouts=Replicate(),
+                                        use_local_output=True)
+        if sequence_parallel:
+            top["norm"] = SequenceParallel()
+    if top:
+        parallelize_module(model, tp_mesh, top)
+    for block in model.layers.values():
+        plan: dict[str, object] = {
+            "attention.wq": ColwiseParallel(),
+            "attention.wk": ColwiseParallel(),
+            "attention.wv": ColwiseParallel(),
+            "attention.wo": RowwiseParallel(output_layouts=stream),
+            "feed_forward.w1": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel(output_layouts=stream),
+        }
+        if block.feed_forward.w3 is not None:
+            plan["feed_forward.w3"] = ColwiseParallel()
+        if sequence_parallel:
+            plan.update({
+                "attention_norm": SequenceParallel(),
+                "ffn_norm": SequenceParallel(),
+                "attention": PrepareModuleInput(
+                    input_layouts=(Shard(1), None, None), desired_input_layouts=(Replicate(), None, None)),
+                "feed_forward": PrepareModuleInput(
+                    input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+            })
+        parallelize_module(block, tp_mesh, plan)
 
 
 def apply_ac(model: Transformer, mode: str) -> None:
@@ -45,47 +86,50 @@ def apply_ac(model: Transformer, mode: str) -> None:
             raise ValueError(f"activation_checkpointing must be none, selective or full, not {mode!r}")
 
 
-def apply_ddp(model: nn.Module, device: torch.device) -> nn.Module:
-    from torch.nn.parallel import DistributedDataParallel
+def apply_compile(model: Transformer) -> None:
+    """Compile each block on its own (repeated structure compiles once, and FSDP still wraps
+    blocks)."""
+    for name, block in model.layers.items():
+        model.layers[name] = torch.compile(block)
 
-    device_ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=device_ids)
 
-
-def apply_fsdp(model: Transformer, *, reshard_after_forward: bool, mixed_precision: bool) -> nn.Module:
-    """FSDP2: shard each block, then the root (embeddings, final norm, output)."""
+def apply_fsdp(model: Transformer, dp_mesh, plan: DataParallelPlan, mixed_precision: bool) -> None:
+    """FSDP2 on each block, then the root; a 2-D mesh (replicate, shard) makes it HSDP."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    kwargs = {}
+    kwargs = {"mesh": dp_mesh, "reshard_after_forward": plan.reshard_after_forward}
     if mixed_precision:
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for block in model.layers.values():
-        fully_shard(block, reshard_after_forward=reshard_after_forward, **kwargs)
-    fully_shard(model, reshard_after_forward=reshard_after_forward, **kwargs)
-    return model
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
 
 
-def build_optimizer(model: nn.Module, zero_stage: int, lr: float) -> torch.optim.Optimizer:
+def apply_ddp(model: nn.Module, dp_group, device: torch.device) -> nn.Module:
+    from torch.nn.parallel import DistributedDataParallel
+
+    device_ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(model, process_group=dp_group, device_ids=device_ids)
+
+
+def all_reduce_gradients(model: nn.Module, dp_group) -> None:
+    """Average gradients over the data-parallel group by hand: DDP's job where DDP cannot run
+    (tensor-parallel DTensor parameters, pipeline stages stepped by a schedule)."""
+    size = dist.get_world_size(dp_group)
+    for param in model.parameters():
+        if param.grad is None:
+            continue
+        grad = param.grad
+        local = grad._local_tensor if hasattr(grad, "_local_tensor") else grad
+        dist.all_reduce(local, group=dp_group)
+        local.div_(size)
+
+
+def build_optimizer(model: nn.Module, plan: DataParallelPlan, lr: float, zero1_group):
     params = [p for p in model.parameters() if p.requires_grad]
-    if zero_stage == 1:
+    if plan.kind == "zero1":
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
-        return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=lr)
+        return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=lr,
+                                       process_group=zero1_group)
     return torch.optim.AdamW(params, lr=lr)
-
-
-def parallelize(
-    model: Transformer, *, zero_stage: int, checkpointing: str, device: torch.device
-) -> tuple[nn.Module, Callable[[bool], None]]:
-    """Wrap the model for its data-parallel mode; also return a `sync_grads(enabled)` switch
-    that skips the gradient reduction on all but the last micro-batch of an accumulation."""
-    apply_ac(model, checkpointing)
-    if dist.get_world_size() == 1:
-        return model, lambda enabled: None
-    if zero_stage in (0, 1):
-        wrapped = apply_ddp(model, device)
-        return wrapped, lambda enabled: setattr(wrapped, "require_backward_grad_sync", enabled)
-    wrapped = apply_fsdp(
-        model, reshard_after_forward=zero_stage == 3, mixed_precision=device.type == "cuda"
-    )
-    return wrapped, lambda enabled: wrapped.set_requires_gradient_sync(enabled)

@@ -18,35 +18,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from jobs.config import JobConfig, parse_config
 from jobs.faults import maybe_inject_fault
-from jobs.model import Transformer
-from jobs.parallelize import build_optimizer, parallelize
+from jobs.trainer import Infeasible, build_trainer, check_feasible
 from orchestrator.result import TrialResult, training_flops_per_iteration
-
-
-class Infeasible(Exception):
-    """A layout this job cannot run; reported before any process group exists."""
-
-
-def check_feasible(config: JobConfig, world_size: int) -> None:
-    if config.tp * config.pp * config.dp != world_size:
-        raise Infeasible(
-            f"tp({config.tp}) * pp({config.pp}) * dp({config.dp}) != WORLD_SIZE({world_size})"
-        )
-    if config.tp > 1 or config.pp > 1:
-        raise Infeasible(
-            f"tp({config.tp}) / pp({config.pp}) > 1: tensor and pipeline parallelism are not "
-            "in this job yet; use tp=1 and pp=1"
-        )
-    if config.zero_stage not in (0, 1, 2, 3):
-        raise Infeasible(f"zero_stage({config.zero_stage}) must be 0-3")
-    if config.s0p is not None:
-        raise Infeasible(
-            "explicit AMSP sharding factors are not run by this job yet; use zero_stage"
-        )
 
 
 def synthetic_batch(config: JobConfig, step: int) -> torch.Tensor:
@@ -80,40 +56,38 @@ def peak_memory_gb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # KiB on Linux
 
 
-def train(config: JobConfig, device: torch.device) -> TrialResult:
-    rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(config.seed)  # same initial weights on every rank, whatever the layout
-    model = Transformer(config.model).to(device)
-    model, sync_grads = parallelize(
-        model, zero_stage=config.zero_stage, checkpointing=config.activation_checkpointing,
-        device=device,
-    )
-    optimizer = build_optimizer(model, config.zero_stage, config.lr)
-    mbs, gas = config.micro_batch_size, config.grad_accum_steps
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+class MemoryCapExceeded(torch.OutOfMemoryError):
+    """A rank passed --memory-limit-gb: reported as `oom`, like a device out-of-memory."""
 
+
+def enforce_memory_cap(config: JobConfig, device: torch.device) -> None:
+    if config.memory_limit_gb is None:
+        return
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory / 1e9
+        torch.cuda.set_per_process_memory_fraction(min(1.0, config.memory_limit_gb / total), device)
+    elif peak_memory_gb(device) > config.memory_limit_gb:
+        raise MemoryCapExceeded(
+            f"peak RSS {peak_memory_gb(device):.2f} GB > memory_limit_gb={config.memory_limit_gb:g}"
+        )
+
+
+def train(config: JobConfig, plan, device: torch.device) -> TrialResult:
+    world = dist.get_world_size()
+    enforce_memory_cap(config, device)
+    trainer = build_trainer(config, plan, device)
+    held = trainer.held_parameter_fraction()
     step_times, losses = [], []
     for step in range(config.warmup_steps + config.steps):
         maybe_inject_fault(config, step)
         batch = synthetic_batch(config, step)
-        mine = batch[rank * mbs * gas:(rank + 1) * mbs * gas].to(device)
         synchronize(device)
         start = time.perf_counter()
-        loss_sum = torch.zeros((), device=device)
-        for micro in range(gas):
-            tokens = mine[micro * mbs:(micro + 1) * mbs]
-            sync_grads(micro == gas - 1)
-            with autocast:
-                logits = model(tokens[:, :-1])
-                loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
-            (loss / gas).backward()
-            loss_sum += loss.detach() / gas
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        loss = trainer.step(batch)
         synchronize(device)
         elapsed = time.perf_counter() - start
-        dist.all_reduce(loss_sum, op=dist.ReduceOp.SUM)
-        losses.append(loss_sum.item() / world)
+        enforce_memory_cap(config, device)
+        losses.append(loss)
         if step >= config.warmup_steps:
             step_times.append(elapsed)
 
@@ -122,7 +96,11 @@ def train(config: JobConfig, device: torch.device) -> TrialResult:
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     memory = torch.tensor([peak_memory_gb(device)], dtype=torch.float64, device=device)
     dist.all_reduce(memory, op=dist.ReduceOp.MAX)
-    return summarize(config, times.tolist(), losses, memory.item(), world)
+    result = summarize(config, times.tolist(), losses, memory.item(), world)
+    result.extra["held_parameter_fraction"] = held
+    if plan.approximation:
+        result.extra["approximation"] = plan.approximation
+    return result
 
 
 def summarize(
@@ -151,6 +129,7 @@ def summarize(
         loss_last=losses[-1],
         world_size=world,
         step_times_s=step_times,
+        extra={"losses": losses},
     )
 
 
@@ -177,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     try:
-        check_feasible(config, world)
+        plan = check_feasible(config, world)
     except Infeasible as exc:
         if int(os.environ.get("RANK", "0")) == 0:
             write_result(config.result_file, TrialResult(status="infeasible", error=str(exc)))
@@ -186,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(backend)
     try:
-        result = train(config, device)
+        result = train(config, plan, device)
         if dist.get_rank() == 0:
             write_result(config.result_file, result)
         dist.barrier()

@@ -8,7 +8,9 @@ trial, so a controller killed at any point resumes without losing or repeating a
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -22,7 +24,12 @@ from orchestrator.backends import Backend, TrialHandle, TrialRequest, make_backe
 from orchestrator.costmodel import Calibration, calibrate, cost_model_for
 from orchestrator.errors import CampaignStateError
 from orchestrator.journal import Journal, TrialRecord
-from orchestrator.launch import job_settings
+from orchestrator.launch import (
+    DEEPSPEED_CONFIG_FILE,
+    command_argv,
+    deepspeed_config,
+    job_settings,
+)
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig, SearchSpace
 from orchestrator.searchers import Searcher, make_searcher
@@ -83,6 +90,7 @@ class Controller:
         self.tracker: Tracker | None = None
         self.parent_run_id: str | None = None
         self.running: dict[str, tuple[TrialRecord, TrialHandle]] = {}
+        self.workdir = spec.trial.workdir or os.getcwd()
 
     # ------------------------------------------------------------------ entry points
 
@@ -194,14 +202,22 @@ class Controller:
             return record
 
     def _submit(self, record: TrialRecord) -> None:
+        trial_dir = self.dir / "trials" / record.trial_id
+        command, files = None, {}
+        if self.spec.trial.command:
+            command = command_argv(self.spec, record.config, record.trial_id, str(trial_dir))
+            files[DEEPSPEED_CONFIG_FILE] = json.dumps(deepspeed_config(self.spec, record.config))
         request = TrialRequest(
             trial_id=record.trial_id,
             config=record.config,
-            trial_dir=self.dir / "trials" / record.trial_id,
+            trial_dir=trial_dir,
             world_size=record.config.world_size,
             job_settings=job_settings(self.spec, record.config, record.trial_id),
             timeout_s=self.spec.trial.timeout_s,
             env=dict(self.spec.trial.env),
+            command=command,
+            workdir=self.workdir,
+            files=files,
         )
         handle = self.backend.submit(request)
         record.handle = handle.info()

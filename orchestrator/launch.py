@@ -6,13 +6,63 @@ winner without ParaTune), so both always agree.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.search_spaces import ParallelConfig
-from orchestrator.spec import CampaignSpec
+
+if TYPE_CHECKING:  # the spec validates commands with PLACEHOLDERS from here
+    from orchestrator.spec import CampaignSpec
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+CONFIG_FIELDS = tuple(ParallelConfig().to_params()) + (
+    "s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
+PLACEHOLDERS = tuple(dict.fromkeys(CONFIG_FIELDS + (
+    "world_size", "nodes", "gpus_per_node", "global_batch_size", "seq_len", "steps",
+    "trial_id", "trial_dir", "deepspeed_config",
+)))
+DEEPSPEED_CONFIG_FILE = "ds_config.json"
 
 
-def job_settings(spec: CampaignSpec, config: ParallelConfig, trial_id: str) -> dict[str, Any]:
+def placeholders_in(item: str) -> list[str]:
+    return _PLACEHOLDER.findall(item)
+
+
+def deepspeed_config(spec: "CampaignSpec", config: ParallelConfig) -> dict[str, Any]:
+    """A DeepSpeed config for a layout: batch split, ZeRO stage, bf16 on GPUs."""
+    return {
+        "train_batch_size": config.global_batch_size(),
+        "train_micro_batch_size_per_gpu": config.micro_batch_size,
+        "gradient_accumulation_steps": config.grad_accum_steps,
+        "zero_optimization": {"stage": config.zero_stage},
+        "bf16": {"enabled": spec.cluster.device != "cpu"},
+        "gradient_clipping": 1.0,
+        "steps_per_print": 1,
+    }
+
+
+def command_argv(
+    spec: "CampaignSpec", config: ParallelConfig, trial_id: str, trial_dir: str
+) -> list[str]:
+    """trial.command with its {placeholders} filled in; each item stays one argument."""
+    values: dict[str, Any] = {k: v for k, v in config.to_params().items()}
+    values.update({
+        "world_size": config.world_size, "nodes": spec.scale.nodes,
+        "gpus_per_node": spec.gpus_per_node, "global_batch_size": spec.scale.global_batch_size,
+        "seq_len": spec.model.seq_len, "steps": spec.trial.steps, "trial_id": trial_id,
+        "trial_dir": trial_dir, "deepspeed_config": f"{trial_dir}/{DEEPSPEED_CONFIG_FILE}",
+    })
+
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        return "" if value is None else str(value)
+
+    return [_PLACEHOLDER.sub(lambda m: text(values.get(m.group(1), m.group(0))), item)
+            for item in spec.trial.command or []]
+
+
+def job_settings(spec: "CampaignSpec", config: ParallelConfig, trial_id: str) -> dict[str, Any]:
     """The built-in trial job's settings (see jobs/config.py) for one config."""
     return {
         "model": spec.model.model_dump(exclude={"name"}),

@@ -45,8 +45,10 @@ class ScaleSpec(_Strict):
 class SpaceSpec(_Strict):
     """Ranges the search space takes its candidates from; dp follows from world size."""
 
-    # megatron-3d: ZeRO stages; amsp: AMSP's six sharding factors instead of zero_stage.
-    kind: Literal["megatron-3d", "amsp"] = "megatron-3d"
+    # megatron-3d: ZeRO stages; amsp: AMSP's six sharding factors instead of zero_stage;
+    # list: exactly the layouts in `configs` (each a mapping of ParallelConfig fields).
+    kind: Literal["megatron-3d", "amsp", "list"] = "megatron-3d"
+    configs: list[dict[str, Any]] = Field(default_factory=list)
     tp: list[int] = Field(default=[1], min_length=1)
     pp: list[int] = Field(default=[1], min_length=1)
     zero_stage: list[Literal[0, 1, 2, 3]] = Field(default=[0, 1, 2, 3], min_length=1)
@@ -57,6 +59,13 @@ class SpaceSpec(_Strict):
     sequence_parallel: list[bool] = Field(default=[False], min_length=1)
     pp_schedule: list[Literal["gpipe", "1f1b", "interleaved"]] = Field(default=["1f1b"], min_length=1)
     virtual_stages: list[int] = Field(default=[1], min_length=1)
+    compile: list[bool] = Field(default=[False], min_length=1)
+
+    @model_validator(mode="after")
+    def _list_needs_configs(self) -> "SpaceSpec":
+        if (self.kind == "list") != bool(self.configs):
+            raise ValueError("space.configs: give configs exactly when space.kind is 'list'")
+        return self
 
     @field_validator("tp", "pp", "micro_batch_size", "virtual_stages")
     @classmethod
@@ -91,6 +100,27 @@ class TrialSpec(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     # The trainer keeps no s x s attention scores (FlashAttention, SDPA): the cost model drops them.
     flash_attention: bool = True
+    # An external trainer instead of the built-in one: an argv list (never run through a
+    # shell) whose items may hold {placeholders}; see orchestrator/launch.py.
+    command: list[str] | None = None
+    workdir: str | None = Field(default=None, description="where command runs; default: cwd")
+
+    @field_validator("command")
+    @classmethod
+    def _known_placeholders(cls, command: list[str] | None) -> list[str] | None:
+        from orchestrator.launch import PLACEHOLDERS, placeholders_in
+
+        if command is not None:
+            if not command:
+                raise ValueError("command must not be empty; give the program and its arguments")
+            unknown = sorted({name for item in command for name in placeholders_in(item)}
+                             - set(PLACEHOLDERS))
+            if unknown:
+                raise ValueError(
+                    f"unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
+                    f"allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+                )
+        return command
 
     @field_validator("env", mode="before")
     @classmethod

@@ -23,6 +23,11 @@ class TrialRequest:
     job_settings: dict[str, Any]  # the JSON the built-in trial job reads (jobs/config.py)
     timeout_s: float
     env: dict[str, str] = field(default_factory=dict)
+    # An external trainer's argv (placeholders filled in), run as it is instead of the job.
+    command: list[str] | None = None
+    workdir: str | None = None
+    # Files to write into the trial directory first (name -> text), e.g. a DeepSpeed config.
+    files: dict[str, str] = field(default_factory=dict)
 
 
 class TrialHandle(Protocol):

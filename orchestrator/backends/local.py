@@ -1,7 +1,9 @@
 """Local backend: each trial is a `torchrun --standalone` subprocess in its own process group.
 
-The group is what gets killed, so a timeout or a cancel leaves no rank behind. Logs and the
-result JSON go to the trial's directory, `runs/<campaign>/trials/<trial_id>/`.
+An external trainer (`trial.command`) runs as its argv, never through a shell, and launches
+its own ranks. The group is what gets killed, so a timeout or a cancel leaves no rank behind.
+Logs and the result JSON go to the trial's directory, `runs/<campaign>/trials/<trial_id>/`;
+the program finds that path in $PARATUNE_RESULT_FILE.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class LocalBackend:
         self.cpu_count = cpu_count or os.cpu_count() or 1
 
     def command(self, request: TrialRequest) -> list[str]:
+        if request.command:
+            return list(request.command)
         return [
             sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--nproc_per_node={request.world_size}",
@@ -110,6 +114,8 @@ class LocalBackend:
         (trial_dir / RESULT_FILE).unlink(missing_ok=True)
         settings = {**request.job_settings, "result_file": str(trial_dir / RESULT_FILE)}
         (trial_dir / SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
+        for name, text in request.files.items():
+            (trial_dir / name).write_text(text)
         tmp = trial_dir / "tmp"
         tmp.mkdir(exist_ok=True)
         env = {
@@ -120,11 +126,14 @@ class LocalBackend:
                 filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])
             ),
             "PYTHONUNBUFFERED": "1",
+            "PARATUNE_RESULT_FILE": str(trial_dir / RESULT_FILE),
+            "PARATUNE_TRIAL_ID": request.trial_id,
             **request.env,
         }
         with open(trial_dir / LOG_FILE, "ab") as log:
             process = subprocess.Popen(
-                self.command(request), cwd=trial_dir, env=env, stdin=subprocess.DEVNULL,
+                self.command(request), cwd=request.workdir or trial_dir, env=env,
+                stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
         return LocalHandle(process, request)

@@ -33,6 +33,7 @@ class ParallelConfig:
     sequence_parallel: bool = False
     pp_schedule: str = "1f1b"
     virtual_stages: int = 1
+    compile: bool = False
     sharding: ShardingFactors | None = None
 
     def __post_init__(self) -> None:
@@ -119,8 +120,12 @@ class ParallelConfig:
             key += "-sp"
         if self.pp > 1 and self.pp_schedule != "1f1b":
             key += f"-{self.pp_schedule}" + (f"{self.virtual_stages}" if self.virtual_stages > 1 else "")
+        if self.compile:
+            key += "-compile"
         if self.sharding is not None:
             key += "-amsp" + "".join(map(str, self.sharding.as_tuple()))
+            if self.sharding.secondary > 1:
+                key += f"h{self.sharding.secondary}"
         return key
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from orchestrator.search_spaces.config import ParallelConfig
 from orchestrator.search_spaces.errors import InvalidConfig
 from orchestrator.search_spaces.sharding import ShardingFactors, dp_mesh
+from orchestrator.errors import SpecError
 from orchestrator.spec import CampaignSpec, SpaceSpec
 
 
@@ -57,11 +58,13 @@ class SearchSpace:
 
     def candidates(self) -> list[ParallelConfig]:
         """All valid configs, in a fixed order (the grid searcher's order)."""
+        if self.space.kind == "list":
+            return self._listed()
         s = self.space
         found = []
-        for tp, pp, mbs, ac, sp, schedule, v in itertools.product(
+        for tp, pp, mbs, ac, sp, schedule, v, compiled in itertools.product(
             s.tp, s.pp, s.micro_batch_size, s.activation_checkpointing, s.sequence_parallel,
-            s.pp_schedule, s.virtual_stages,
+            s.pp_schedule, s.virtual_stages, s.compile,
         ):
             if self.world_size % (tp * pp) or (sp and tp == 1):
                 continue
@@ -75,9 +78,29 @@ class SearchSpace:
             base = dict(tp=tp, pp=pp, dp=dp, micro_batch_size=mbs,
                         grad_accum_steps=self.global_batch_size // (mbs * dp),
                         activation_checkpointing=ac, sequence_parallel=sp,
-                        pp_schedule=schedule, virtual_stages=v)
+                        pp_schedule=schedule, virtual_stages=v, compile=compiled)
             for sharding in self._shardings(dp, tp):
                 found += self._valid(base, sharding)
+        return found
+
+    def _listed(self) -> list[ParallelConfig]:
+        """space.configs as given; dp and grad_accum_steps filled in from the scale."""
+        found = []
+        for index, entry in enumerate(self.space.configs):
+            fields = dict(entry)
+            tp, pp, mbs = fields.get("tp", 1), fields.get("pp", 1), fields.get("micro_batch_size", 1)
+            fields.setdefault("dp", max(1, self.world_size // (tp * pp)))
+            fields.setdefault("grad_accum_steps", max(1, self.global_batch_size // (mbs * fields["dp"])))
+            try:
+                config = ParallelConfig(**fields)
+                config.validate(
+                    world_size=self.world_size, num_heads=self.num_heads,
+                    num_layers=self.num_layers, global_batch_size=self.global_batch_size,
+                    gpus_per_node=self.gpus_per_node,
+                )
+            except (InvalidConfig, TypeError) as exc:
+                raise SpecError(f"space.configs[{index}]: {exc}") from None
+            found.append(config)
         return found
 
     def _shardings(self, dp: int, tp: int) -> list[dict]:

@@ -1,0 +1,78 @@
+"""Which data-parallel mode a trial runs, and the device mesh it runs on.
+
+How AMSP's (s_p, s_g, s_os) choices map onto PyTorch modes (dp = data-parallel size):
+
+| AMSP factors              | mode here                                             | exact? |
+|---------------------------|-------------------------------------------------------|--------|
+| (1, 1, 1)                 | DDP (tp = pp = 1) or gradients all-reduced over dp    | yes    |
+| (1, 1, s), s = dp         | ZeRO-1: ZeroRedundancyOptimizer over dp               | yes    |
+| (1, 1, s), s < dp         | ZeroRedundancyOptimizer over groups of s, gradients   | yes    |
+|                           | all-reduced over all dp (AMSP partial OS sharding)    |        |
+| (s, s, s), s = dp         | FSDP2 fully_shard (ZeRO-3)                            | yes    |
+| (s, s, s), s < dp         | HSDP: replicate dp/s × shard s (MiCS)                 | yes    |
+| (1, s, s)                 | FSDP2 reshard_after_forward=False over s (ZeRO-2)     | approx: weights are sharded at rest too, gathered once per micro-batch |
+| (p, g, o), p < o          | HSDP with shard group p                               | approx: gradients and optimizer states sharded over p, not g and o |
+| ZeRO++ secondary shard h  | FSDP2 reshard_after_forward=h                         | yes (hpZ without quantization) |
+
+zero_stage 0-3 are the rows with s = dp. Mesh dimensions, outermost first:
+("pp", "dp_replicate", "dp_shard", "tp"), so TP ranks are neighbours (inside a node) and
+pipeline stages are farthest apart (across nodes), as Megatron lays them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
+
+
+@dataclass(frozen=True)
+class DataParallelPlan:
+    kind: str  # "ddp" | "zero1" | "fsdp"
+    shard: int  # FSDP shard group, or the ZeRO-1 optimizer group (1 for ddp)
+    replicate: int
+    reshard_after_forward: bool | int = True
+    approximation: str | None = None
+
+
+def data_parallel_plan(config) -> DataParallelPlan:
+    """The mode for a JobConfig: from its AMSP factors when set, else from zero_stage."""
+    dp = config.dp
+    if config.s0p is not None:
+        sp = config.s0p * config.s1p
+        sg = config.s0g * config.s1g
+        sos = config.s0os * config.s1os
+        secondary = config.secondary or 1
+    else:
+        stage = config.zero_stage
+        sp, sg, sos = (dp if stage >= 3 else 1), (dp if stage >= 2 else 1), (dp if stage >= 1 else 1)
+        secondary = 1
+    if dp == 1 or sos == 1:
+        return DataParallelPlan("ddp", 1, dp)
+    if sp == sg == 1:
+        return DataParallelPlan("zero1", sos, dp // sos)
+    reshard: bool | int = True if secondary <= 1 else secondary
+    if sp == sg == sos:
+        return DataParallelPlan("fsdp", sp, dp // sp, reshard)
+    if sp == 1:
+        return DataParallelPlan(
+            "fsdp", sg, dp // sg, False,
+            approximation="ZeRO-2 as FSDP2 reshard_after_forward=False: weights also sharded at rest",
+        )
+    return DataParallelPlan(
+        "fsdp", sp, dp // sp, reshard,
+        approximation=f"HSDP over shard groups of {sp}: gradients and optimizer states sharded "
+        f"over {sp}, not s_g={sg} and s_os={sos}",
+    )
+
+
+def mesh_shape(config, plan: DataParallelPlan) -> tuple[int, int, int, int]:
+    return (config.pp, plan.replicate, plan.shard, config.tp)
+
+
+def build_mesh(config, plan: DataParallelPlan, device_type: str):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device_type, mesh_shape(config, plan), mesh_dim_names=MESH_DIMS)
+    mesh["dp_replicate", "dp_shard"]._flatten("dp")  # one group over all data-parallel ranks
+    return mesh

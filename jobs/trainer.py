@@ -1,0 +1,178 @@
+"""Assemble a parallel training step from a JobConfig: mesh, pipeline split, parallelism,
+optimizer, and one `step(global_batch) -> loss` that every layout computes identically."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from jobs.config import JobConfig
+from jobs.layout import DataParallelPlan, build_mesh, data_parallel_plan
+from jobs.model import Transformer, num_params
+from jobs.parallelize import (
+    all_reduce_gradients,
+    apply_ac,
+    apply_compile,
+    apply_ddp,
+    apply_fsdp,
+    apply_tp,
+    build_optimizer,
+)
+from jobs.pipeline import build_schedule, cross_entropy, split_stage, stage_ids
+
+
+class Infeasible(Exception):
+    """A layout this job cannot run; reported before any process group exists."""
+
+
+def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
+    m = config.model
+    if config.zero_stage not in (0, 1, 2, 3):
+        raise Infeasible(f"zero_stage({config.zero_stage}) must be 0, 1, 2 or 3")
+    if config.tp * config.pp * config.dp != world_size:
+        raise Infeasible(
+            f"tp({config.tp}) * pp({config.pp}) * dp({config.dp}) != WORLD_SIZE({world_size})"
+        )
+    if m.num_heads % config.tp or m.kv_heads % config.tp:
+        raise Infeasible(f"tp({config.tp}) must divide num_heads({m.num_heads}) and "
+                         f"num_kv_heads({m.kv_heads})")
+    if m.num_layers % (config.pp * config.virtual_stages):
+        raise Infeasible(f"pp({config.pp}) * virtual_stages({config.virtual_stages}) does not "
+                         f"divide num_layers({m.num_layers})")
+    if config.sequence_parallel and (config.tp == 1 or m.seq_len % config.tp):
+        raise Infeasible(f"sequence_parallel needs tp > 1 dividing seq_len({m.seq_len})")
+    if config.tp > 1 and m.tied_embeddings:
+        raise Infeasible("tensor parallelism with tied embeddings is not supported; untie them")
+    if config.pp > 1 and config.grad_accum_steps < config.pp and config.pp_schedule != "gpipe":
+        raise Infeasible(f"1F1B schedules need grad_accum_steps({config.grad_accum_steps}) >= "
+                         f"pp({config.pp}) micro-batches")
+    if config.pp_schedule == "interleaved" and config.grad_accum_steps % config.pp:
+        raise Infeasible(f"interleaved 1F1B needs grad_accum_steps({config.grad_accum_steps}) "
+                         f"divisible by pp({config.pp})")
+    if (config.virtual_stages > 1) != (config.pp_schedule == "interleaved" and config.pp > 1):
+        raise Infeasible(f"virtual_stages({config.virtual_stages}) > 1 goes with pp > 1 and "
+                         "pp_schedule 'interleaved'")
+    plan = data_parallel_plan(config)
+    if plan.kind == "zero1" and config.tp > 1:
+        raise Infeasible("ZeroRedundancyOptimizer takes no tensor-parallel (DTensor) "
+                         "parameters; with tp > 1 use zero_stage 2 or 3")
+    return plan
+
+
+@dataclass
+class Trainer:
+    config: JobConfig
+    plan: DataParallelPlan
+    mesh: object
+    device: torch.device
+    modules: list[nn.Module]
+    optimizer: torch.optim.Optimizer
+    schedule: object | None
+    ddp: nn.Module | None
+    manual_grad_sync: bool
+
+    def held_parameter_fraction(self) -> float:
+        """Parameters this rank stores, as a fraction of the model: proof the layout is real
+        (DDP holds 1.0; TP, PP and FSDP shards hold less)."""
+        local = sum(
+            (p._local_tensor if hasattr(p, "_local_tensor") else p).numel()
+            for module in self.modules for p in module.parameters()
+        )
+        with torch.device("meta"):
+            whole = num_params(Transformer(self.config.model))
+        return local / whole
+
+    @property
+    def dp_rank(self) -> int:
+        return self.mesh["dp"].get_local_rank()
+
+    def step(self, batch: torch.Tensor) -> float:
+        """One optimizer step on this rank's share of the global batch; the global mean loss."""
+        c = self.config
+        rows = c.micro_batch_size * c.grad_accum_steps
+        mine = batch[self.dp_rank * rows:(self.dp_rank + 1) * rows].to(self.device)
+        inputs, targets = mine[:, :-1], mine[:, 1:]
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
+        with autocast:
+            loss = self._pipeline(inputs, targets) if self.schedule else self._accumulate(inputs, targets)
+        if self.manual_grad_sync:
+            for module in self.modules:
+                all_reduce_gradients(module, self.mesh["dp"].get_group())
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        # Sum the contributions (one per data-parallel replica) over the world.
+        total = torch.tensor([loss], dtype=torch.float64, device=self.device)
+        dist.all_reduce(total)
+        return total.item() / c.dp
+
+    def _accumulate(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:
+        c = self.config
+        model = self.ddp or self.modules[0]
+        loss_sum = 0.0
+        for micro in range(c.grad_accum_steps):
+            rows = slice(micro * c.micro_batch_size, (micro + 1) * c.micro_batch_size)
+            self._sync_grads(micro == c.grad_accum_steps - 1)
+            loss = cross_entropy(model(inputs[rows]), targets[rows])
+            (loss / c.grad_accum_steps).backward()
+            loss_sum += loss.item() / c.grad_accum_steps
+        return loss_sum if self.mesh["tp"].get_local_rank() == 0 else 0.0
+
+    def _pipeline(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:
+        pp_mesh = self.mesh["pp"]
+        first, last = pp_mesh.get_local_rank() == 0, pp_mesh.get_local_rank() == pp_mesh.size() - 1
+        losses: list[torch.Tensor] = []
+        args = (inputs,) if first else ()
+        self.schedule.step(*args, target=targets if last else None, losses=losses)
+        if not (last and self.mesh["tp"].get_local_rank() == 0):
+            return 0.0
+        return float(torch.stack([l.detach().float() for l in losses]).mean())
+
+    def _sync_grads(self, enabled: bool) -> None:
+        if self.ddp is not None:
+            self.ddp.require_backward_grad_sync = enabled
+        elif self.plan.kind == "fsdp" and self.config.pp == 1:
+            self.modules[0].set_requires_gradient_sync(enabled)
+
+
+def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.device) -> Trainer:
+    mesh = build_mesh(config, plan, device.type)
+    torch.manual_seed(config.seed)  # the same full model on every rank, whatever the layout
+    model = Transformer(config.model)
+    if config.pp > 1:
+        num_stages = config.pp * config.virtual_stages
+        ids = stage_ids(mesh["pp"].get_local_rank(), config.pp, config.virtual_stages)
+        modules = [split_stage(model, i, num_stages) for i in ids]
+    else:
+        ids, modules = [0], [model]
+    del model
+
+    for module in modules:
+        module.to(device)
+        if config.tp > 1:
+            apply_tp(module, mesh["tp"], config.sequence_parallel)
+        apply_ac(module, config.activation_checkpointing)
+        if config.compile:
+            apply_compile(module)
+        if plan.kind == "fsdp":
+            dp_mesh = mesh["dp_replicate", "dp_shard"] if plan.replicate > 1 else mesh["dp_shard"]
+            apply_fsdp(module, dp_mesh, plan, mixed_precision=device.type == "cuda")
+
+    ddp = None
+    if plan.kind in ("ddp", "zero1") and config.dp > 1 and config.tp == 1 and config.pp == 1:
+        ddp = apply_ddp(modules[0], mesh["dp"].get_group(), device)
+    manual = plan.kind in ("ddp", "zero1") and config.dp > 1 and ddp is None
+
+    params = nn.ModuleList(modules)
+    optimizer = build_optimizer(params, plan, config.lr, mesh["dp_shard"].get_group())
+
+    schedule = None
+    if config.pp > 1:
+        from torch.distributed.pipelining import PipelineStage
+
+        stages = [PipelineStage(m, i, config.pp * config.virtual_stages, device,
+                                group=mesh["pp"].get_group()) for m, i in zip(modules, ids)]
+        schedule = build_schedule(config.pp_schedule, stages, config.grad_accum_steps)
+    return Trainer(config, plan, mesh, device, modules, optimizer, schedule, ddp, manual)

@@ -1,0 +1,52 @@
+"""Run many layouts inside one torchrun launch (one process group), for the mode tests.
+
+Usage: torchrun --nproc_per_node=W tests/dist_modes.py CASES.json OUT.json
+CASES.json maps a case name to JobConfig settings; OUT.json gets, per case, the status and the
+loss of every step (or the error). Each case goes through the job's own check and train path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+import torch.distributed as dist
+
+from jobs.config import parse_config
+from jobs.train import pick_device, train
+from jobs.trainer import Infeasible, check_feasible
+
+
+def main(cases_path: str, out_path: str) -> None:
+    cases = json.load(open(cases_path))
+    dist.init_process_group("gloo")
+    device = pick_device()
+    results = {}
+    for name, settings in cases.items():
+        path = f"{out_path}.{name}.json"
+        if dist.get_rank() == 0:
+            json.dump(settings, open(path, "w"))
+        dist.barrier()
+        config = parse_config(["--config", path])
+        try:
+            plan = check_feasible(config, dist.get_world_size())
+            result = train(config, plan, device)
+            results[name] = {"status": result.status, "losses": result.extra["losses"],
+                             "held": result.extra["held_parameter_fraction"],
+                             "tokens_per_s": result.tokens_per_s}
+        except Infeasible as exc:
+            results[name] = {"status": "infeasible", "error": str(exc)}
+        except Exception as exc:  # reported, so one broken mode does not hide the others
+            traceback.print_exc()
+            results[name] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+            break  # the process group may be unusable after a failure inside a collective
+    if dist.get_rank() == 0:
+        json.dump(results, open(out_path, "w"), indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    main(sys.argv[1], sys.argv[2])
