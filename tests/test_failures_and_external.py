@@ -1,0 +1,139 @@
+"""Failed trials are data: OOM, infeasible, crash and timeout each get their status, all ranks
+exit and no process is left behind. External trainers run from an argv template."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, journal_events, write_spec
+from orchestrator.backends.base import TrialRequest
+from orchestrator.backends.local import LocalBackend
+from orchestrator.search_spaces import ParallelConfig
+
+TINY = {"num_layers": 2, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "vocab_size": 256,
+        "seq_len": 32}
+TRAINER = ROOT / "tests" / "fixtures" / "external_trainer.py"
+
+
+def processes_naming(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line names `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (proc / "cmdline").read_bytes() and \
+                    "State:\tZ" not in (proc / "status").read_text():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def run_trial(tmp_path: Path, timeout_s: float = 120, env: dict | None = None, **settings):
+    config = ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2)
+    request = TrialRequest(
+        trial_id="t1", config=config, trial_dir=tmp_path / "trial", world_size=2,
+        job_settings={"model": TINY, "dp": 2, "micro_batch_size": 2, "grad_accum_steps": 2,
+                      "steps": 2, "warmup_steps": 1, **settings},
+        timeout_s=timeout_s, env={"OMP_NUM_THREADS": "1", **(env or {})},
+    )
+    handle = LocalBackend().submit(request)
+    started = time.monotonic()
+    while (result := handle.poll()) is None:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    assert not processes_naming(str(tmp_path / "trial")), "a rank outlived its trial"
+    return result, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_memory_cap_gives_oom_on_every_rank(tmp_path):
+    result, _ = run_trial(tmp_path, memory_limit_gb=0.1)
+    assert result.status == "oom" and "memory_limit_gb=0.1" in result.error
+
+
+@pytest.mark.slow
+def test_oom_on_one_rank_tears_down_the_others(tmp_path):
+    result, elapsed = run_trial(tmp_path, env={"PARATUNE_INJECT_FAULT": "oom"})
+    assert result.status == "oom" and "injected out-of-memory" in result.error
+    assert elapsed < 60
+
+
+@pytest.mark.slow
+def test_crash_gives_failed_with_the_error(tmp_path):
+    result, _ = run_trial(tmp_path, env={"PARATUNE_INJECT_FAULT": "crash"})
+    assert result.status == "failed" and "RuntimeError: injected crash" in result.error
+
+
+@pytest.mark.slow
+def test_hang_is_killed_at_the_timeout_with_its_process_group(tmp_path):
+    result, elapsed = run_trial(tmp_path, timeout_s=20, env={"PARATUNE_INJECT_FAULT": "hang"})
+    assert result.status == "timeout" and "timeout_s=20" in result.error
+    assert 20 <= elapsed < 40
+
+
+def test_bad_mode_combination_is_infeasible_before_any_process_group(tmp_path):
+    """seq_len 30 is not divisible by tp 2: refused by the job's check, in seconds."""
+    config = {"model": {**TINY, "seq_len": 30}, "tp": 2, "dp": 1, "sequence_parallel": True}
+    result, elapsed = run_trial(tmp_path, **config)
+    assert result.status == "infeasible" and "sequence_parallel" in result.error
+    log = (tmp_path / "trial" / "trial.log").read_text()
+    assert "init_process_group" not in log and elapsed < 30
+
+
+
+def external_spec(tmp_path: Path, mode: str, **trial) -> Path:
+    record = str(tmp_path / "argv-{trial_id}.json")
+    command = [sys.executable, str(TRAINER), "--tp", "{tp}", "--mbs", "{micro_batch_size}",
+               "--note", "x; rm -rf /tmp/x", "--deepspeed-config", "{deepspeed_config}",
+               "--record", record, "--mode", mode]
+    return write_spec(
+        tmp_path / "ext.yaml", name=f"ext-{mode}", search={"algorithm": "grid"},
+        budget={"max_trials": 3}, scale={"gpus_per_node": 2, "global_batch_size": 8},
+        space={"tp": [1, 2], "zero_stage": [0, 1], "micro_batch_size": [2],
+               "activation_checkpointing": ["none"]},
+        trial={"command": command, "timeout_s": 30, **trial},
+    )
+
+
+@pytest.mark.parametrize("mode", ["file", "stdout"])
+def test_external_command_gets_literal_arguments_and_reports_back(tmp_path, runs_dir, cli, mode):
+    code, _, err = cli("run", str(external_spec(tmp_path, mode)))
+    assert code == 0, err
+    results = {e["trial_id"]: e for e in journal_events(runs_dir / f"ext-{mode}")
+               if e["event"] == "finished"}
+    assert {r["result"]["status"] for r in results.values()} == {"ok"}
+    for trial_id, event in results.items():
+        recorded = json.loads((tmp_path / f"argv-{trial_id}.json").read_text())
+        argv = recorded["argv"]
+        assert argv[argv.index("--note") + 1] == "x; rm -rf /tmp/x"  # one literal argument
+        tp = event["config"]["tp"]
+        assert argv[argv.index("--tp") + 1] == str(tp)
+        assert event["result"]["tokens_per_s"] == 1000.0 * 2 / tp
+        ds = recorded["ds"]
+        assert ds["zero_optimization"]["stage"] in (0, 1)
+        assert ds["train_micro_batch_size_per_gpu"] == 2
+
+
+def test_external_command_without_result_fails_and_a_slow_one_times_out(tmp_path, runs_dir, cli):
+    assert cli("run", str(external_spec(tmp_path, "none")))[0] == 0
+    results = [e["result"] for e in journal_events(runs_dir / "ext-none") if e["event"] == "finished"]
+    assert {r["status"] for r in results} == {"failed"}
+    assert "no result reported" in results[0]["error"]
+
+    assert cli("run", str(external_spec(tmp_path, "sleep", timeout_s=3)))[0] == 0
+    results = [e["result"] for e in journal_events(runs_dir / "ext-sleep") if e["event"] == "finished"]
+    assert {r["status"] for r in results} == {"timeout"}
+    assert not processes_naming(str(TRAINER))
+
+
+def test_unknown_placeholder_is_a_spec_error(tmp_path, cli):
+    spec = write_spec(tmp_path / "bad.yaml", trial={"command": ["train.py", "--x", "{tensor_parallel}"]})
+    code, _, err = cli("run", str(spec))
+    assert code == 2 and "{tensor_parallel}" in err and "{tp}" in err
