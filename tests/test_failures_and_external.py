@@ -79,8 +79,8 @@ def test_hang_is_killed_at_the_timeout_with_its_process_group(tmp_path):
 
 
 def test_bad_mode_combination_is_infeasible_before_any_process_group(tmp_path):
-    """seq_len 30 is not divisible by tp 2: refused by the job's check, in seconds."""
-    config = {"model": {**TINY, "seq_len": 30}, "tp": 2, "dp": 1, "sequence_parallel": True}
+    """seq_len 31 is not divisible by tp 2: refused by the job's check, in seconds."""
+    config = {"model": {**TINY, "seq_len": 31}, "tp": 2, "dp": 1, "sequence_parallel": True}
     result, elapsed = run_trial(tmp_path, **config)
     assert result.status == "infeasible" and "sequence_parallel" in result.error
     log = (tmp_path / "trial" / "trial.log").read_text()

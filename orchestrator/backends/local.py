@@ -53,11 +53,40 @@ def _log_tail(log: str, lines: int = 6) -> str:
     return " | ".join(tail)[-1500:] or "(empty log)"
 
 
-def kill_group(pgid: int) -> None:
+def _parent_of(pid: int) -> int | None:
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state letter
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (torchrun starts its ranks in sessions of their own, so
+    its process group alone does not reach them)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            parent = _parent_of(int(entry.name))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry.name))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a trial's launcher, its process group and every process below it."""
+    below = descendants(pid)  # before the kill: orphans lose their parent link
+    for target in [pid, *below]:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 class LocalHandle:
@@ -74,7 +103,7 @@ class LocalHandle:
         if returncode is None:
             if time.monotonic() - self.started <= self.request.timeout_s:
                 return None
-            kill_group(self.process.pid)
+            kill_tree(self.process.pid)
             self.process.wait()
             self._result = TrialResult(
                 status="timeout",
@@ -83,12 +112,12 @@ class LocalHandle:
                 world_size=self.request.world_size,
             )
             return self._result
-        kill_group(self.process.pid)  # ranks that outlived torchrun, if any
+        kill_tree(self.process.pid)  # ranks that outlived torchrun, if any
         self._result = read_result(self.request.trial_dir, returncode)
         return self._result
 
     def cancel(self) -> None:
-        kill_group(self.process.pid)
+        kill_tree(self.process.pid)
         self.process.wait()
 
     def info(self) -> dict[str, Any]:
@@ -139,21 +168,25 @@ class LocalBackend:
         return LocalHandle(process, request)
 
     def cleanup(self, info: dict[str, Any], trial_dir: Path) -> None:
-        """Kill the recorded process group, if its processes still belong to this trial."""
-        pgid = info.get("pgid")
-        if pgid and _group_runs_in(pgid, trial_dir):
-            kill_group(pgid)
+        """End what is left of a trial whose controller died: its recorded launcher and the
+        processes below it, and ranks orphaned by the launcher's death (their parent link is
+        gone, so they are found by this trial's directory in their command line). Every
+        process killed must name the trial directory, since PIDs are recycled."""
+        marker = str(trial_dir).encode()
+        pid = info.get("pid")
+        suspects = set(descendants(pid)) | {pid} if pid else set()
+        suspects |= {p for p in _live_pids() if _names(p, marker)}
+        for target in suspects:
+            if _names(target, marker):
+                kill_tree(target)
 
 
-def _group_runs_in(pgid: int, trial_dir: Path) -> bool:
-    """True if some live process of group `pgid` names this trial's directory (PIDs recycle)."""
-    marker = str(trial_dir).encode()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if os.getpgid(int(proc.name)) == pgid and marker in (proc / "cmdline").read_bytes():
-                return True
-        except (OSError, ProcessLookupError):
-            continue
-    return False
+def _live_pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _names(pid: int, marker: bytes) -> bool:
+    try:
+        return marker in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
