@@ -106,9 +106,11 @@ class Controller:
             (self.dir / SPEC_FILE).write_text(yaml.safe_dump(self.spec.model_dump(mode="json")))
             self.journal.append("campaign", name=self.spec.name)
 
+        s = self.spec
         searcher = make_searcher(
-            self.spec.search.algorithm, SearchSpace.from_spec(self.spec).candidates(),
-            seed=self.spec.search.seed,
+            s.search.algorithm, SearchSpace.from_spec(s).candidates(), seed=s.search.seed,
+            cost_model=self.base_model, metric=s.objective.metric, mode=s.objective.mode,
+            stop_margin=s.search.stop_margin,
         )
         queue = self._replay(records, searcher)
         self._recalibrate(records)

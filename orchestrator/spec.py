@@ -83,14 +83,32 @@ class ObjectiveSpec(_Strict):
     mode: Literal["max", "min"] = "max"
 
 
+class FidelitySpec(_Strict):
+    """Successive halving: screen with few steps, re-measure the best with `trial.steps`."""
+
+    screening_steps: int = Field(gt=0, description="timed steps of a screening trial")
+    keep_fraction: float = Field(default=0.25, gt=0, le=1, description="share re-measured")
+    min_screened: int = Field(default=4, gt=0, description="screened trials before promoting")
+
+
 class SearchSpec(_Strict):
-    algorithm: Literal["grid", "random"] = "grid"
+    algorithm: Literal["grid", "random", "deephyper-cbo", "optuna", "hyperopt", "cost-guided"] = (
+        "grid"
+    )
     seed: int = 0
+    # cost-guided: stop once no candidate's upper bound is within this of the best measured.
+    stop_margin: float = Field(default=0.0, ge=0, lt=1)
+    fidelity: FidelitySpec | None = None
+    # Seed this campaign with another's results: its name under the same runs directory.
+    warm_start: str | None = None
 
 
 class BudgetSpec(_Strict):
     max_trials: int = Field(default=8, gt=0, description="trials run on the backend")
     max_concurrent: int = Field(default=1, gt=0)
+    wall_clock_s: float | None = Field(default=None, gt=0, description="stop submitting after")
+    gpu_hours: float | None = Field(default=None, gt=0, description="world size x trial time")
+    patience: int | None = Field(default=None, gt=0, description="trials without improvement")
 
 
 class TrialSpec(_Strict):

@@ -185,7 +185,7 @@ def test_calibration_on_real_cpu_trials(tmp_path, runs_dir, cli):
         tmp_path / "c.yaml", name="calib", search={"algorithm": "grid"}, budget={"max_trials": 8},
         space={"zero_stage": [0, 2], "micro_batch_size": [1, 4],
                "activation_checkpointing": ["none", "full"]},
-        trial={"steps": 5, "warmup_steps": 2, "timeout_s": 120},
+        trial={"steps": 8, "warmup_steps": 2, "timeout_s": 120},
     )
     assert cli("run", str(spec))[0] == 0
     code, out, err = cli("calibrate", "calib", "--json")

@@ -1,0 +1,146 @@
+"""ParaTune's own searcher: measure what the calibrated cost model says is best, and learn
+where the model is wrong.
+
+- Every candidate is scored by the cost model, recalibrated on each result (calibration.py).
+- A surrogate (extra trees on the knob indices) models the residual log(measured/predicted),
+  so effects the analytic model misses (a slow kernel, a fast library path) are learned; its
+  spread across trees, floored at the model's prior error, is the uncertainty.
+- The next config is the one with the highest upper bound, predicted · exp(residual + κ·σ);
+  the first picks also spread over the main knobs (tp, pp, sharding) so the calibration sees
+  different regimes.
+- Out-of-memory results raise the memory model's scale so that larger layouts are skipped.
+- It stops (ask returns nothing) once no unmeasured candidate's upper bound reaches the best
+  measured value less `stop_margin`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from orchestrator.costmodel import CostModel, calibrate
+from orchestrator.result import TrialResult
+from orchestrator.search_spaces import ParallelConfig
+from orchestrator.searchers.encoding import KnobSpace
+
+PRIOR_ERROR = 0.15  # relative error of the uncalibrated model, a conservative prior
+KAPPA = 1.5
+DIVERSE_PICKS = 3
+DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
+
+
+def predicted_metric(estimate, metric: str) -> float:
+    if metric == "tokens_per_s_per_gpu":
+        return estimate.tokens_per_s / estimate.config.world_size
+    return float(getattr(estimate, metric))
+
+
+class CostGuidedSearcher:
+    def __init__(self, candidates: list[ParallelConfig], cost_model: CostModel, *,
+                 metric: str = "tokens_per_s", seed: int = 0, stop_margin: float = 0.0):
+        self.candidates = list(candidates)
+        self.base = cost_model
+        self.model = cost_model
+        self.metric = metric
+        self.seed = seed
+        self.stop_margin = stop_margin
+        self.space = KnobSpace.of(self.candidates)
+        self.memory_scale = 1.0
+        self._oom_scale = 1.0
+        self.history: list[tuple[str, ParallelConfig, TrialResult]] = []
+        self._taken: set[ParallelConfig] = set()
+        self._surrogate = None
+        self._sigma = PRIOR_ERROR
+        self._predictions: dict[ParallelConfig, tuple[float, bool]] = {}
+        self._refresh()
+
+    # -------------------------------------------------------------- model updates
+
+    def _refresh(self) -> None:
+        """Re-predict every candidate: (metric, fits)."""
+        self._predictions = {}
+        for config in self.candidates:
+            est = self.model.estimate(config)
+            self._predictions[config] = (
+                predicted_metric(est, self.metric), est.fits_scaled(self.memory_scale))
+
+    def _fit_residuals(self) -> None:
+        ok = [(c, r.metric(self.metric)) for _, c, r in self.history if r.ok and r.metric(self.metric)]
+        if len(ok) < 4:
+            self._surrogate = None
+            return
+        from sklearn.ensemble import ExtraTreesRegressor
+
+        x = [self.space.index_vector(c) for c, _ in ok]
+        y = [math.log(value / self._predictions[c][0]) for c, value in ok]
+        self._surrogate = ExtraTreesRegressor(n_estimators=40, min_samples_leaf=1,
+                                              random_state=self.seed).fit(x, y)
+        spread = [abs(v) for v in y]
+        self._sigma = max(0.03, min(PRIOR_ERROR, sorted(spread)[len(spread) // 2]))
+
+    def _bounds(self, configs: list[ParallelConfig]) -> list[tuple[float, float]]:
+        """(expected, upper bound) of the metric for each config."""
+        base = [self._predictions[c][0] for c in configs]
+        if self._surrogate is None:
+            return [(b, b * math.exp(KAPPA * self._sigma)) for b in base]
+        import numpy as np
+
+        x = np.array([self.space.index_vector(c) for c in configs])
+        per_tree = np.stack([tree.predict(x) for tree in self._surrogate.estimators_])
+        mean, std = per_tree.mean(axis=0), np.maximum(per_tree.std(axis=0), self._sigma)
+        return [(b * math.exp(m), b * math.exp(m + KAPPA * s)) for b, m, s in zip(base, mean, std)]
+
+    # -------------------------------------------------------------- ask / tell
+
+    def _best_measured(self) -> float | None:
+        values = [r.metric(self.metric) for _, _, r in self.history if r.ok]
+        values = [v for v in values if v is not None]
+        return max(values) if values else None
+
+    def ask(self, n: int = 1) -> list[ParallelConfig]:
+        proposed: list[ParallelConfig] = []
+        for _ in range(n):
+            config = self._next()
+            if config is None:
+                break
+            self._taken.add(config)
+            proposed.append(config)
+        return proposed
+
+    def _next(self) -> ParallelConfig | None:
+        open_ = [c for c in self.candidates if c not in self._taken and self._predictions[c][1]]
+        if not open_:
+            return None
+        bounds = self._bounds(open_)
+        best = self._best_measured()
+        if best is not None and max(u for _, u in bounds) < best * (1 - self.stop_margin):
+            return None
+        order = sorted(range(len(open_)), key=lambda i: -bounds[i][1])
+        if len(self._taken) < DIVERSE_PICKS:
+            seen = {self._regime(c) for c in self._taken}
+            top = bounds[order[0]][1]
+            for i in order:
+                if bounds[i][1] < DIVERSITY_TOLERANCE * top:
+                    break
+                if self._regime(open_[i]) not in seen:
+                    return open_[i]
+        return open_[order[0]]
+
+    @staticmethod
+    def _regime(config: ParallelConfig) -> tuple:
+        return (config.tp, config.pp, config.zero_stage, config.sharding)
+
+    def tell(self, config: ParallelConfig, result: TrialResult, trial_id: str = "") -> None:
+        self._taken.add(config)
+        self.history.append((trial_id or f"t{len(self.history)}", config, result))
+        if result.status == "oom":
+            # The smallest memory scale at which the model would have called this config too
+            # big: every layout predicted to need as much or more is skipped from now on.
+            est = self.model.estimate(config)
+            room = est.capacity_gb - est.memory.reserve / 1e9
+            self._oom_scale = max(self._oom_scale, 1.001 * room / max(est.memory_gb_used, 1e-9))
+        fit = calibrate(self.base, self.history)
+        if fit is not None:
+            self.model = fit.model
+        self.memory_scale = max(fit.memory_scale if fit else 1.0, self._oom_scale)
+        self._refresh()
+        self._fit_residuals()

@@ -1,0 +1,88 @@
+"""Ray Tune's searchers (Optuna TPE, HyperOpt) driven through their own suggest /
+on_trial_complete interface, so the controller, not a Tune run loop, keeps scheduling.
+
+Each knob becomes a categorical choice; a suggestion is mapped to the nearest valid candidate
+not yet taken. A failed trial is reported with error=True, which both samplers record as a
+failure and do not fit on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from orchestrator.result import TrialResult
+from orchestrator.search_spaces import ParallelConfig
+from orchestrator.searchers.encoding import KnobSpace, objective_value
+
+METRIC = "objective"
+
+
+class RayTuneSearcher:
+    def __init__(self, candidates: list[ParallelConfig], *, algorithm: str = "optuna",
+                 seed: int = 0, metric: str = "tokens_per_s", mode: str = "max"):
+        from ray import tune
+
+        self.space = KnobSpace.of(candidates)
+        self.metric, self.mode = metric, mode
+        self._ids = itertools.count()
+        self._taken: set[ParallelConfig] = set()
+        self._asked: dict[ParallelConfig, str] = {}
+        param_space = {knob: tune.choice(list(range(len(values))))
+                       for knob, values in self.space.values.items()}
+        if algorithm == "optuna":
+            from ray.tune.search.optuna import OptunaSearch
+
+            self.searcher = OptunaSearch(param_space, metric=METRIC, mode="max", seed=seed)
+        elif algorithm == "hyperopt":
+            from ray.tune.search.hyperopt import HyperOptSearch
+
+            self.searcher = HyperOptSearch(param_space, metric=METRIC, mode="max",
+                                           random_state_seed=seed)
+        else:
+            raise ValueError(f"unknown Ray Tune searcher {algorithm!r}; use optuna or hyperopt")
+
+    def _point(self, suggestion: dict[str, Any]) -> dict[str, Any]:
+        return {knob: values[int(suggestion[knob])] for knob, values in self.space.values.items()}
+
+    def ask(self, n: int = 1) -> list[ParallelConfig]:
+        proposed = []
+        for _ in range(n):
+            trial_id = f"p{next(self._ids)}"
+            suggestion = self.searcher.suggest(trial_id)
+            if not isinstance(suggestion, dict):
+                break
+            config = self.space.nearest(self._point(suggestion), self._taken)
+            if config is None:
+                self.searcher.on_trial_complete(trial_id, error=True)
+                break
+            self._taken.add(config)
+            self._asked[config] = trial_id
+            proposed.append(config)
+        return proposed
+
+    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
+        self._taken.add(config)
+        trial_id = self._asked.pop(config, None)
+        value = objective_value(result, self.metric, self.mode)
+        if trial_id is None:
+            # A result this searcher did not propose (replayed from a journal): feed it as an
+            # evaluated point where the sampler allows it.
+            self._teach(config, value)
+            return
+        if value is None:
+            self.searcher.on_trial_complete(trial_id, error=True)
+        else:
+            self.searcher.on_trial_complete(trial_id, result={METRIC: value})
+
+    def _teach(self, config: ParallelConfig, value: float | None) -> None:
+        indices = {k: self.space.values[k].index(v) for k, v in self.space.point(config).items()}
+        study = getattr(self.searcher, "_ot_study", None)
+        if study is None or value is None:
+            return
+        import optuna
+
+        distributions = {k: optuna.distributions.CategoricalDistribution(
+            list(range(len(self.space.values[k])))) for k in indices}
+        study.add_trial(optuna.trial.create_trial(params=indices, distributions=distributions,
+                                                  value=value))
