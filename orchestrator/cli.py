@@ -85,11 +85,13 @@ def resume(
 # ---------------------------------------------------------------------------------- results
 
 
-def _load_summary(campaign: str, runs_dir: Optional[Path]):
+def _load_summary(campaign: str, runs_dir: Optional[Path], with_budget: bool = False):
     from orchestrator.controller import Controller, load_campaign_spec
 
     spec = load_campaign_spec(_runs_dir(runs_dir), campaign)
     controller = Controller(spec)
+    if with_budget:
+        return spec, controller.summary(), controller.budget_state()
     return spec, controller.summary()
 
 
@@ -106,7 +108,7 @@ def status(
     )
     reports = []
     for name in names:
-        spec, summary = _load_summary(name, root)
+        spec, summary, budget = _load_summary(name, root, with_budget=True)
         best = summary.best
         metric = spec.objective.metric
         reports.append({
@@ -114,6 +116,7 @@ def status(
             "trials": len(summary.records),
             "max_trials": spec.budget.max_trials,
             "counts": summary.counts(),
+            "budget": budget.to_dict(),
             "best": None if best is None else {
                 "trial_id": best.trial_id, "config": best.config.to_dict(),
                 metric: best.result.metric(metric),
@@ -127,8 +130,18 @@ def status(
         best = r["best"]
         line = f"[bold]{r['campaign']}[/]: {r['trials']} trials ({counts})"
         if best:
-            line += f"; best {best['trial_id']} at {best[next(k for k in best if k not in ('trial_id', 'config'))]:,.4g}"
+            metric_value = next(v for k, v in best.items() if k not in ("trial_id", "config"))
+            line += f"; best {best['trial_id']} at {metric_value:,.4g}"
         out.print(line)
+        b = r["budget"]
+        used = [f"{b['trials']}/{b['max_trials']} trials", f"{b['gpu_hours']:.3g} GPU-hours"]
+        if b["gpu_hours_left"] is not None:
+            used[-1] += f" ({b['gpu_hours_left']:.3g} left)"
+        if b["wall_clock_left_s"] is not None:
+            used.append(f"{b['wall_clock_left_s']:.0f} s of wall clock left")
+        if b["patience"] is not None:
+            used.append(f"{b['since_improvement']}/{b['patience']} trials without improvement")
+        out.print("  budget: " + ", ".join(used) + (f"; stopped: {b['exhausted']}" if b["exhausted"] else ""))
 
 
 @app.command()

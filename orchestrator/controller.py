@@ -1,45 +1,40 @@
 """The controller: runs a campaign from the searcher's proposals to recorded results.
 
-Loop: ask the searcher, prune what the memory model says cannot fit (recorded as `infeasible`,
-never run), submit the rest within the budget and concurrency limit, poll, journal each result,
-tell the searcher and log to MLflow. The journal is written before anything else is done with a
-trial, so a controller killed at any point resumes without losing or repeating a trial.
+Loop: ask the searcher, prune what the (calibrated) memory model says cannot fit (recorded as
+`infeasible`, never run), submit the rest within the budget and concurrency limit, poll,
+journal each result, tell the searcher and mirror to MLflow. The journal is written before
+anything else is done with a trial, so a controller killed at any point resumes without losing
+or repeating a trial. With `search.fidelity`, proposals are screened with few steps and the
+best screened ones re-measured in full (fidelity.py).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from orchestrator import fidelity as halving
 from orchestrator.backends import Backend, TrialHandle, TrialRequest, make_backend
+from orchestrator.budget import BudgetState, Tally
 from orchestrator.costmodel import Calibration, calibrate, cost_model_for
 from orchestrator.errors import CampaignStateError
 from orchestrator.journal import Journal, TrialRecord
-from orchestrator.launch import (
-    DEEPSPEED_CONFIG_FILE,
-    command_argv,
-    deepspeed_config,
-    job_settings,
-)
+from orchestrator.launch import DEEPSPEED_CONFIG_FILE, command_argv, deepspeed_config, job_settings
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig, SearchSpace
 from orchestrator.searchers import Searcher, make_searcher
-from orchestrator.spec import CampaignSpec
-from orchestrator.tracking import Tracker
-
-log = logging.getLogger(__name__)
+from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec  # noqa: F401 - re-export
+from orchestrator.tracking_session import TrackingSession
+from orchestrator.warm_start import warm_start
 
 JOURNAL_FILE = "journal.jsonl"
-SPEC_FILE = "spec.yaml"
 POLL_INTERVAL_S = 0.2
 
 # Called with ("submitted" | "finished", record) so a front end can show progress.
@@ -47,7 +42,8 @@ EventHook = Callable[[str, TrialRecord], None]
 
 
 def best_record(records: list[TrialRecord], metric: str, mode: str) -> TrialRecord | None:
-    scored = [r for r in records if r.result and r.result.ok and r.result.metric(metric) is not None]
+    scored = [r for r in halving.comparable(records)
+              if r.result and r.result.ok and r.result.metric(metric) is not None]
     if not scored:
         return None
     pick = max if mode == "max" else min
@@ -60,6 +56,7 @@ class CampaignSummary:
     records: list[TrialRecord]
     best: TrialRecord | None
     complete: bool
+    stop_reason: str | None = None
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -70,33 +67,29 @@ class CampaignSummary:
 
 
 class Controller:
-    def __init__(
-        self,
-        spec: CampaignSpec,
-        *,
-        backend: Backend | None = None,
-        on_event: EventHook | None = None,
-    ):
+    def __init__(self, spec: CampaignSpec, *, backend: Backend | None = None,
+                 on_event: EventHook | None = None):
         self.spec = spec
         self.dir = spec.campaign_dir().resolve()
         self.journal = Journal(self.dir / JOURNAL_FILE)
-        self.backend = backend or make_backend(
-            spec.backend, cost_model=cost_model_for(spec), steps=spec.trial.steps
-        )
-        self.on_event = on_event or (lambda kind, record: None)
         self.base_model = cost_model_for(spec)
         self.cost_model = self.base_model  # replaced by the calibrated model as trials end
         self.calibration: Calibration | None = None
-        self.tracker: Tracker | None = None
-        self.parent_run_id: str | None = None
+        self.backend = backend or make_backend(spec.backend, cost_model=self.base_model,
+                                               steps=spec.trial.steps)
+        self.on_event = on_event or (lambda kind, record: None)
+        self.tracking: TrackingSession | None = None
         self.running: dict[str, tuple[TrialRecord, TrialHandle]] = {}
+        self.records: dict[str, TrialRecord] = {}
         self.workdir = spec.trial.workdir or os.getcwd()
+        self.tally = Tally(spec.objective.metric, spec.objective.mode)
+        self.stop_reason: str | None = None
 
     # ------------------------------------------------------------------ entry points
 
     def run(self, *, resume: bool = False) -> CampaignSummary:
-        records = self.journal.trials()
-        if records and not resume:
+        self.records = self.journal.trials()
+        if self.records and not resume:
             raise CampaignStateError(
                 f"campaign {self.spec.name!r} already has trials in {self.dir}; run "
                 f"`paratune resume {self.spec.name}` or choose another name"
@@ -104,25 +97,26 @@ class Controller:
         self.dir.mkdir(parents=True, exist_ok=True)
         if not (self.dir / SPEC_FILE).exists():
             (self.dir / SPEC_FILE).write_text(yaml.safe_dump(self.spec.model_dump(mode="json")))
-            self.journal.append("campaign", name=self.spec.name)
-
-        s = self.spec
-        searcher = make_searcher(
-            s.search.algorithm, SearchSpace.from_spec(s).candidates(), seed=s.search.seed,
-            cost_model=self.base_model, metric=s.objective.metric, mode=s.objective.mode,
-            stop_margin=s.search.stop_margin,
-        )
-        queue = self._replay(records, searcher)
-        self._recalibrate(records)
-        self._start_tracking(records)
+            self.journal.append("campaign", name=self.spec.name, started_at=time.time())
+        searcher = self._searcher()
+        queue = self._replay(searcher)
+        self.tally = Tally.of(list(self.records.values()), self.spec.objective.metric,
+                              self.spec.objective.mode)
+        self._recalibrate()
+        if self.spec.tracking.enabled:
+            self.tracking = TrackingSession(
+                self.spec.tracking_uri(), self.spec.name, self.journal, self.dir / "trials",
+                self.spec.runs_dir() / "mlartifacts", self._campaign_params())
+            self.tracking.sync(list(self.records.values()))
         try:
-            exhausted = self._loop(records, searcher, queue)
+            exhausted = self._loop(searcher, queue)
         except BaseException:
             self._cancel_running()
             raise
-        summary = self.summary(complete=exhausted or self._executed(records) >= self._budget())
-        if self.tracker and self.parent_run_id and summary.complete:
-            self._safely(self.tracker.finish_campaign, self.parent_run_id, self._summary_metrics(summary))
+        summary = self.summary(complete=exhausted or self.stop_reason is not None)
+        summary.stop_reason = self.stop_reason or ("search space exhausted" if exhausted else None)
+        if self.tracking is not None and summary.complete:
+            self.tracking.finish(self._summary_metrics(summary))
         return summary
 
     def summary(self, complete: bool = False) -> CampaignSummary:
@@ -130,105 +124,133 @@ class Controller:
         best = best_record(records, self.spec.objective.metric, self.spec.objective.mode)
         return CampaignSummary(self.spec.name, records, best, complete)
 
-    # ------------------------------------------------------------------ the loop
+    def budget_state(self) -> BudgetState:
+        records = list(self.journal.trials().values())
+        tally = Tally.of(records, self.spec.objective.metric, self.spec.objective.mode)
+        return tally.state(self.spec.budget, self._started_at())
 
-    def _replay(self, records: dict[str, TrialRecord], searcher: Searcher) -> deque[TrialRecord]:
+    # ------------------------------------------------------------------ setup
+
+    def _searcher(self) -> Searcher:
+        s = self.spec
+        cost_model = self.base_model
+        prior = None
+        if s.search.warm_start:
+            cost_model, prior = warm_start(s, s.search.warm_start, self.base_model)
+            self.base_model = self.cost_model = cost_model
+        searcher = make_searcher(
+            s.search.algorithm, SearchSpace.from_spec(s).candidates(), seed=s.search.seed,
+            cost_model=cost_model, metric=s.objective.metric, mode=s.objective.mode,
+            stop_margin=s.search.stop_margin,
+        )
+        if prior and hasattr(searcher, "add_prior"):
+            searcher.add_prior(prior)
+        return searcher
+
+    def _started_at(self) -> float:
+        info = self.journal.campaign_info()
+        return info.get("started_at") or time.time()
+
+    def _replay(self, searcher: Searcher) -> deque[TrialRecord]:
         """Tell the searcher what finished; queue what was running when the last controller died."""
         queue: deque[TrialRecord] = deque()
-        for record in sorted(records.values(), key=lambda r: r.trial_id):
+        for record in sorted(self.records.values(), key=lambda r: r.trial_id):
             if record.done:
-                searcher.tell(record.config, record.result)
+                if record.fidelity == halving.SCREEN or not self.spec.search.fidelity:
+                    searcher.tell(record.config, record.result)
             else:
                 self.backend.cleanup(record.handle, self.dir / "trials" / record.trial_id)
                 queue.append(record)
         return queue
 
-    def _budget(self) -> int:
-        return self.spec.budget.max_trials
+    # ------------------------------------------------------------------ the loop
 
-    @staticmethod
-    def _executed(records: dict[str, TrialRecord]) -> int:
-        """Trials that took (or are taking) backend time; infeasible ones were never run."""
-        return sum(
-            1 for r in records.values()
-            if not (r.result and r.result.status == "infeasible")
-        )
-
-    def _loop(
-        self, records: dict[str, TrialRecord], searcher: Searcher, queue: deque[TrialRecord]
-    ) -> bool:
-        """Run until the budget is spent or the space exhausted; True if exhausted."""
-        seen = {r.config for r in records.values()}
+    def _loop(self, searcher: Searcher, queue: deque[TrialRecord]) -> bool:
+        """Run until a budget is spent or the space exhausted; True if exhausted."""
+        seen = {(r.config, r.fidelity) for r in self.records.values()}
+        started_at = self._started_at()
         exhausted = False
         while True:
-            while (
-                len(self.running) < self.spec.budget.max_concurrent
-                and (queue or self._executed(records) < self._budget())
-            ):
-                record = queue.popleft() if queue else self._next_record(records, searcher, seen)
-                if record is None:
-                    exhausted = True
-                    break
-                if record.done:  # infeasible: recorded without running
-                    continue
-                self._submit(record)
+            while len(self.running) < self.spec.budget.max_concurrent:
+                if queue:
+                    record = queue.popleft()
+                else:
+                    self.stop_reason = self.tally.state(self.spec.budget, started_at).exhausted()
+                    if self.stop_reason:
+                        break
+                    record = self._promotion(seen) or self._next_record(searcher, seen)
+                    if record is None:
+                        exhausted = True
+                        break
+                if not record.done:  # infeasible ones are recorded without running
+                    self._submit(record)
             if not self.running:
                 return exhausted
-            if not self._collect(records, searcher):
+            if not self._collect(searcher):
                 time.sleep(POLL_INTERVAL_S)
 
-    def _next_record(
-        self, records: dict[str, TrialRecord], searcher: Searcher, seen: set[ParallelConfig]
-    ) -> TrialRecord | None:
+    def _new_record(self, config: ParallelConfig, fidelity: str) -> TrialRecord:
+        record = TrialRecord(f"t{len(self.records) + 1:04d}", config, fidelity=fidelity)
+        self.records[record.trial_id] = record
+        return record
+
+    def _promotion(self, seen: set) -> TrialRecord | None:
+        if not self.spec.search.fidelity:
+            return None
+        for config in halving.promotions(list(self.records.values()), self.spec.search.fidelity,
+                                         self.spec.objective.metric, self.spec.objective.mode):
+            if (config, halving.FULL) not in seen:
+                seen.add((config, halving.FULL))
+                return self._new_record(config, halving.FULL)
+        return None
+
+    def _next_record(self, searcher: Searcher, seen: set) -> TrialRecord | None:
+        fidelity = halving.SCREEN if self.spec.search.fidelity else halving.FULL
         while True:
             proposed = searcher.ask(1)
             if not proposed:
                 return None
             config = proposed[0]
-            if config in seen:
+            if (config, fidelity) in seen:
                 continue
-            seen.add(config)
-            record = TrialRecord(f"t{len(records) + 1:04d}", config)
-            records[record.trial_id] = record
+            seen.add((config, fidelity))
+            record = self._new_record(config, fidelity)
             prediction = self.cost_model.estimate(config)
             scale = self.calibration.memory_scale if self.calibration else 1.0
             if not prediction.fits_scaled(scale):
-                result = TrialResult(
-                    status="infeasible",
+                self._finish(record, TrialResult(
+                    status="infeasible", world_size=config.world_size,
                     error=f"predicted {prediction.memory_gb:.2f} GB per device > "
                     f"{prediction.capacity_gb:.2f} GB capacity",
-                    world_size=config.world_size,
                     extra={"predicted_memory_gb": prediction.memory_gb},
-                )
-                self._finish(record, result, searcher)
+                ), searcher)
             return record
 
     def _submit(self, record: TrialRecord) -> None:
         trial_dir = self.dir / "trials" / record.trial_id
+        settings = job_settings(self.spec, record.config, record.trial_id)
+        if record.fidelity == halving.SCREEN:
+            settings["steps"] = self.spec.search.fidelity.screening_steps
         command, files = None, {}
         if self.spec.trial.command:
             command = command_argv(self.spec, record.config, record.trial_id, str(trial_dir))
             files[DEEPSPEED_CONFIG_FILE] = json.dumps(deepspeed_config(self.spec, record.config))
-        request = TrialRequest(
-            trial_id=record.trial_id,
-            config=record.config,
-            trial_dir=trial_dir,
-            world_size=record.config.world_size,
-            job_settings=job_settings(self.spec, record.config, record.trial_id),
-            timeout_s=self.spec.trial.timeout_s,
-            env=dict(self.spec.trial.env),
-            command=command,
-            workdir=self.workdir,
-            files=files,
-        )
-        handle = self.backend.submit(request)
+        handle = self.backend.submit(TrialRequest(
+            trial_id=record.trial_id, config=record.config, trial_dir=trial_dir,
+            world_size=record.config.world_size, job_settings=settings,
+            timeout_s=self.spec.trial.timeout_s, env=dict(self.spec.trial.env),
+            command=command, workdir=self.workdir, files=files,
+        ))
+        first_submission = record.submitted_at is None  # resumed trials were counted already
         record.handle = handle.info()
         record.submitted_at = time.time()
-        self.journal.record_submitted(record.trial_id, record.config, record.handle)
+        self.journal.record_submitted(record)
+        if first_submission:
+            self.tally.submitted()
         self.running[record.trial_id] = (record, handle)
         self.on_event("submitted", record)
 
-    def _collect(self, records: dict[str, TrialRecord], searcher: Searcher) -> int:
+    def _collect(self, searcher: Searcher) -> int:
         """Record every trial that has ended; return how many did."""
         ended = 0
         for trial_id, (record, handle) in list(self.running.items()):
@@ -241,12 +263,12 @@ class Controller:
             self._finish(record, result, searcher)
             ended += 1
         if ended:
-            self._recalibrate(records)
+            self._recalibrate()
         return ended
 
-    def _recalibrate(self, records: dict[str, TrialRecord]) -> None:
+    def _recalibrate(self) -> None:
         """Refit the model on the ok trials; cheap, so done often early and then every 10th."""
-        measured = [(r.trial_id, r.config, r.result) for r in records.values()
+        measured = [(r.trial_id, r.config, r.result) for r in self.records.values()
                     if r.result is not None and r.result.ok]
         if len(measured) < 30 or len(measured) % 10 == 0:
             self.calibration = calibrate(self.base_model, measured) or self.calibration
@@ -258,11 +280,17 @@ class Controller:
             predicted = self.cost_model.estimate(record.config)
             result.extra.setdefault("predicted_tokens_per_s", predicted.tokens_per_s)
             result.extra.setdefault("predicted_memory_gb", predicted.memory_gb_used)
-        self.journal.record_finished(record.trial_id, record.config, result)
+        self.journal.record_finished(record, result)
         record.result = result
         record.finished_at = time.time()
-        searcher.tell(record.config, result)
-        self._track(record)
+        self.tally.finished(record)
+        if record.fidelity == halving.SCREEN or not self.spec.search.fidelity:
+            searcher.tell(record.config, result)
+        if self.tracking is not None:
+            if self.tracking.behind:  # MLflow was down: write everything it missed
+                self.tracking.sync(list(self.records.values()))
+            else:
+                self.tracking.track(record)
         self.on_event("finished", record)
 
     def _cancel_running(self) -> None:
@@ -270,46 +298,7 @@ class Controller:
             handle.cancel()
         self.running.clear()
 
-    # ------------------------------------------------------------------ tracking
-
-    def _start_tracking(self, records: dict[str, TrialRecord]) -> None:
-        if not self.spec.tracking.enabled:
-            return
-        self.parent_run_id = self.journal.campaign_info().get("parent_run_id")
-        try:
-            self.tracker = Tracker(
-                self.spec.tracking_uri(), f"paratune/{self.spec.name}",
-                artifact_root=self.spec.runs_dir() / "mlartifacts",
-            )
-            if self.parent_run_id is None:
-                self.parent_run_id = self.tracker.start_campaign(self.spec.name, self._campaign_params())
-                self.journal.append("campaign", parent_run_id=self.parent_run_id)
-        except Exception as exc:  # the journal keeps results; they are synced on resume
-            log.warning("MLflow at %s is unavailable (%s); results stay in the journal",
-                        self.spec.tracking_uri(), exc)
-            self.tracker = None
-            return
-        for record in records.values():  # results journaled while MLflow was unreachable
-            if record.done and record.run_id is None:
-                self._track(record)
-
-    def _track(self, record: TrialRecord) -> None:
-        if self.tracker is None or self.parent_run_id is None:
-            return
-        run_id = self._safely(
-            self.tracker.log_trial, self.parent_run_id, record.trial_id, record.config,
-            record.result, log_path=self.dir / "trials" / record.trial_id / "trial.log",
-        )
-        if run_id:
-            record.run_id = run_id
-            self.journal.record_tracked(record.trial_id, record.config, run_id)
-
-    def _safely(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            log.warning("MLflow call %s failed (%s); results stay in the journal", fn.__name__, exc)
-            return None
+    # ------------------------------------------------------------------ reporting
 
     def _campaign_params(self) -> dict[str, Any]:
         s = self.spec
@@ -331,19 +320,6 @@ class Controller:
             out[f"best_{metric}"] = summary.best.result.metric(metric)
             out["best_trial"] = summary.best.trial_id
             out["best_config"] = summary.best.config.key()
+        if summary.stop_reason:
+            out["stop_reason"] = summary.stop_reason
         return out
-
-
-def load_campaign_spec(runs_dir: Path, name: str) -> CampaignSpec:
-    """The spec a campaign was started with, as saved in its directory."""
-    from orchestrator.spec import spec_from_dict
-
-    path = runs_dir / name / SPEC_FILE
-    if not path.exists():
-        raise CampaignStateError(
-            f"no campaign {name!r} under {runs_dir}/ (missing {path}); start it with "
-            "`paratune run SPEC.yaml`, or pass --runs-dir"
-        )
-    data = yaml.safe_load(path.read_text())
-    data.setdefault("tracking", {})["runs_dir"] = str(runs_dir)
-    return spec_from_dict(data, source=str(path))

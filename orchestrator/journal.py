@@ -27,6 +27,8 @@ class TrialRecord:
     result: TrialResult | None = None
     finished_at: float | None = None
     run_id: str | None = None
+    # "full", or "screen" for a short first measurement under successive halving.
+    fidelity: str = "full"
 
     @property
     def done(self) -> bool:
@@ -80,7 +82,8 @@ class Journal:
             record = records.get(trial_id)
             if record is None:
                 record = records[trial_id] = TrialRecord(
-                    trial_id, ParallelConfig.from_dict(event["config"])
+                    trial_id, ParallelConfig.from_dict(event["config"]),
+                    fidelity=event.get("fidelity", "full"),
                 )
             if kind == "submitted":
                 record.submitted_at = event["time"]
@@ -93,11 +96,13 @@ class Journal:
                 record.run_id = event["run_id"]
         return records
 
-    def record_submitted(self, trial_id: str, config: ParallelConfig, handle: dict) -> None:
-        self.append("submitted", trial_id=trial_id, config=config.to_dict(), handle=handle)
+    def record_submitted(self, record: TrialRecord) -> None:
+        self.append("submitted", trial_id=record.trial_id, config=record.config.to_dict(),
+                    handle=record.handle, fidelity=record.fidelity)
 
-    def record_finished(self, trial_id: str, config: ParallelConfig, result: TrialResult) -> None:
-        self.append("finished", trial_id=trial_id, config=config.to_dict(), result=result.to_dict())
+    def record_finished(self, record: TrialRecord, result: TrialResult) -> None:
+        self.append("finished", trial_id=record.trial_id, config=record.config.to_dict(),
+                    result=result.to_dict(), fidelity=record.fidelity)
 
     def record_tracked(self, trial_id: str, config: ParallelConfig, run_id: str) -> None:
         self.append("tracked", trial_id=trial_id, config=config.to_dict(), run_id=run_id)

@@ -227,6 +227,24 @@ def _check_divisors(key: str, name: str, values: list[int], of: str, total: int)
 # ---------------------------------------------------------------------------------------------
 # Loading
 
+SPEC_FILE = "spec.yaml"  # a campaign's resolved spec, saved in its directory
+
+
+def load_campaign_spec(runs_dir: Path, name: str) -> CampaignSpec:
+    """The spec a campaign was started with, as saved in its directory."""
+    from orchestrator.errors import CampaignStateError
+
+    path = Path(runs_dir) / name / SPEC_FILE
+    if not path.exists():
+        raise CampaignStateError(
+            f"no campaign {name!r} under {runs_dir}/ (missing {path}); start it with "
+            "`paratune run SPEC.yaml`, or pass --runs-dir"
+        )
+    data = yaml.safe_load(path.read_text())
+    data.setdefault("tracking", {})["runs_dir"] = str(runs_dir)
+    return spec_from_dict(data, source=str(path))
+
+
 
 def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CampaignSpec:
     """Read, override and validate a campaign spec; every failure is one SpecError line."""

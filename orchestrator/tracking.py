@@ -75,6 +75,13 @@ class Tracker:
         self.client.set_terminated(run_id, status="FINISHED" if result.ok else "FAILED")
         return run_id
 
+    def trials(self) -> list[tuple[dict[str, str], dict[str, float], dict[str, str]]]:
+        """(params, metrics, tags) of every trial run of this experiment."""
+        runs = self.client.search_runs(
+            [self.experiment_id], filter_string="tags.`paratune.kind` = 'trial'", max_results=50000
+        )
+        return [(dict(r.data.params), dict(r.data.metrics), dict(r.data.tags)) for r in runs]
+
     def finish_campaign(self, run_id: str, summary: dict[str, Any]) -> None:
         metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
         tags = {f"paratune.{k}": str(v) for k, v in summary.items() if isinstance(v, str)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.journal import Journal
+from orchestrator.journal import Journal, TrialRecord
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers import make_searcher
@@ -39,9 +39,10 @@ def test_told_configs_are_not_proposed_again():
 def test_journal_replays_trials_and_ignores_a_torn_line(tmp_path):
     journal = Journal(tmp_path / "journal.jsonl")
     a, b = CANDIDATES[:2]
-    journal.record_submitted("t0001", a, {"pid": 1})
-    journal.record_finished("t0001", a, TrialResult(status="ok", tokens_per_s=5.0))
-    journal.record_submitted("t0002", b, {"pid": 2})
+    first, second = TrialRecord("t0001", a, handle={"pid": 1}), TrialRecord("t0002", b, handle={"pid": 2})
+    journal.record_submitted(first)
+    journal.record_finished(first, TrialResult(status="ok", tokens_per_s=5.0))
+    journal.record_submitted(second)
     with open(journal.path, "a") as fh:
         fh.write('{"event": "finished", "trial_id": "t00')  # killed mid-write
     trials = journal.trials()

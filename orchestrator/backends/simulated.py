@@ -68,7 +68,7 @@ class SimulatedBackend:
                 factor *= self.knob_factor(knob, settings[knob])
         return factor
 
-    def run(self, config, trial_id: str) -> TrialResult:
+    def run(self, config, trial_id: str, steps: int | None = None) -> TrialResult:
         est = self.cost_model.estimate(config)
         rng = _rng(self.seed, "trial", trial_id, config.key())
         world = config.world_size
@@ -83,7 +83,8 @@ class SimulatedBackend:
             return TrialResult(status="failed", world_size=world, error="simulated crash")
         speed = self.truth_factor(settings) * math.exp(rng.gauss(0.0, self.noise))
         step_time = est.step_time_s / speed
-        times = [step_time * math.exp(rng.gauss(0.0, self.noise / 2)) for _ in range(self.steps)]
+        steps = steps or self.steps
+        times = [step_time * math.exp(rng.gauss(0.0, self.noise / 2)) for _ in range(steps)]
         tokens_per_s = est.tokens_per_step / step_time
         tflops = est.model_flops_per_step / step_time / world / 1e12
         return TrialResult(
@@ -91,11 +92,12 @@ class SimulatedBackend:
             tflops_per_gpu=tflops, mfu=tflops / est.peak_tflops, step_time_s=step_time,
             step_time_p90_s=sorted(times)[int(0.9 * (len(times) - 1))],
             peak_memory_gb=memory_gb, world_size=world, step_times_s=times,
-            extra={"simulated_duration_s": step_time * self.steps},
+            extra={"simulated_duration_s": step_time * steps},
         )
 
     def submit(self, request: TrialRequest) -> SimulatedHandle:
-        return SimulatedHandle(self.run(request.config, request.trial_id))
+        steps = request.job_settings.get("steps")
+        return SimulatedHandle(self.run(request.config, request.trial_id, steps))
 
     def cleanup(self, info: dict[str, Any], trial_dir: Path) -> None:
         pass  # nothing outlives a simulated trial

@@ -140,6 +140,20 @@ class ParallelConfig:
         return data
 
     @classmethod
+    def from_params(cls, params: dict[str, str]) -> "ParallelConfig":
+        """Back from `to_params` as text (MLflow params): types restored, factors regrouped."""
+        names = ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os", "secondary")
+        typed: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in params and f.name != "sharding":
+                raw = params[f.name]
+                typed[f.name] = (raw in ("True", "true") if f.type in ("bool", bool)
+                                 else int(raw) if f.type in ("int", int) else raw)
+        if all(n in params for n in names[:6]):
+            typed["sharding"] = ShardingFactors(**{n: int(params[n]) for n in names if n in params})
+        return cls(**typed)
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ParallelConfig":
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})

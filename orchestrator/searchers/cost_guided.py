@@ -51,7 +51,19 @@ class CostGuidedSearcher:
         self._surrogate = None
         self._sigma = PRIOR_ERROR
         self._predictions: dict[ParallelConfig, tuple[float, bool]] = {}
+        self._prior: list[tuple[list[float], float]] = []
         self._refresh()
+
+    def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:
+        """Residuals log(measured/predicted) seen elsewhere (warm start), on shared knobs."""
+        from orchestrator.searchers.encoding import knob_values
+
+        for config, residual in residuals:
+            values = knob_values(config)
+            if all(values[k] in v for k, v in self.space.values.items()):
+                vector = [float(v.index(values[k])) for k, v in self.space.values.items()]
+                self._prior.append((vector, residual))
+        self._fit_residuals()
 
     # -------------------------------------------------------------- model updates
 
@@ -65,13 +77,13 @@ class CostGuidedSearcher:
 
     def _fit_residuals(self) -> None:
         ok = [(c, r.metric(self.metric)) for _, c, r in self.history if r.ok and r.metric(self.metric)]
-        if len(ok) < 4:
+        if len(ok) + len(self._prior) < 4:
             self._surrogate = None
             return
         from sklearn.ensemble import ExtraTreesRegressor
 
-        x = [self.space.index_vector(c) for c, _ in ok]
-        y = [math.log(value / self._predictions[c][0]) for c, value in ok]
+        x = [self.space.index_vector(c) for c, _ in ok] + [v for v, _ in self._prior]
+        y = [math.log(value / self._predictions[c][0]) for c, value in ok] + [r for _, r in self._prior]
         self._surrogate = ExtraTreesRegressor(n_estimators=40, min_samples_leaf=1,
                                               random_state=self.seed).fit(x, y)
         spread = [abs(v) for v in y]

@@ -1,0 +1,96 @@
+"""A campaign's link to MLflow that never loses a result: the journal is the record, MLflow a
+mirror. If MLflow is unreachable, trials stay journaled without a `tracked` event and are
+written when it answers again (on the next trial, or on resume).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from orchestrator.journal import Journal, TrialRecord
+from orchestrator.tracking import Tracker
+
+log = logging.getLogger(__name__)
+RETRY_AFTER_S = 30.0
+
+
+class TrackingSession:
+    def __init__(self, uri: str, campaign: str, journal: Journal, trials_dir: Path,
+                 artifact_root: Path, campaign_params: dict[str, Any]):
+        self.uri = uri
+        self.campaign = campaign
+        self.journal = journal
+        self.trials_dir = trials_dir
+        self.artifact_root = artifact_root
+        self.campaign_params = campaign_params
+        self.tracker: Tracker | None = None
+        self.parent_run_id: str | None = journal.campaign_info().get("parent_run_id")
+        self._down_since: float | None = None
+        self.behind = False  # some finished trial is not in MLflow yet
+        self._connect()
+
+    def _connect(self) -> bool:
+        try:
+            if self.tracker is None:
+                self.tracker = Tracker(self.uri, f"paratune/{self.campaign}",
+                                       artifact_root=self.artifact_root)
+            if self.parent_run_id is None:
+                self.parent_run_id = self.tracker.start_campaign(self.campaign, self.campaign_params)
+                self.journal.append("campaign", parent_run_id=self.parent_run_id)
+            self._down_since = None
+            return True
+        except Exception as exc:
+            self._went_down(exc)
+            return False
+
+    def _went_down(self, exc: Exception) -> None:
+        if self._down_since is None:
+            log.warning("MLflow at %s is unavailable (%s); results stay in the journal and are "
+                        "written when it is back", self.uri, exc)
+        self.tracker = None
+        self._down_since = time.monotonic()
+
+    def _available(self) -> bool:
+        if self.tracker is not None and self.parent_run_id is not None:
+            return True
+        if self._down_since is not None and time.monotonic() - self._down_since < RETRY_AFTER_S:
+            return False
+        return self._connect()
+
+    def _call(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            self._went_down(exc)
+            return None
+
+    def track(self, record: TrialRecord) -> None:
+        if not self._available():
+            self.behind = True
+            return
+        run_id = self._call(
+            self.tracker.log_trial, self.parent_run_id, record.trial_id, record.config,
+            record.result, log_path=self.trials_dir / record.trial_id / "trial.log",
+            extra_params={"fidelity": record.fidelity},
+        )
+        if run_id:
+            record.run_id = run_id
+            self.journal.record_tracked(record.trial_id, record.config, run_id)
+        else:
+            self.behind = True
+
+    def sync(self, records: list[TrialRecord]) -> int:
+        """Write every finished trial MLflow has not got yet; how many were written."""
+        missing = [r for r in records if r.done and r.run_id is None]
+        self.behind = False
+        for record in missing:
+            self.track(record)
+        return sum(1 for r in missing if r.run_id is not None)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        if self._available():
+            self._call(self.tracker.finish_campaign, self.parent_run_id, summary)

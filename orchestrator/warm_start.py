@@ -1,0 +1,57 @@
+"""Warm start: seed a campaign with another campaign's results from MLflow.
+
+The source may be the same model at another scale or a neighbouring model. Its results do not
+transfer as numbers (another world size, another model), so they go through the cost model:
+the source's trials calibrate the source's model, and the fitted coefficients (compute
+efficiency, communication exposure, fixed costs) become this campaign's starting model. What
+the model still got wrong on the source, log(measured / predicted) per layout, is handed to the
+cost-guided searcher as prior residuals on the knobs both spaces share.
+"""
+
+from __future__ import annotations
+
+import math
+
+from orchestrator.costmodel import CostModel, calibrate, cost_model_for
+from orchestrator.errors import CampaignStateError
+from orchestrator.result import TrialResult
+from orchestrator.search_spaces import ParallelConfig
+from orchestrator.spec import CampaignSpec, load_campaign_spec
+from orchestrator.tracking import Tracker
+
+
+def source_results(spec: CampaignSpec, source: str) -> list[tuple[str, ParallelConfig, TrialResult]]:
+    """The source campaign's full-fidelity trials, read back from MLflow."""
+    tracker = Tracker(spec.tracking_uri(), f"paratune/{source}")
+    found = []
+    for params, metrics, tags in tracker.trials():
+        if params.get("fidelity", "full") != "full":
+            continue
+        status = tags.get("paratune.status", "failed")
+        result = TrialResult.from_dict({"status": status, **metrics})
+        found.append((tags.get("paratune.trial_id", ""), ParallelConfig.from_params(params), result))
+    return found
+
+
+def warm_start(spec: CampaignSpec, source: str, base: CostModel):
+    """(the calibrated starting model, prior residuals [(config, log residual)])."""
+    source_spec = load_campaign_spec(spec.runs_dir(), source)
+    measured = source_results(spec, source)
+    fit = calibrate(cost_model_for(source_spec), measured)
+    if fit is None:
+        raise CampaignStateError(
+            f"search.warm_start: campaign {source!r} has fewer than 3 successful trials in MLflow "
+            f"at {spec.tracking_uri()}; run it further or drop warm_start"
+        )
+    model = base.with_coefficients(fit.model.coefficients)
+    metric = spec.objective.metric
+    prior = []
+    for _, config, result in measured:
+        value = result.metric(metric) if result.ok else None
+        if value:
+            predicted = fit.model.estimate(config)
+            expected = getattr(predicted, metric, predicted.tokens_per_s)
+            if metric == "tokens_per_s_per_gpu":
+                expected = predicted.tokens_per_s / config.world_size
+            prior.append((config, math.log(value / expected)))
+    return model, prior
