@@ -2,9 +2,11 @@
 where the model is wrong.
 
 - Every candidate is scored by the cost model, recalibrated on each result (calibration.py).
-- A surrogate (extra trees on the knob indices) models the residual log(measured/predicted),
-  so effects the analytic model misses (a slow kernel, a fast library path) are learned; its
-  spread across trees, floored at the model's prior error, is the uncertainty.
+- A surrogate models the residual log(measured/predicted) as a sum of one effect per knob
+  value (Bayesian linear regression on one-hot knobs, prior std PRIOR_ERROR per effect), so
+  effects the analytic model misses (a slow kernel at tp=8, a fast path for one schedule) are
+  learned from few trials and carry over to untried combinations; its posterior std is the
+  uncertainty.
 - The next config is the one with the highest upper bound, predicted · exp(residual + κ·σ);
   the first picks also spread over the main knobs (tp, pp, sharding) so the calibration sees
   different regimes.
@@ -22,7 +24,8 @@ from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers.encoding import KnobSpace
 
-PRIOR_ERROR = 0.15  # relative error of the uncalibrated model, a conservative prior
+PRIOR_ERROR = 0.15  # prior std of one knob value's effect on log throughput
+NOISE = 0.05  # std of one measurement's log throughput (run-to-run noise)
 KAPPA = 1.5
 DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
@@ -49,21 +52,24 @@ class CostGuidedSearcher:
         self.history: list[tuple[str, ParallelConfig, TrialResult]] = []
         self._taken: set[ParallelConfig] = set()
         self._surrogate = None
-        self._sigma = PRIOR_ERROR
         self._predictions: dict[ParallelConfig, tuple[float, bool]] = {}
         self._prior: list[tuple[list[float], float]] = []
         self._refresh()
 
     def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:
-        """Residuals log(measured/predicted) seen elsewhere (warm start), on shared knobs."""
+        """Residuals log(measured/predicted) seen elsewhere (warm start), on shared knobs;
+        knob values this space lacks simply contribute nothing."""
         from orchestrator.searchers.encoding import knob_values
 
         for config, residual in residuals:
-            values = knob_values(config)
-            if all(values[k] in v for k, v in self.space.values.items()):
-                vector = [float(v.index(values[k])) for k, v in self.space.values.items()]
-                self._prior.append((vector, residual))
+            self._prior.append((self._one_hot(knob_values(config)), residual))
         self._fit_residuals()
+
+    def _one_hot(self, values: dict) -> list[float]:
+        row = [1.0]  # intercept
+        for knob, options in self.space.values.items():
+            row += [1.0 if values.get(knob) == option else 0.0 for option in options]
+        return row
 
     # -------------------------------------------------------------- model updates
 
@@ -76,29 +82,35 @@ class CostGuidedSearcher:
                 predicted_metric(est, self.metric), est.fits_scaled(self.memory_scale))
 
     def _fit_residuals(self) -> None:
+        import numpy as np
+
+        from orchestrator.searchers.encoding import knob_values
+
         ok = [(c, r.metric(self.metric)) for _, c, r in self.history if r.ok and r.metric(self.metric)]
-        if len(ok) + len(self._prior) < 4:
+        if not ok and not self._prior:
             self._surrogate = None
             return
-        from sklearn.ensemble import ExtraTreesRegressor
-
-        x = [self.space.index_vector(c) for c, _ in ok] + [v for v, _ in self._prior]
-        y = [math.log(value / self._predictions[c][0]) for c, value in ok] + [r for _, r in self._prior]
-        self._surrogate = ExtraTreesRegressor(n_estimators=40, min_samples_leaf=1,
-                                              random_state=self.seed).fit(x, y)
-        spread = [abs(v) for v in y]
-        self._sigma = max(0.03, min(PRIOR_ERROR, sorted(spread)[len(spread) // 2]))
+        x = np.array([self._one_hot(knob_values(c)) for c, _ in ok] + [v for v, _ in self._prior])
+        y = np.array([math.log(v / self._predictions[c][0]) for c, v in ok]
+                     + [r for _, r in self._prior])
+        # Bayesian linear regression: effects ~ N(0, PRIOR_ERROR²), noise ~ N(0, NOISE²).
+        precision = x.T @ x / NOISE**2 + np.eye(x.shape[1]) / PRIOR_ERROR**2
+        covariance = np.linalg.inv(precision)
+        self._surrogate = (covariance @ x.T @ y / NOISE**2, covariance)
 
     def _bounds(self, configs: list[ParallelConfig]) -> list[tuple[float, float]]:
         """(expected, upper bound) of the metric for each config."""
         base = [self._predictions[c][0] for c in configs]
         if self._surrogate is None:
-            return [(b, b * math.exp(KAPPA * self._sigma)) for b in base]
+            return [(b, b * math.exp(KAPPA * PRIOR_ERROR)) for b in base]
         import numpy as np
 
-        x = np.array([self.space.index_vector(c) for c in configs])
-        per_tree = np.stack([tree.predict(x) for tree in self._surrogate.estimators_])
-        mean, std = per_tree.mean(axis=0), np.maximum(per_tree.std(axis=0), self._sigma)
+        from orchestrator.searchers.encoding import knob_values
+
+        weights, covariance = self._surrogate
+        x = np.array([self._one_hot(knob_values(c)) for c in configs])
+        mean = x @ weights
+        std = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", x, covariance, x), 0.0) + NOISE**2)
         return [(b * math.exp(m), b * math.exp(m + KAPPA * s)) for b, m, s in zip(base, mean, std)]
 
     # -------------------------------------------------------------- ask / tell
@@ -127,7 +139,7 @@ class CostGuidedSearcher:
         if best is not None and max(u for _, u in bounds) < best * (1 - self.stop_margin):
             return None
         order = sorted(range(len(open_)), key=lambda i: -bounds[i][1])
-        if len(self._taken) < DIVERSE_PICKS:
+        if len(self._taken) < DIVERSE_PICKS and not self._prior:
             seen = {self._regime(c) for c in self._taken}
             top = bounds[order[0]][1]
             for i in order:

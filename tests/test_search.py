@@ -1,0 +1,118 @@
+"""Searcher adapters, stop criteria, multi-fidelity and warm start, on simulated landscapes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import EXAMPLES, journal_events
+from orchestrator.backends.simulated import SimulatedBackend
+from orchestrator.costmodel import cost_model_for
+from orchestrator.result import TrialResult
+from orchestrator.search_spaces import SearchSpace
+from orchestrator.searchers import make_searcher
+from orchestrator.spec import load_spec
+
+ADAPTERS = ["grid", "random", "deephyper-cbo", "optuna", "hyperopt", "cost-guided"]
+
+
+@pytest.fixture(scope="module")
+def landscape():
+    spec = load_spec(EXAMPLES / "frontier-175b.yaml")
+    return SearchSpace.from_spec(spec).candidates(), cost_model_for(spec)
+
+
+@pytest.mark.parametrize("algorithm", ADAPTERS)
+def test_adapter_asks_valid_configs_and_takes_failures(landscape, algorithm):
+    candidates, cost = landscape
+    valid = set(candidates)
+    searcher = make_searcher(algorithm, candidates, seed=1, cost_model=cost)
+    first = searcher.ask(1)
+    assert len(first) == 1 and first[0] in valid
+    searcher.tell(first[0], TrialResult(status="oom", error="out of memory"))
+    asked = [first[0]]
+    sim = SimulatedBackend(cost, seed=1)
+    for i in range(6):
+        proposed = searcher.ask(1)
+        if not proposed:
+            break
+        (config,) = proposed
+        assert config in valid and config not in asked  # valid, and never the same twice
+        asked.append(config)
+        searcher.tell(config, sim.run(config, f"t{i}"))
+    assert len(asked) >= 2
+
+
+def run(cli, *args):
+    code, out, err = cli("run", str(EXAMPLES / "frontier-175b.yaml"), *args)
+    assert code == 0, err
+    return out
+
+
+def test_patience_and_gpu_hours_stop_a_campaign(runs_dir, cli):
+    run(cli, "--set", "search.algorithm=random", "--set", "budget.patience=3",
+        "--set", "budget.max_trials=30")
+    status = json.loads(cli("status", "frontier-175b", "--json")[1])
+    budget = status["budget"]
+    assert budget["exhausted"].startswith("no improvement in") and budget["trials"] < 30
+    assert 3 <= budget["since_improvement"] < 3 + 4  # trials already in flight (4 at once) end too
+
+    run(cli, "--set", "name=gpuh", "--set", "search.algorithm=random", "--set", "budget.gpu_hours=1500")
+    status = json.loads(cli("status", "gpuh", "--json")[1])
+    budget = status["budget"]
+    assert budget["exhausted"].startswith("gpu_hours") and budget["gpu_hours"] >= 1500
+    assert budget["gpu_hours_left"] == 0
+
+
+def test_wall_clock_budget(runs_dir, cli):
+    run(cli, "--set", "name=clock", "--set", "budget.wall_clock_s=0.001")
+    status = json.loads(cli("status", "clock", "--json")[1])
+    assert status["budget"]["exhausted"].startswith("wall clock") and status["budget"]["trials"] <= 1
+
+
+def test_successive_halving_keeps_fidelities_apart(runs_dir, cli):
+    run(cli, "--set", "name=halving", "--set", "search.algorithm=random",
+        "--set", "search.fidelity={screening_steps: 2, keep_fraction: 0.25, min_screened: 4}",
+        "--set", "budget.max_trials=12")
+    finished = [e for e in journal_events(runs_dir / "halving") if e["event"] == "finished"
+                and e["result"]["status"] != "infeasible"]
+    screens = [e for e in finished if e["fidelity"] == "screen"]
+    fulls = [e for e in finished if e["fidelity"] == "full"]
+    assert screens and fulls and len(screens) + len(fulls) == 12
+    screened_configs = [json.dumps(e["config"], sort_keys=True) for e in screens]
+    for e in fulls:  # every full trial re-measures a screened config
+        assert json.dumps(e["config"], sort_keys=True) in screened_configs
+    assert all(len(e["result"]["step_times_s"]) == 2 for e in screens if e["result"]["status"] == "ok")
+    best = json.loads(cli("best", "halving", "--json")[1])
+    assert best["trial_id"] in {e["trial_id"] for e in fulls}
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{runs_dir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("paratune/halving")
+    runs = client.search_runs([exp.experiment_id], filter_string="params.fidelity = 'full'")
+    assert len(runs) == len(fulls)
+
+
+def test_warm_start_measures_the_best_among_its_first_three_trials(runs_dir, cli):
+    """The landscape hides ±20% factors per knob value from the model. A campaign of the same
+    model at half the scale, run first, teaches the cost-guided searcher those residuals and the
+    calibration; seeded with it, the new campaign finds its best within 3 trials."""
+    hidden = ["--set", "backend.perturbation=0.2", "--set", "backend.seed=7",
+              "--set", "search.algorithm=cost-guided"]
+    run(cli, "--set", "name=source", "--set", "scale.nodes=64",
+        "--set", "scale.global_batch_size=768", "--set", "search.algorithm=random",
+        "--set", "budget.max_trials=25", *hidden[:4])
+    run(cli, "--set", "name=seeded", "--set", "search.warm_start=source",
+        "--set", "budget.max_trials=3", *hidden)
+
+    spec = load_spec(EXAMPLES / "frontier-175b.yaml", ["backend.perturbation=0.2", "backend.seed=7"])
+    cost = cost_model_for(spec)
+    truth = SimulatedBackend(cost, perturbation=0.2, seed=7)
+    values = {c: cost.estimate(c).tokens_per_s * truth.truth_factor(c.to_params())
+              for c in SearchSpace.from_spec(spec).candidates() if cost.estimate(c).fits}
+    best_config = max(values, key=values.get)
+    measured = [e["config"] for e in journal_events(runs_dir / "seeded")
+                if e["event"] == "finished" and e["result"]["status"] == "ok"]
+    assert best_config.to_dict() in measured[:3]
