@@ -42,6 +42,8 @@ class Calibration:
     memory_scale: float
     trials: list[TrialFit]
     multipliers: dict[str, float]
+    # Set while too few trials exist to fit every term: one factor on the whole prediction.
+    global_scale: float | None = None
 
     @property
     def median_abs_error(self) -> float:
@@ -71,9 +73,17 @@ class Calibration:
         }
 
 
-def _features(cost: CostModel, config: ParallelConfig) -> list[float]:
-    t = cost.estimate(config).time
-    layers = cost.model.num_layers // config.pp
+def feature_model(cost: CostModel) -> CostModel:
+    """The model whose step-time terms are the features: unit multipliers, no fixed cost."""
+    return cost.with_coefficients(cost.coefficients.with_(
+        scale_compute=1.0, scale_bubble=1.0, scale_model_parallel_comm=1.0,
+        scale_data_parallel_comm=1.0, launch_overhead_s=0.0, dp_exposure=None))
+
+
+def features(feature_cost: CostModel, config: ParallelConfig) -> list[float]:
+    """The terms a calibrated step time is a non-negative combination of (see FEATURES)."""
+    t = feature_cost.estimate(config).time
+    layers = feature_cost.model.num_layers // config.pp
     return [t.compute_s, t.bubble_s, t.tp_comm_s + t.pp_comm_s, t.dp_comm.total,
             float(layers * config.grad_accum_steps)]
 
@@ -88,36 +98,61 @@ def spearman(a: list[float], b: list[float]) -> float:
 
 
 def calibrate(
-    cost: CostModel, measured: list[tuple[str, ParallelConfig, TrialResult]]
+    cost: CostModel,
+    measured: list[tuple[str, ParallelConfig, TrialResult]],
+    feature_rows: dict[ParallelConfig, list[float]] | None = None,
 ) -> Calibration | None:
-    """Fit on the trials that ended ok; None until MIN_TRIALS of them exist."""
+    """Fit on the trials that ended ok; None until MIN_TRIALS of them exist. `feature_rows`
+    may hold precomputed `features` per config (a searcher refitting after every trial)."""
     import numpy as np
     from scipy.optimize import nnls
 
-    base = cost.with_coefficients(cost.coefficients.with_(
-        scale_compute=1.0, scale_bubble=1.0, scale_model_parallel_comm=1.0,
-        scale_data_parallel_comm=1.0, launch_overhead_s=0.0))
     ok = [(tid, c, r) for tid, c, r in measured
           if r.ok and r.step_time_s and math.isfinite(r.step_time_s)]
     if len(ok) < MIN_TRIALS:
         return None
-    x = np.array([_features(base, c) for _, c, _ in ok])
+    base = feature_model(cost)
+    rows = feature_rows or {}
+    x = np.array([rows[c] if c in rows else features(base, c) for _, c, _ in ok])
     y = np.array([r.step_time_s for _, _, r in ok])
     used = [i for i in range(len(FEATURES)) if x[:, i].any()]  # drop terms absent everywhere
+    if len(ok) < 2 * len(used):
+        return _global_fit(cost, ok)
     # Relative least squares: weight each trial by 1/measured so fast and slow trials count alike.
     weights = 1 / y
     solution, _ = nnls(x[:, used] * weights[:, None], y * weights)
-    fitted = dict.fromkeys(FEATURES, 0.0)
+    # Terms absent from every measured trial keep their analytic weight (no fixed cost).
+    fitted = {name: (0.0 if name == "launches" else 1.0) for name in FEATURES}
     fitted.update({FEATURES[i]: float(v) for i, v in zip(used, solution)})
     if fitted["compute"] <= 0:  # compute must cost something; keep the analytic value
         fitted["compute"] = 1.0
     model = cost.with_coefficients(cost.coefficients.with_(
-        scale_compute=fitted["compute"], scale_bubble=fitted["bubble"] or 1.0,
-        scale_model_parallel_comm=fitted["model_parallel_comm"] or 1.0,
-        dp_exposure=fitted["data_parallel_comm"],
-        launch_overhead_s=fitted["launches"],
+        scale_compute=fitted["compute"], scale_bubble=fitted["bubble"],
+        scale_model_parallel_comm=fitted["model_parallel_comm"],
+        dp_exposure=fitted["data_parallel_comm"], launch_overhead_s=fitted["launches"],
     ))
+    return _finish(model, ok, fitted)
+
+
+def _global_fit(cost: CostModel, ok: list) -> Calibration:
+    """Fewer trials than twice the terms: fitting each term would chase noise, so scale the
+    whole prediction by the median measured/predicted ratio and keep the model's ranking."""
+    ratios = [r.step_time_s / cost.estimate(c).step_time_s for _, c, r in ok]
+    scale = statistics.median(ratios)
+    c = cost.coefficients
+    model = cost.with_coefficients(c.with_(
+        scale_compute=c.scale_compute * scale, scale_bubble=c.scale_bubble * scale,
+        scale_model_parallel_comm=c.scale_model_parallel_comm * scale,
+        scale_data_parallel_comm=c.scale_data_parallel_comm * scale,
+        launch_overhead_s=c.launch_overhead_s * scale,
+        dp_exposure=None if c.dp_exposure is None else c.dp_exposure * scale,
+    ))
+    return _finish(model, ok, {}, global_scale=scale)
+
+
+def _finish(model: CostModel, ok: list, fitted: dict, global_scale: float | None = None):
     memory = [r.peak_memory_gb / model.estimate(c).memory_gb_used for _, c, r in ok
               if r.peak_memory_gb]
     fits = [TrialFit(tid, c, r.tokens_per_s, model.estimate(c).tokens_per_s) for tid, c, r in ok]
-    return Calibration(model, statistics.median(memory) if memory else 1.0, fits, fitted)
+    return Calibration(model, statistics.median(memory) if memory else 1.0, fits, fitted,
+                       global_scale)

@@ -20,13 +20,15 @@ from __future__ import annotations
 import math
 
 from orchestrator.costmodel import CostModel, calibrate
+from orchestrator.costmodel.calibration import FEATURES, feature_model, features
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
-from orchestrator.searchers.encoding import KnobSpace
+from orchestrator.searchers.encoding import KnobSpace, knob_values
 
-PRIOR_ERROR = 0.15  # prior std of one knob value's effect on log throughput
+PRIOR_ERROR = 0.2  # prior std of one knob value's effect on log throughput
 NOISE = 0.05  # std of one measurement's log throughput (run-to-run noise)
-KAPPA = 1.5
+KAPPA = 2.0
+MIN_TRIALS_BEFORE_STOP = 8
 DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
 
@@ -54,6 +56,9 @@ class CostGuidedSearcher:
         self._surrogate = None
         self._predictions: dict[ParallelConfig, tuple[float, bool]] = {}
         self._prior: list[tuple[list[float], float]] = []
+        self._multipliers = None
+        self._global_scale = 1.0
+        self._precompute()
         self._refresh()
 
     def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:
@@ -73,13 +78,36 @@ class CostGuidedSearcher:
 
     # -------------------------------------------------------------- model updates
 
-    def _refresh(self) -> None:
-        """Re-predict every candidate: (metric, fits)."""
-        self._predictions = {}
+    def _precompute(self) -> None:
+        """Estimate every candidate once. A calibrated step time is a combination of the
+        calibration features, so refits later cost one matrix product, not a re-estimate."""
+        import numpy as np
+
+        feature_cost = feature_model(self.base)
+        self._rows: dict[ParallelConfig, list[float]] = {}
+        base_metric, base_step, used, reserve_room = [], [], [], []
         for config in self.candidates:
-            est = self.model.estimate(config)
-            self._predictions[config] = (
-                predicted_metric(est, self.metric), est.fits_scaled(self.memory_scale))
+            est = self.base.estimate(config)
+            self._rows[config] = features(feature_cost, config)
+            base_metric.append(predicted_metric(est, self.metric))
+            base_step.append(est.step_time_s)
+            used.append(est.memory_gb_used)
+            reserve_room.append(est.capacity_gb - est.memory.reserve / 1e9)
+        self._matrix = np.array([self._rows[c] for c in self.candidates])
+        self._index = {c: i for i, c in enumerate(self.candidates)}
+        self._encoded = np.array([self._one_hot(knob_values(c)) for c in self.candidates])
+        self._base_metric, self._base_step = np.array(base_metric), np.array(base_step)
+        self._used, self._room = np.array(used), np.array(reserve_room)
+
+    def _refresh(self) -> None:
+        """Re-predict every candidate: (metric, fits) under the current fit and memory scale."""
+        step = self._base_step * self._global_scale
+        if self._multipliers is not None:
+            step = self._matrix @ self._multipliers
+        metric = self._base_metric * self._base_step / step
+        fits = self._used * self.memory_scale <= self._room
+        self._predictions = {c: (float(m), bool(f))
+                             for c, m, f in zip(self.candidates, metric, fits)}
 
     def _fit_residuals(self) -> None:
         import numpy as np
@@ -108,9 +136,9 @@ class CostGuidedSearcher:
         from orchestrator.searchers.encoding import knob_values
 
         weights, covariance = self._surrogate
-        x = np.array([self._one_hot(knob_values(c)) for c in configs])
+        x = self._encoded[[self._index[c] for c in configs]]
         mean = x @ weights
-        std = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", x, covariance, x), 0.0) + NOISE**2)
+        std = np.sqrt(np.maximum(((x @ covariance) * x).sum(axis=1), 0.0) + NOISE**2)
         return [(b * math.exp(m), b * math.exp(m + KAPPA * s)) for b, m, s in zip(base, mean, std)]
 
     # -------------------------------------------------------------- ask / tell
@@ -136,7 +164,9 @@ class CostGuidedSearcher:
             return None
         bounds = self._bounds(open_)
         best = self._best_measured()
-        if best is not None and max(u for _, u in bounds) < best * (1 - self.stop_margin):
+        measured = sum(1 for _, _, r in self.history if r.status != "infeasible")
+        if (best is not None and measured >= MIN_TRIALS_BEFORE_STOP
+                and max(u for _, u in bounds) < best * (1 - self.stop_margin)):
             return None
         order = sorted(range(len(open_)), key=lambda i: -bounds[i][1])
         if len(self._taken) < DIVERSE_PICKS and not self._prior:
@@ -156,15 +186,20 @@ class CostGuidedSearcher:
     def tell(self, config: ParallelConfig, result: TrialResult, trial_id: str = "") -> None:
         self._taken.add(config)
         self.history.append((trial_id or f"t{len(self.history)}", config, result))
-        if result.status == "oom":
+        if result.status == "oom" and config in self._rows:
             # The smallest memory scale at which the model would have called this config too
             # big: every layout predicted to need as much or more is skipped from now on.
-            est = self.model.estimate(config)
-            room = est.capacity_gb - est.memory.reserve / 1e9
-            self._oom_scale = max(self._oom_scale, 1.001 * room / max(est.memory_gb_used, 1e-9))
-        fit = calibrate(self.base, self.history)
+            i = self._index[config]
+            self._oom_scale = max(self._oom_scale, 1.001 * self._room[i] / max(self._used[i], 1e-9))
+        fit = calibrate(self.base, self.history, feature_rows=self._rows)
         if fit is not None:
+            import numpy as np
+
             self.model = fit.model
+            if fit.global_scale is not None:
+                self._multipliers, self._global_scale = None, fit.global_scale
+            else:
+                self._multipliers = np.array([fit.multipliers[f] for f in FEATURES])
         self.memory_scale = max(fit.memory_scale if fit else 1.0, self._oom_scale)
         self._refresh()
         self._fit_residuals()

@@ -21,24 +21,25 @@ METRIC = "objective"
 class RayTuneSearcher:
     def __init__(self, candidates: list[ParallelConfig], *, algorithm: str = "optuna",
                  seed: int = 0, metric: str = "tokens_per_s", mode: str = "max"):
-        from ray import tune
-
         self.space = KnobSpace.of(candidates)
         self.metric, self.mode = metric, mode
         self._ids = itertools.count()
         self._taken: set[ParallelConfig] = set()
         self._asked: dict[ParallelConfig, str] = {}
-        param_space = {knob: tune.choice(list(range(len(values))))
-                       for knob, values in self.space.values.items()}
-        if algorithm == "optuna":
+        choices = {knob: list(range(len(values))) for knob, values in self.space.values.items()}
+        if algorithm == "optuna":  # the sampler's own distributions: TPE by default
+            import optuna
             from ray.tune.search.optuna import OptunaSearch
 
-            self.searcher = OptunaSearch(param_space, metric=METRIC, mode="max", seed=seed)
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            space = {k: optuna.distributions.CategoricalDistribution(v) for k, v in choices.items()}
+            self.searcher = OptunaSearch(space, metric=METRIC, mode="max", seed=seed)
         elif algorithm == "hyperopt":
+            from hyperopt import hp
             from ray.tune.search.hyperopt import HyperOptSearch
 
-            self.searcher = HyperOptSearch(param_space, metric=METRIC, mode="max",
-                                           random_state_seed=seed)
+            space = {k: hp.choice(k, v) for k, v in choices.items()}
+            self.searcher = HyperOptSearch(space, metric=METRIC, mode="max", random_state_seed=seed)
         else:
             raise ValueError(f"unknown Ray Tune searcher {algorithm!r}; use optuna or hyperopt")
 

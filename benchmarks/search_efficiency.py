@@ -1,0 +1,145 @@
+"""How many measured trials each searcher needs, on simulated landscapes with known optima.
+
+Each landscape is a published setup answered by the simulated backend (cost model × noise);
+two hide per-knob perturbations (±20-30%) so the ground truth differs from the model the
+searchers see. A layout the memory model rejects costs no trial (the controller prunes it); a
+layout that runs out of memory does. Reported per searcher and landscape over SEEDS seeds:
+trials to reach within 3% of the landscape's best (median, p90; "-" if not reached in
+MAX_TRIALS), regret after 10/20/50 trials, and search overhead (ask + tell) per trial.
+
+Run: .venv/bin/python benchmarks/search_efficiency.py [--seeds 20] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from multiprocessing import Pool
+
+from orchestrator.backends.simulated import SimulatedBackend
+from orchestrator.costmodel import cost_model_for
+from orchestrator.search_spaces import SearchSpace
+from orchestrator.searchers import make_searcher
+from orchestrator.result import TrialResult
+from orchestrator.spec import load_spec
+
+MAX_TRIALS = 60
+WITHIN = 0.03
+SEARCHERS = ("random", "grid", "deephyper-cbo", "optuna", "cost-guided")
+AMSP_SPACE = ["space.activation_checkpointing=[none, selective, full]"]
+LANDSCAPES = {
+    "frontier-175b": ("examples/frontier-175b.yaml", [], 0.0),
+    "frontier-1t": ("examples/frontier-1t.yaml", [], 0.0),
+    "amsp-llama-7b": ("examples/amsp-llama-7b.yaml", AMSP_SPACE, 0.0),
+    "amsp-llama-30b": ("examples/amsp-llama-30b.yaml", AMSP_SPACE, 0.0),
+    "frontier-175b-perturbed": ("examples/frontier-175b.yaml", [], 0.2),
+    "amsp-llama-7b-perturbed": ("examples/amsp-llama-7b.yaml", AMSP_SPACE, 0.3),
+}
+
+
+def landscape(name: str, seed: int):
+    path, overrides, perturbation = LANDSCAPES[name]
+    spec = load_spec(path, overrides)
+    cost = cost_model_for(spec)
+    candidates = SearchSpace.from_spec(spec).candidates()
+    sim = SimulatedBackend(cost, noise=0.03, perturbation=perturbation, seed=seed)
+    truth = {}
+    for config in candidates:
+        est = cost.estimate(config)
+        if est.fits:
+            truth[config] = est.tokens_per_s * sim.truth_factor(config.to_params())
+    return candidates, cost, sim, truth
+
+
+def run_one(args: tuple[str, str, int]) -> dict:
+    name, algorithm, seed = args
+    candidates, cost, sim, truth = landscape(name, seed)
+    best = max(truth.values())
+    searcher = make_searcher(algorithm, candidates, seed=seed, cost_model=cost)
+    trials, reached, best_so_far, regret, overhead = 0, None, 0.0, {}, []
+    while trials < MAX_TRIALS:
+        start = time.perf_counter()
+        proposed = searcher.ask(1)
+        overhead.append(time.perf_counter() - start)
+        if not proposed:
+            break
+        (config,) = proposed
+        if not cost.estimate(config).fits:  # pruned by the controller: free
+            searcher.tell(config, TrialResult(status="infeasible"))
+            continue
+        trials += 1
+        result = sim.run(config, f"t{trials}")
+        start = time.perf_counter()
+        searcher.tell(config, result)
+        overhead[-1] += time.perf_counter() - start
+        if result.ok:
+            best_so_far = max(best_so_far, truth.get(config, 0.0))
+        if reached is None and best_so_far >= (1 - WITHIN) * best:
+            reached = trials
+        for n in (10, 20, 50):
+            if trials == n:
+                regret[n] = 1 - best_so_far / best
+    for n in (10, 20, 50):  # stopped early: its regret stays where it stopped
+        regret.setdefault(n, 1 - best_so_far / best)
+    return {"landscape": name, "searcher": algorithm, "seed": seed, "reached": reached,
+            "trials": trials, "regret": regret, "overhead_s": statistics.mean(overhead)}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    table = []
+    for name in LANDSCAPES:
+        for algorithm in SEARCHERS:
+            runs = [r for r in rows if r["landscape"] == name and r["searcher"] == algorithm]
+            if not runs:
+                continue
+            reached = [r["reached"] if r["reached"] is not None else math.inf for r in runs]
+            table.append({
+                "landscape": name, "searcher": algorithm, "seeds": len(runs),
+                "median": statistics.median(reached), "p90": percentile(reached, 0.9),
+                "found": sum(r["reached"] is not None for r in runs),
+                **{f"regret@{n}": statistics.median(r["regret"][n] for r in runs) for n in (10, 20, 50)},
+                "overhead_ms": 1e3 * statistics.mean(r["overhead_s"] for r in runs),
+            })
+    return table
+
+
+def fmt(value: float) -> str:
+    return "-" if math.isinf(value) else f"{value:g}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--searchers", default=",".join(SEARCHERS))
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--processes", type=int, default=2)
+    args = parser.parse_args()
+    jobs = [(name, algorithm, seed) for name in LANDSCAPES
+            for algorithm in args.searchers.split(",") for seed in range(args.seeds)]
+    started = time.time()
+    with Pool(args.processes) as pool:
+        rows = pool.map(run_one, jobs, chunksize=4)
+    table = summarize(rows)
+    print(f"{len(jobs)} runs in {time.time() - started:.0f} s; up to {MAX_TRIALS} trials each\n")
+    print("| landscape | searcher | trials to 3%: median | p90 | found | regret@10 | @20 | @50 | overhead ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for t in table:
+        if t["seeds"]:
+            print(f"| {t['landscape']} | {t['searcher']} | {fmt(t['median'])} | {fmt(t['p90'])} | "
+                  f"{t['found']}/{t['seeds']} | {t['regret@10']:.3f} | {t['regret@20']:.3f} | "
+                  f"{t['regret@50']:.3f} | {t['overhead_ms']:.1f} |")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"rows": rows, "table": table}, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
