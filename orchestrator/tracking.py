@@ -17,10 +17,33 @@ from orchestrator.search_spaces import ParallelConfig
 MAX_TAG_CHARS = 5000
 
 
+def _fast_sqlite() -> None:
+    """WAL journaling with synchronous=NORMAL for SQLite stores: a commit no longer waits for
+    an fsync (about 20 ms to 4 ms per trial here). A crash can lose the last commits, never
+    corrupt the file; the campaign journal, fsynced, re-sends what MLflow lost on resume."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    if getattr(_fast_sqlite, "done", False):
+        return
+
+    @event.listens_for(Engine, "connect")
+    def _pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - SQLAlchemy's signature
+        if type(dbapi_connection).__module__.startswith("sqlite3"):
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+    _fast_sqlite.done = True
+
+
 class Tracker:
     def __init__(self, uri: str, experiment: str, artifact_root: Path | None = None):
         from mlflow.tracking import MlflowClient
 
+        if uri.startswith("sqlite:"):
+            _fast_sqlite()
         self.uri = uri
         self.client = MlflowClient(tracking_uri=uri)
         self.experiment_id = self._experiment(experiment, artifact_root)
