@@ -121,8 +121,9 @@ def main() -> None:
     parser.add_argument("--searchers", default=",".join(SEARCHERS))
     parser.add_argument("--json", default=None)
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--landscapes", default=",".join(LANDSCAPES))
     args = parser.parse_args()
-    jobs = [(name, algorithm, seed) for name in LANDSCAPES
+    jobs = [(name, algorithm, seed) for name in args.landscapes.split(",")
             for algorithm in args.searchers.split(",") for seed in range(args.seeds)]
     started = time.time()
     with Pool(args.processes) as pool:

@@ -28,6 +28,7 @@ from orchestrator.searchers.encoding import KnobSpace, knob_values
 PRIOR_ERROR = 0.2  # prior std of one knob value's effect on log throughput
 NOISE = 0.05  # std of one measurement's log throughput (run-to-run noise)
 KAPPA = 2.0
+KAPPA_STOP = 3.0  # stopping needs more confidence than choosing
 MIN_TRIALS_BEFORE_STOP = 8
 DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
@@ -126,11 +127,11 @@ class CostGuidedSearcher:
         covariance = np.linalg.inv(precision)
         self._surrogate = (covariance @ x.T @ y / NOISE**2, covariance)
 
-    def _bounds(self, configs: list[ParallelConfig]) -> list[tuple[float, float]]:
+    def _bounds(self, configs: list[ParallelConfig], kappa: float = KAPPA) -> list[tuple[float, float]]:
         """(expected, upper bound) of the metric for each config."""
         base = [self._predictions[c][0] for c in configs]
         if self._surrogate is None:
-            return [(b, b * math.exp(KAPPA * PRIOR_ERROR)) for b in base]
+            return [(b, b * math.exp(kappa * PRIOR_ERROR)) for b in base]
         import numpy as np
 
         from orchestrator.searchers.encoding import knob_values
@@ -139,7 +140,7 @@ class CostGuidedSearcher:
         x = self._encoded[[self._index[c] for c in configs]]
         mean = x @ weights
         std = np.sqrt(np.maximum(((x @ covariance) * x).sum(axis=1), 0.0) + NOISE**2)
-        return [(b * math.exp(m), b * math.exp(m + KAPPA * s)) for b, m, s in zip(base, mean, std)]
+        return [(b * math.exp(m), b * math.exp(m + kappa * s)) for b, m, s in zip(base, mean, std)]
 
     # -------------------------------------------------------------- ask / tell
 
@@ -166,7 +167,7 @@ class CostGuidedSearcher:
         best = self._best_measured()
         measured = sum(1 for _, _, r in self.history if r.status != "infeasible")
         if (best is not None and measured >= MIN_TRIALS_BEFORE_STOP
-                and max(u for _, u in bounds) < best * (1 - self.stop_margin)):
+                and max(u for _, u in self._bounds(open_, KAPPA_STOP)) < best * (1 - self.stop_margin)):
             return None
         order = sorted(range(len(open_)), key=lambda i: -bounds[i][1])
         if len(self._taken) < DIVERSE_PICKS and not self._prior:
