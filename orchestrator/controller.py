@@ -26,6 +26,7 @@ from orchestrator.budget import BudgetState, Tally
 from orchestrator.costmodel import Calibration, calibrate, cost_model_for
 from orchestrator.errors import CampaignStateError
 from orchestrator.journal import Journal, TrialRecord
+from orchestrator.lock import CampaignLock
 from orchestrator.launch import DEEPSPEED_CONFIG_FILE, command_argv, deepspeed_config, job_settings
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig, SearchSpace
@@ -88,6 +89,10 @@ class Controller:
     # ------------------------------------------------------------------ entry points
 
     def run(self, *, resume: bool = False) -> CampaignSummary:
+        with CampaignLock(self.dir, self.spec.name):
+            return self._run(resume)
+
+    def _run(self, resume: bool) -> CampaignSummary:
         self.records = self.journal.trials()
         if self.records and not resume:
             raise CampaignStateError(
@@ -106,7 +111,8 @@ class Controller:
         if self.spec.tracking.enabled:
             self.tracking = TrackingSession(
                 self.spec.tracking_uri(), self.spec.name, self.journal, self.dir / "trials",
-                self.spec.runs_dir() / "mlartifacts", self._campaign_params())
+                self.spec.runs_dir() / "mlartifacts", self._campaign_params(),
+                retry_s=self.spec.tracking.retry_s)
             self.tracking.sync(list(self.records.values()))
         try:
             exhausted = self._loop(searcher, queue)

@@ -32,13 +32,18 @@ class CampaignProgress:
         )
 
     def __enter__(self) -> "CampaignProgress":
-        self.progress.start()
-        return self
+        return self  # the display starts with the first trial, after any one-line error
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self._started:
+            self.progress.stop()
+
+    _started = False
 
     def update(self, kind: str, record: TrialRecord) -> None:
+        if not self._started:
+            self.progress.start()
+            self._started = True
         if kind == "submitted":
             self.progress.update(self.task, status=f"running {record.trial_id} {record.config.key()}")
             return

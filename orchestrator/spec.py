@@ -153,15 +153,18 @@ class BackendSpec(_Strict):
     # simulated only: the cost model's answer times seeded noise, with optional hidden
     # per-knob perturbations so the ground truth differs from the searchers' model.
     noise: float = Field(default=0.03, ge=0, le=1, description="relative std of throughput")
-    failure_rate: float = Field(default=0.0, ge=0, le=1)
+    failure_rate: float = Field(default=0.0, ge=0, le=1, description="crash, hang or oom")
     perturbation: float = Field(default=0.0, ge=0, le=1, description="per-knob factor spread")
     seed: int = 0
+    latency_s: float = Field(default=0.0, ge=0, description="wall time a simulated trial takes")
 
 
 class TrackingSpec(_Strict):
     uri: str | None = Field(default=None, description="default: sqlite at <runs_dir>/mlflow.db")
     runs_dir: str = "runs"
     enabled: bool = True
+    # While MLflow is unreachable, results stay in the journal; retry this often.
+    retry_s: float = Field(default=30.0, gt=0)
 
 
 class CampaignSpec(_Strict):

@@ -105,6 +105,14 @@ class Tracker:
         )
         return [(dict(r.data.params), dict(r.data.metrics), dict(r.data.tags)) for r in runs]
 
+    def trial_runs(self) -> dict[str, tuple[str, bool]]:
+        """trial_id -> (run_id, finished) for every trial run of this experiment."""
+        runs = self.client.search_runs(
+            [self.experiment_id], filter_string="tags.`paratune.kind` = 'trial'", max_results=50000
+        )
+        return {r.data.tags.get("paratune.trial_id", ""): (r.info.run_id, r.info.status != "RUNNING")
+                for r in runs}
+
     def finish_campaign(self, run_id: str, summary: dict[str, Any]) -> None:
         metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
         tags = {f"paratune.{k}": str(v) for k, v in summary.items() if isinstance(v, str)}

@@ -6,6 +6,7 @@ written when it answers again (on the next trial, or on resume).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,13 +16,20 @@ from orchestrator.journal import Journal, TrialRecord
 from orchestrator.tracking import Tracker
 
 log = logging.getLogger(__name__)
-RETRY_AFTER_S = 30.0
+# An unreachable server should cost seconds, not MLflow's default minutes of retries: the
+# journal keeps every result until the server is back.
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 
 
 class TrackingSession:
     def __init__(self, uri: str, campaign: str, journal: Journal, trials_dir: Path,
-                 artifact_root: Path, campaign_params: dict[str, Any]):
+                 artifact_root: Path, campaign_params: dict[str, Any], retry_s: float = 30.0):
+        if uri.startswith(("http://", "https://")):
+            for key, value in HTTP_DEFAULTS.items():
+                os.environ.setdefault(key, value)
         self.uri = uri
+        self.retry_s = retry_s
         self.campaign = campaign
         self.journal = journal
         self.trials_dir = trials_dir
@@ -57,7 +65,7 @@ class TrackingSession:
     def _available(self) -> bool:
         if self.tracker is not None and self.parent_run_id is not None:
             return True
-        if self._down_since is not None and time.monotonic() - self._down_since < RETRY_AFTER_S:
+        if self._down_since is not None and time.monotonic() - self._down_since < self.retry_s:
             return False
         return self._connect()
 
@@ -84,10 +92,25 @@ class TrackingSession:
             self.behind = True
 
     def sync(self, records: list[TrialRecord]) -> int:
-        """Write every finished trial MLflow has not got yet; how many were written."""
+        """Write every finished trial MLflow has not got yet; how many were written.
+
+        A controller killed between creating a trial's run and journaling `tracked` left a run
+        behind: a finished one is adopted, an unfinished one deleted and written again, so
+        MLflow ends with exactly one run per trial."""
         missing = [r for r in records if r.done and r.run_id is None]
         self.behind = False
+        if not missing or not self._available():
+            self.behind = bool(missing)
+            return 0
+        existing = self._call(self.tracker.trial_runs) or {}
         for record in missing:
+            run_id, finished = existing.get(record.trial_id, (None, False))
+            if run_id and finished:
+                record.run_id = run_id
+                self.journal.record_tracked(record.trial_id, record.config, run_id)
+                continue
+            if run_id:
+                self._call(self.tracker.client.delete_run, run_id)
             self.track(record)
         return sum(1 for r in missing if r.run_id is not None)
 

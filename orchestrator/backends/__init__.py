@@ -18,6 +18,7 @@ def make_backend(backend_spec, *, cost_model=None, steps: int = 10) -> Backend:
         return SimulatedBackend(
             cost_model, noise=backend_spec.noise, failure_rate=backend_spec.failure_rate,
             perturbation=backend_spec.perturbation, seed=backend_spec.seed, steps=steps,
+            latency_s=backend_spec.latency_s,
         )
     raise ValueError(f"unknown backend kind {backend_spec.kind!r}")  # the spec rejects it first
 

@@ -3,7 +3,10 @@
 A trial's throughput is the model's prediction times seeded log-normal noise. With
 `perturbation` > 0, a hidden factor per knob value (drawn once per seed) makes the ground truth
 differ from the model the searchers see, so a benchmark cannot win by reading the model back.
-A trial whose (perturbed) memory exceeds the device is `oom`; `failure_rate` of trials fail.
+A trial whose (perturbed) memory exceeds the device is `oom`; `failure_rate` of trials fail,
+as a crash (`failed`), a hang (`timeout`) or an out-of-memory (`oom`) in equal shares.
+`latency_s` makes each trial take that much wall time, for tests that kill a controller
+mid-campaign.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +34,12 @@ def _rng(*parts: object) -> random.Random:
 
 
 class SimulatedHandle:
-    def __init__(self, result: TrialResult):
+    def __init__(self, result: TrialResult, latency_s: float = 0.0):
         self.result = result
+        self.ready_at = time.monotonic() + latency_s
 
-    def poll(self) -> TrialResult:
-        return self.result
+    def poll(self) -> TrialResult | None:
+        return self.result if time.monotonic() >= self.ready_at else None
 
     def cancel(self) -> None:
         pass
@@ -47,13 +52,15 @@ class SimulatedBackend:
     """`cost_model` is an orchestrator.costmodel.CostModel; `steps` the trial's timed steps."""
 
     def __init__(self, cost_model, *, noise: float = 0.03, failure_rate: float = 0.0,
-                 perturbation: float = 0.0, seed: int = 0, steps: int = 10):
+                 perturbation: float = 0.0, seed: int = 0, steps: int = 10,
+                 latency_s: float = 0.0):
         self.cost_model = cost_model
         self.noise = noise
         self.failure_rate = failure_rate
         self.perturbation = perturbation
         self.seed = seed
         self.steps = steps
+        self.latency_s = latency_s
 
     def knob_factor(self, knob: str, value: object) -> float:
         if self.perturbation <= 0:
@@ -82,7 +89,12 @@ class SimulatedBackend:
                 error=f"simulated out-of-memory: {memory_gb:.1f} GB > {est.capacity_gb:g} GB",
             )
         if rng.random() < self.failure_rate:
-            return TrialResult(status="failed", world_size=world, error="simulated crash")
+            status, error = rng.choice((
+                ("failed", "RuntimeError: simulated crash"),
+                ("timeout", "simulated hang, killed at the trial timeout"),
+                ("oom", "simulated out-of-memory on rank 0"),
+            ))
+            return TrialResult(status=status, world_size=world, error=error)
         speed = self.truth_factor(settings) * math.exp(rng.gauss(0.0, self.noise))
         step_time = est.step_time_s / speed
         steps = steps or self.steps
@@ -99,7 +111,7 @@ class SimulatedBackend:
 
     def submit(self, request: TrialRequest) -> SimulatedHandle:
         steps = request.job_settings.get("steps")
-        return SimulatedHandle(self.run(request.config, request.trial_id, steps))
+        return SimulatedHandle(self.run(request.config, request.trial_id, steps), self.latency_s)
 
     def cleanup(self, info: dict[str, Any], trial_dir: Path) -> None:
         pass  # nothing outlives a simulated trial
