@@ -76,8 +76,8 @@ class Controller:
         self.base_model = cost_model_for(spec)
         self.cost_model = self.base_model  # replaced by the calibrated model as trials end
         self.calibration: Calibration | None = None
-        self.backend = backend or make_backend(spec.backend, cost_model=self.base_model,
-                                               steps=spec.trial.steps)
+        self.backend = backend
+        self._own_backend = backend is None  # made here, so shut down here
         self.on_event = on_event or (lambda kind, record: None)
         self.tracking: TrackingSession | None = None
         self.running: dict[str, tuple[TrialRecord, TrialHandle]] = {}
@@ -90,7 +90,15 @@ class Controller:
 
     def run(self, *, resume: bool = False) -> CampaignSummary:
         with CampaignLock(self.dir, self.spec.name):
-            return self._run(resume)
+            if self.backend is None:
+                self.backend = make_backend(self.spec.backend, cost_model=self.base_model,
+                                            steps=self.spec.trial.steps,
+                                            gpus_per_node=self.spec.gpus_per_node)
+            try:
+                return self._run(resume)
+            finally:
+                if self._own_backend and hasattr(self.backend, "shutdown"):
+                    self.backend.shutdown()
 
     def _run(self, resume: bool) -> CampaignSummary:
         self.records = self.journal.trials()

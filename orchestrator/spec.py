@@ -149,7 +149,22 @@ class TrialSpec(_Strict):
 
 
 class BackendSpec(_Strict):
-    kind: Literal["local", "simulated"] = "local"
+    kind: Literal["local", "simulated", "ray", "slurm"] = "local"
+    # ray: a running cluster (`auto`, `ray://host:10001`), or none to start a local runtime.
+    address: str | None = None
+    num_cpus: int | None = Field(default=None, gt=0, description="local Ray runtime's CPUs")
+    gpus_per_rank: float = Field(default=0.0, ge=0, description="GPUs a trial rank asks of Ray")
+    # slurm: one job per trial through submitit.
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_limit_min: int = Field(default=60, gt=0)
+    constraint: str | None = None
+    cpus_per_task: int | None = Field(default=None, gt=0)
+    setup: list[str] = Field(default_factory=list, description="shell lines run before the trial")
+    sbatch_args: dict[str, str] = Field(default_factory=dict, description="more #SBATCH options")
+    array_parallelism: int = Field(default=8, gt=0)
+    max_requeues: int = Field(default=2, ge=0, description="after NODE_FAIL or PREEMPTED")
     # simulated only: the cost model's answer times seeded noise, with optional hidden
     # per-knob perturbations so the ground truth differs from the searchers' model.
     noise: float = Field(default=0.03, ge=0, le=1, description="relative std of throughput")

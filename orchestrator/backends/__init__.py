@@ -1,4 +1,5 @@
-"""Backends run trials: `local` (torchrun subprocesses) and `simulated` (the cost model).
+"""Backends run trials: `local` (torchrun subprocesses), `simulated` (the cost model), `ray`
+(one Ray task per trial) and `slurm` (one Slurm job per trial, through submitit).
 
 Each kind is one module; `make_backend` builds the one a spec names.
 """
@@ -10,7 +11,8 @@ from orchestrator.backends.local import LocalBackend
 from orchestrator.backends.simulated import SimulatedBackend
 
 
-def make_backend(backend_spec, *, cost_model=None, steps: int = 10) -> Backend:
+def make_backend(backend_spec, *, cost_model=None, steps: int = 10,
+                 gpus_per_node: int = 1) -> Backend:
     """`backend_spec` is the spec's `backend` section; `cost_model` answers simulated trials."""
     if backend_spec.kind == "local":
         return LocalBackend()
@@ -20,6 +22,15 @@ def make_backend(backend_spec, *, cost_model=None, steps: int = 10) -> Backend:
             perturbation=backend_spec.perturbation, seed=backend_spec.seed, steps=steps,
             latency_s=backend_spec.latency_s,
         )
+    if backend_spec.kind == "ray":
+        from orchestrator.backends.ray import RayBackend
+
+        return RayBackend(address=backend_spec.address, num_cpus=backend_spec.num_cpus,
+                          gpus_per_trial_rank=backend_spec.gpus_per_rank)
+    if backend_spec.kind == "slurm":
+        from orchestrator.backends.slurm import SlurmBackend
+
+        return SlurmBackend(backend_spec, gpus_per_node=gpus_per_node)
     raise ValueError(f"unknown backend kind {backend_spec.kind!r}")  # the spec rejects it first
 
 
