@@ -21,8 +21,19 @@ demo: $(STAMP)
 	$(BIN)/paratune best $(DEMO_NAME) --format torchrun -o runs/$(DEMO_NAME)/launch.sh
 	$(BIN)/paratune best $(DEMO_NAME) --format yaml
 
+# The Slurm backend tests need a real Slurm: started here (as root, from Debian's packages)
+# and stopped by the PIDs it recorded; without root they are skipped with the reason printed.
+SLURM_STATE := /tmp/paratune-slurm
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	@started=0; \
+	if [ -s $(SLURM_STATE)/pids ]; then echo "using the local Slurm already running"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  bash tests/slurm/start_local_slurm.sh $(SLURM_STATE) && started=1 || echo "local Slurm did not start: its tests will be skipped"; \
+	else echo "not root: the Slurm tests will be skipped"; fi; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -rs; status=$$?; \
+	if [ $$started = 1 ]; then bash tests/slurm/stop_local_slurm.sh $(SLURM_STATE); fi; \
+	exit $$status
 
 clean-venv:
 	rm -rf $(VENV)

@@ -93,7 +93,8 @@ class Controller:
             if self.backend is None:
                 self.backend = make_backend(self.spec.backend, cost_model=self.base_model,
                                             steps=self.spec.trial.steps,
-                                            gpus_per_node=self.spec.gpus_per_node)
+                                            gpus_per_node=self.spec.gpus_per_node,
+                                            use_gpus=self.spec.cluster.device != "cpu")
             try:
                 return self._run(resume)
             finally:
@@ -172,6 +173,11 @@ class Controller:
             if record.done:
                 if record.fidelity == halving.SCREEN or not self.spec.search.fidelity:
                     searcher.tell(record.config, record.result)
+                continue
+            reattach = getattr(self.backend, "reattach", None)
+            handle = reattach(record.handle, self._request(record)) if reattach else None
+            if handle is not None:  # its cluster job still runs: wait for it
+                self.running[record.trial_id] = (record, handle)
             else:
                 self.backend.cleanup(record.handle, self.dir / "trials" / record.trial_id)
                 queue.append(record)
@@ -185,11 +191,14 @@ class Controller:
         started_at = self._started_at()
         exhausted = False
         while True:
-            while len(self.running) < self.spec.budget.max_concurrent:
+            batch: list[TrialRecord] = []
+            while len(self.running) + len(batch) < self.spec.budget.max_concurrent:
                 if queue:
                     record = queue.popleft()
                 else:
+                    self.tally.trials += len(batch)  # count the batch while deciding
                     self.stop_reason = self.tally.state(self.spec.budget, started_at).exhausted()
+                    self.tally.trials -= len(batch)
                     if self.stop_reason:
                         break
                     record = self._promotion(seen) or self._next_record(searcher, seen)
@@ -197,7 +206,9 @@ class Controller:
                         exhausted = True
                         break
                 if not record.done:  # infeasible ones are recorded without running
-                    self._submit(record)
+                    batch.append(record)
+            if batch:
+                self._submit(batch)
             if not self.running:
                 return exhausted
             if not self._collect(searcher):
@@ -240,7 +251,7 @@ class Controller:
                 ), searcher)
             return record
 
-    def _submit(self, record: TrialRecord) -> None:
+    def _request(self, record: TrialRecord) -> TrialRequest:
         trial_dir = self.dir / "trials" / record.trial_id
         settings = job_settings(self.spec, record.config, record.trial_id)
         if record.fidelity == halving.SCREEN:
@@ -249,12 +260,25 @@ class Controller:
         if self.spec.trial.command:
             command = command_argv(self.spec, record.config, record.trial_id, str(trial_dir))
             files[DEEPSPEED_CONFIG_FILE] = json.dumps(deepspeed_config(self.spec, record.config))
-        handle = self.backend.submit(TrialRequest(
+        return TrialRequest(
             trial_id=record.trial_id, config=record.config, trial_dir=trial_dir,
             world_size=record.config.world_size, job_settings=settings,
             timeout_s=self.spec.trial.timeout_s, env=dict(self.spec.trial.env),
             command=command, workdir=self.workdir, files=files,
-        ))
+        )
+
+    def _submit(self, records: list[TrialRecord]) -> None:
+        """Hand trials to the backend; several of one shape at once where it takes arrays."""
+        requests = [self._request(r) for r in records]
+        if len(records) > 1 and hasattr(self.backend, "submit_many") and \
+                len({r.config.world_size for r in records}) == 1:
+            handles = self.backend.submit_many(requests)
+        else:
+            handles = [self.backend.submit(request) for request in requests]
+        for record, handle in zip(records, handles):
+            self._started(record, handle)
+
+    def _started(self, record: TrialRecord, handle: TrialHandle) -> None:
         first_submission = record.submitted_at is None  # resumed trials were counted already
         record.handle = handle.info()
         record.submitted_at = time.time()

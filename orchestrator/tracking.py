@@ -93,8 +93,10 @@ class Tracker:
             metrics={k: v for k, v in metrics.items() if v is not None},
             series={"step_time_s_series": result.step_times_s},
         )
-        if log_path is not None and log_path.exists():
-            self.client.log_artifact(run_id, str(log_path))
+        if log_path is not None:
+            for artifact in (log_path, log_path.with_name("sbatch.sh")):
+                if artifact.exists():
+                    self.client.log_artifact(run_id, str(artifact))
         self.client.set_terminated(run_id, status="FINISHED" if result.ok else "FAILED")
         return run_id
 

@@ -12,7 +12,7 @@ from orchestrator.backends.simulated import SimulatedBackend
 
 
 def make_backend(backend_spec, *, cost_model=None, steps: int = 10,
-                 gpus_per_node: int = 1) -> Backend:
+                 gpus_per_node: int = 1, use_gpus: bool = False) -> Backend:
     """`backend_spec` is the spec's `backend` section; `cost_model` answers simulated trials."""
     if backend_spec.kind == "local":
         return LocalBackend()
@@ -30,7 +30,7 @@ def make_backend(backend_spec, *, cost_model=None, steps: int = 10,
     if backend_spec.kind == "slurm":
         from orchestrator.backends.slurm import SlurmBackend
 
-        return SlurmBackend(backend_spec, gpus_per_node=gpus_per_node)
+        return SlurmBackend(backend_spec, gpus_per_node=gpus_per_node, use_gpus=use_gpus)
     raise ValueError(f"unknown backend kind {backend_spec.kind!r}")  # the spec rejects it first
 
 

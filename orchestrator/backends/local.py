@@ -124,6 +124,19 @@ class LocalHandle:
         return {"pid": self.process.pid, "pgid": self.process.pid}
 
 
+def prepare_trial_dir(request: TrialRequest) -> Path:
+    """Write what a trial reads into its directory: the job's settings and any extra files."""
+    trial_dir = request.trial_dir
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    (trial_dir / RESULT_FILE).unlink(missing_ok=True)
+    settings = {**request.job_settings, "result_file": str(trial_dir / RESULT_FILE)}
+    (trial_dir / SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
+    for name, text in request.files.items():
+        (trial_dir / name).write_text(text)
+    (trial_dir / "tmp").mkdir(exist_ok=True)
+    return trial_dir
+
+
 class LocalBackend:
     def __init__(self, cpu_count: int | None = None):
         self.cpu_count = cpu_count or os.cpu_count() or 1
@@ -138,19 +151,11 @@ class LocalBackend:
         ]
 
     def submit(self, request: TrialRequest) -> LocalHandle:
-        trial_dir = request.trial_dir
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        (trial_dir / RESULT_FILE).unlink(missing_ok=True)
-        settings = {**request.job_settings, "result_file": str(trial_dir / RESULT_FILE)}
-        (trial_dir / SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
-        for name, text in request.files.items():
-            (trial_dir / name).write_text(text)
-        tmp = trial_dir / "tmp"
-        tmp.mkdir(exist_ok=True)
+        trial_dir = prepare_trial_dir(request)
         env = {
             **os.environ,
             "OMP_NUM_THREADS": str(max(1, self.cpu_count // request.world_size)),
-            "TMPDIR": str(tmp),  # torchrun leaves a torchelastic_* folder per launch
+            "TMPDIR": str(trial_dir / "tmp"),  # torchrun leaves a torchelastic_* folder per launch
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])
             ),

@@ -1,0 +1,152 @@
+"""Slurm backend through submitit: one Slurm job per trial, one task per rank.
+
+A trial asks for ceil(world / gpus_per_node) nodes with a task per rank; each task reads its
+rank, world size and rendezvous from the allocation (submitit's TorchDistributedEnvironment)
+and runs the trial job (process_trial.run_rank). Several trials submitted together go out as a
+job array limited to `array_parallelism` running at once. The sbatch script submitit writes
+stays in the trial's `slurm/` folder with its logs.
+
+Slurm states become statuses: TIMEOUT -> timeout, OUT_OF_MEMORY -> oom, NODE_FAIL and
+PREEMPTED -> the trial is submitted again up to `max_requeues` times, then failed; a job that
+failed after the trial wrote its result keeps that result (e.g. oom from the job itself).
+On resume, a trial whose Slurm job still runs is re-attached by its job ID.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends.base import TrialRequest
+from orchestrator.backends.local import prepare_trial_dir, read_result
+from orchestrator.result import TrialResult
+
+ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED",
+          "RESIZING", "UNKNOWN", "READY"}
+RETRYABLE = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"}
+STATUS_OF = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "OUT_OF_MEMORY": "oom"}
+
+
+def _rank_task(request: TrialRequest):
+    from orchestrator.backends.process_trial import run_rank
+
+    return run_rank(request)
+
+
+SBATCH_SCRIPT = "sbatch.sh"
+
+
+def _keep_sbatch_script(folder: Path, job_id: str, request: TrialRequest) -> None:
+    """Copy the script submitit gave sbatch next to the trial's other artifacts."""
+    array_id = str(job_id).split("_")[0]
+    script = folder / array_id / f"{array_id}_submission.sh"
+    if script.exists():
+        (request.trial_dir / SBATCH_SCRIPT).write_text(script.read_text())
+
+
+class SlurmHandle:
+    def __init__(self, backend: "SlurmBackend", request: TrialRequest, job, requeues: int = 0):
+        self.backend = backend
+        self.request = request
+        self.job = job
+        self.requeues = requeues
+
+    def poll(self) -> TrialResult | None:
+        state = self.job.state.split()[0].rstrip("+") if self.job.state else "UNKNOWN"
+        if state in ACTIVE:
+            return None
+        if state == "COMPLETED":
+            try:
+                return TrialResult.from_dict(self.job.results()[0])
+            except Exception as exc:
+                return TrialResult(status="failed", error=f"Slurm job {self.job.job_id}: {exc}"[:2000])
+        if state in RETRYABLE and self.requeues < self.backend.spec.max_requeues:
+            self.requeues += 1
+            self.job = self.backend.executor_for(self.request).submit(_rank_task, self.request)
+            return None
+        own = read_result(self.request.trial_dir, None)  # the trial may have written oom/failed
+        if own.status != "failed" or "no result reported" not in (own.error or ""):
+            return own
+        status = STATUS_OF.get(state, "failed")
+        detail = f"Slurm job {self.job.job_id} ended {state}"
+        if state in RETRYABLE:
+            detail += f" after {self.requeues} resubmissions"
+        return TrialResult(status=status, error=detail, world_size=self.request.world_size)
+
+    def cancel(self) -> None:
+        self.job.cancel(check=False)
+
+    def info(self) -> dict[str, Any]:
+        return {"slurm_job": self.job.job_id, "slurm_folder": str(self.job.paths.folder.parent)}
+
+
+class SlurmBackend:
+    def __init__(self, spec, *, gpus_per_node: int = 1, use_gpus: bool = False):
+        self.spec = spec
+        self.gpus_per_node = gpus_per_node
+        self.use_gpus = use_gpus
+
+    @staticmethod
+    def folder(request: TrialRequest) -> Path:
+        return request.trial_dir / "slurm"
+
+    def executor_for(self, request: TrialRequest, array: int = 1):
+        import submitit
+
+        s = self.spec
+        nodes = max(1, math.ceil(request.world_size / self.gpus_per_node))
+        params: dict[str, Any] = {
+            "nodes": nodes, "ntasks_per_node": math.ceil(request.world_size / nodes),
+            "time": max(s.time_limit_min, math.ceil(request.timeout_s / 60) + 1),
+            "job_name": f"paratune-{request.trial_id}", "setup": list(s.setup),
+            "additional_parameters": dict(s.sbatch_args),
+        }
+        for key in ("partition", "account", "qos", "constraint", "cpus_per_task"):
+            if getattr(s, key) is not None:
+                params[key] = getattr(s, key)
+        if self.use_gpus:
+            params["gpus_per_node"] = min(self.gpus_per_node, request.world_size)
+        if array > 1:
+            params["array_parallelism"] = s.array_parallelism
+        executor = submitit.SlurmExecutor(folder=self.folder(request) / "%j", max_num_timeout=0)
+        executor.update_parameters(**params)
+        return executor
+
+    def submit(self, request: TrialRequest) -> SlurmHandle:
+        prepare_trial_dir(request)
+        job = self.executor_for(request).submit(_rank_task, request)
+        _keep_sbatch_script(self.folder(request), job.job_id, request)
+        return SlurmHandle(self, request, job)
+
+    def submit_many(self, requests: list[TrialRequest]) -> list[SlurmHandle]:
+        """Trials of one shape go out as one job array (its files in the first trial's folder)."""
+        for request in requests:
+            prepare_trial_dir(request)
+        executor = self.executor_for(requests[0], array=len(requests))
+        with executor.batch():
+            jobs = [executor.submit(_rank_task, r) for r in requests]
+        for request, job in zip(requests, jobs):
+            _keep_sbatch_script(self.folder(requests[0]), job.job_id, request)
+        return [SlurmHandle(self, r, j) for r, j in zip(requests, jobs)]
+
+    def reattach(self, info: dict[str, Any], request: TrialRequest) -> SlurmHandle | None:
+        """The trial's job, if it still lives after a controller crash."""
+        import submitit
+
+        job_id = info.get("slurm_job")
+        if not job_id:
+            return None
+        queued = subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"],
+                                capture_output=True, text=True)  # sacct lags new jobs
+        if queued.returncode != 0 or not queued.stdout.strip():
+            return None
+        job = submitit.SlurmJob(folder=Path(info["slurm_folder"]) / "%j", job_id=str(job_id),
+                                tasks=tuple(range(max(1, request.world_size))))
+        return SlurmHandle(self, request, job)
+
+    def cleanup(self, info: dict[str, Any], trial_dir: Path) -> None:
+        """Cancel the job of a trial that is run again instead of re-attached."""
+        if info.get("slurm_job"):
+            subprocess.run(["scancel", str(info["slurm_job"])], capture_output=True)

@@ -1,0 +1,163 @@
+"""The Slurm backend against a real one-node Slurm (munge, slurmdbd, slurmctld, slurmd) that
+tests/slurm/start_local_slurm.sh starts; `make test` and CI start it. Skipped, with the reason
+printed, where no Slurm answers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, journal_events, write_spec
+from test_failures_and_external import TINY, processes_naming
+
+
+def _slurm_up() -> str | None:
+    if not shutil.which("sinfo"):
+        return "no Slurm commands here (run tests/slurm/start_local_slurm.sh as root)"
+    probe = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True)
+    if probe.returncode != 0 or not probe.stdout.strip():
+        return f"Slurm does not answer: {probe.stderr.strip()[:200]}"
+    return None
+
+
+reason = _slurm_up()
+pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
+ENV = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+
+
+def request(tmp_path: Path, name: str, timeout_s: float = 120, env: dict | None = None, **settings):
+    from orchestrator.backends.base import TrialRequest
+    from orchestrator.search_spaces import ParallelConfig
+
+    return TrialRequest(
+        trial_id=name, config=ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2),
+        trial_dir=tmp_path / name, world_size=2, timeout_s=timeout_s,
+        job_settings={"model": TINY, "dp": 2, "micro_batch_size": 2, "grad_accum_steps": 2,
+                      "steps": 2, "warmup_steps": 1, **settings},
+        env={**ENV, **(env or {})},
+    )
+
+
+def backend():
+    from orchestrator.backends.slurm import SlurmBackend
+    from orchestrator.spec import BackendSpec
+
+    return SlurmBackend(BackendSpec(kind="slurm", time_limit_min=5), gpus_per_node=2)
+
+
+def wait(handle, limit: float = 180):
+    deadline = time.time() + limit
+    while (result := handle.poll()) is None:
+        assert time.time() < deadline, "Slurm trial did not end"
+        time.sleep(0.5)
+    return result
+
+
+def sacct_state(job_id: str) -> str:
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", job_id],
+                         capture_output=True, text=True).stdout.split()
+    return out[0] if out else ""
+
+
+def test_campaign_on_slurm_with_two_tasks_per_trial(tmp_path, runs_dir, cli):
+    spec = write_spec(tmp_path / "s.yaml", name="on-slurm", backend={"kind": "slurm"},
+                      search={"algorithm": "grid"}, budget={"max_trials": 2, "max_concurrent": 2},
+                      space={"zero_stage": [0, 3], "micro_batch_size": [4],
+                             "activation_checkpointing": ["none"]},
+                      trial={"steps": 2, "warmup_steps": 1, "timeout_s": 120, "env": ENV})
+    code, _, err = cli("run", str(spec))
+    assert code == 0, err
+    events = journal_events(runs_dir / "on-slurm")
+    finished = [e for e in events if e["event"] == "finished"]
+    assert [e["result"]["status"] for e in finished] == ["ok", "ok"]
+    job_ids = [e["handle"]["slurm_job"] for e in events if e["event"] == "submitted"]
+    assert len({j.split("_")[0] for j in job_ids}) == 1 and all("_" in j for j in job_ids)  # one array
+    for e in finished:
+        trial_dir = runs_dir / "on-slurm" / "trials" / e["trial_id"]
+        assert "#SBATCH" in (trial_dir / "sbatch.sh").read_text(), "the sbatch script is kept"
+        assert (trial_dir / "rank1.log").exists()  # the second rank ran as its own task
+    for job in job_ids:
+        assert sacct_state(job) == "COMPLETED"
+
+
+def test_cancel_ends_the_job_and_its_ranks(tmp_path):
+    handle = backend().submit(request(tmp_path, "hang", env={"PARATUNE_INJECT_FAULT": "hang"}))
+    deadline = time.time() + 60
+    while time.time() < deadline and not processes_naming(str(tmp_path / "hang")):
+        time.sleep(0.5)
+    assert processes_naming(str(tmp_path / "hang"))
+    handle.cancel()
+    deadline = time.time() + 30
+    while time.time() < deadline and processes_naming(str(tmp_path / "hang")):
+        time.sleep(0.5)
+    assert not processes_naming(str(tmp_path / "hang"))
+    result = wait(handle)
+    assert result.status == "failed" and "CANCELLED" in result.error
+    assert sacct_state(handle.job.job_id).startswith("CANCELLED")
+
+
+def test_trial_timeout_inside_the_job(tmp_path):
+    handle = backend().submit(request(tmp_path, "slow", timeout_s=8,
+                                      env={"PARATUNE_INJECT_FAULT": "hang"}))
+    result = wait(handle)
+    assert result.status == "timeout" and "timeout_s=8" in result.error
+    assert not processes_naming(str(tmp_path / "slow"))
+
+
+class _EndedJob:
+    """Stand-in for a submitit job in a terminal Slurm state. Real TIMEOUT and NODE_FAIL need a
+    job to outlive a 1-minute limit or a node to die, which a test here cannot wait for."""
+
+    def __init__(self, state: str):
+        self.state, self.job_id = state, "42"
+
+    def cancel(self, check: bool = False) -> None:
+        pass
+
+
+@pytest.mark.parametrize("state,status", [("TIMEOUT", "timeout"), ("OUT_OF_MEMORY", "oom"),
+                                          ("FAILED", "failed"), ("NODE_FAIL", "failed")])
+def test_slurm_states_map_to_statuses(tmp_path, state, status):
+    from orchestrator.backends.slurm import SlurmHandle
+
+    slurm = backend()
+    slurm.spec = slurm.spec.model_copy(update={"max_requeues": 0})
+    req = request(tmp_path, "x")
+    req.trial_dir.mkdir()
+    result = SlurmHandle(slurm, req, _EndedJob(state)).poll()
+    assert result.status == status and state in result.error
+
+
+def test_resume_reattaches_a_running_job(tmp_path, runs_dir):
+    spec = write_spec(tmp_path / "s.yaml", name="reattach", backend={"kind": "slurm"},
+                      search={"algorithm": "grid"}, budget={"max_trials": 1},
+                      space={"zero_stage": [0], "micro_batch_size": [4],
+                             "activation_checkpointing": ["none"]},
+                      trial={"steps": 40, "warmup_steps": 1, "timeout_s": 300, "env": ENV})
+    env = {**os.environ, "PARATUNE_RUNS_DIR": str(runs_dir)}
+    controller = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec)],
+                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = runs_dir / "reattach" / "journal.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (journal.exists() and '"submitted"' in journal.read_text()):
+        time.sleep(0.2)
+    controller.send_signal(signal.SIGKILL)
+    controller.wait()
+    (job,) = [e["handle"]["slurm_job"] for e in journal_events(runs_dir / "reattach")
+              if e["event"] == "submitted"]
+    queued = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True)
+    assert queued.stdout.strip() in ("RUNNING", "PENDING")  # the job outlived its controller
+    resumed = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", "reattach"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    events = journal_events(runs_dir / "reattach")
+    assert len([e for e in events if e["event"] == "submitted"]) == 1  # not submitted again
+    (done,) = [e for e in events if e["event"] == "finished"]
+    assert done["result"]["status"] == "ok" and sacct_state(job) == "COMPLETED"
