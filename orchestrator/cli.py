@@ -147,7 +147,8 @@ def status(
 @app.command()
 def best(
     campaign: str = typer.Argument(..., help="campaign name"),
-    fmt: str = typer.Option("yaml", "--format", help="yaml | torchrun"),
+    fmt: str = typer.Option("yaml", "--format",
+                            help="yaml | torchrun | sbatch | deepspeed | megatron | torchtitan"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write to this file"),
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help=RUNS_DIR_HELP),
     as_json: bool = typer.Option(False, "--json"),
@@ -165,7 +166,7 @@ def best(
     text = export(fmt, spec, summary.best.trial_id, summary.best.config)
     if output:
         output.write_text(text)
-        if fmt == "torchrun":
+        if fmt in ("torchrun", "sbatch"):
             output.chmod(0o755)
     if as_json:
         metric = spec.objective.metric
@@ -185,7 +186,7 @@ def best(
 
 
 def _register_commands() -> None:
-    from orchestrator import cli_model  # noqa: F401 - registers estimate and plan on `app`
+    from orchestrator import cli_model, cli_report  # noqa: F401 - register their commands
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,7 @@ from orchestrator.journal import Journal, TrialRecord
 from orchestrator.lock import CampaignLock
 from orchestrator.launch import DEEPSPEED_CONFIG_FILE, command_argv, deepspeed_config, job_settings
 from orchestrator.result import TrialResult
+from orchestrator.scaling import SCALING, scaled_config
 from orchestrator.search_spaces import ParallelConfig, SearchSpace
 from orchestrator.searchers import Searcher, make_searcher
 from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec  # noqa: F401 - re-export
@@ -85,6 +86,7 @@ class Controller:
         self.workdir = spec.trial.workdir or os.getcwd()
         self.tally = Tally(spec.objective.metric, spec.objective.mode)
         self.stop_reason: str | None = None
+        self._scaling = False  # in the scaling study: run only its queue
 
     # ------------------------------------------------------------------ entry points
 
@@ -125,13 +127,16 @@ class Controller:
             self.tracking.sync(list(self.records.values()))
         try:
             exhausted = self._loop(searcher, queue)
+            if self.spec.scale.study and (exhausted or self.stop_reason is not None):
+                self._scaling_study(searcher)
         except BaseException:
             self._cancel_running()
             raise
         summary = self.summary(complete=exhausted or self.stop_reason is not None)
         summary.stop_reason = self.stop_reason or ("search space exhausted" if exhausted else None)
         if self.tracking is not None and summary.complete:
-            self.tracking.finish(self._summary_metrics(summary))
+            self.tracking.finish(self._summary_metrics(summary), summary.records,
+                                 self.spec.objective.metric)
         return summary
 
     def summary(self, complete: bool = False) -> CampaignSummary:
@@ -171,7 +176,7 @@ class Controller:
         queue: deque[TrialRecord] = deque()
         for record in sorted(self.records.values(), key=lambda r: r.trial_id):
             if record.done:
-                if record.fidelity == halving.SCREEN or not self.spec.search.fidelity:
+                if self._tells_searcher(record):
                     searcher.tell(record.config, record.result)
                 continue
             reattach = getattr(self.backend, "reattach", None)
@@ -195,6 +200,8 @@ class Controller:
             while len(self.running) + len(batch) < self.spec.budget.max_concurrent:
                 if queue:
                     record = queue.popleft()
+                elif self._scaling:
+                    break
                 else:
                     self.tally.trials += len(batch)  # count the batch while deciding
                     self.stop_reason = self.tally.state(self.spec.budget, started_at).exhausted()
@@ -213,6 +220,24 @@ class Controller:
                 return exhausted
             if not self._collect(searcher):
                 time.sleep(POLL_INTERVAL_S)
+
+    def _scaling_study(self, searcher: Searcher) -> None:
+        """Run the best layout at each node count of `scale.study_nodes` (scaling.py)."""
+        best = best_record(list(self.records.values()), self.spec.objective.metric,
+                           self.spec.objective.mode)
+        if best is None:
+            return
+        done = {r.config.world_size for r in self.records.values() if r.fidelity == SCALING}
+        queue: deque[TrialRecord] = deque()
+        for nodes in sorted(set(self.spec.scale.study_nodes)):
+            config = scaled_config(best.config, self.spec.scale.nodes, nodes, self.spec.scale.study)
+            if config is None or config.world_size in done:
+                continue
+            record = self._new_record(config, SCALING)
+            if not self._prune(record, searcher):
+                queue.append(record)
+        self._scaling = True
+        self._loop(searcher, queue)
 
     def _new_record(self, config: ParallelConfig, fidelity: str) -> TrialRecord:
         record = TrialRecord(f"t{len(self.records) + 1:04d}", config, fidelity=fidelity)
@@ -240,16 +265,23 @@ class Controller:
                 continue
             seen.add((config, fidelity))
             record = self._new_record(config, fidelity)
-            prediction = self.cost_model.estimate(config)
-            scale = self.calibration.memory_scale if self.calibration else 1.0
-            if not prediction.fits_scaled(scale):
-                self._finish(record, TrialResult(
-                    status="infeasible", world_size=config.world_size,
-                    error=f"predicted {prediction.memory_gb:.2f} GB per device > "
-                    f"{prediction.capacity_gb:.2f} GB capacity",
-                    extra={"predicted_memory_gb": prediction.memory_gb},
-                ), searcher)
+            self._prune(record, searcher)
             return record
+
+    def _prune(self, record: TrialRecord, searcher: Searcher) -> bool:
+        """Record the trial as infeasible, without running it, if the memory model (scaled by
+        calibration) says it cannot fit; True if so."""
+        prediction = self.cost_model.estimate(record.config)
+        scale = self.calibration.memory_scale if self.calibration else 1.0
+        if prediction.fits_scaled(scale):
+            return False
+        self._finish(record, TrialResult(
+            status="infeasible", world_size=record.config.world_size,
+            error=f"predicted {prediction.memory_gb:.2f} GB per device > "
+            f"{prediction.capacity_gb:.2f} GB capacity",
+            extra={"predicted_memory_gb": prediction.memory_gb},
+        ), searcher)
+        return True
 
     def _request(self, record: TrialRecord) -> TrialRequest:
         trial_dir = self.dir / "trials" / record.trial_id
@@ -322,7 +354,7 @@ class Controller:
         record.result = result
         record.finished_at = time.time()
         self.tally.finished(record)
-        if record.fidelity == halving.SCREEN or not self.spec.search.fidelity:
+        if self._tells_searcher(record):
             searcher.tell(record.config, result)
         if self.tracking is not None:
             if self.tracking.behind:  # MLflow was down: write everything it missed
@@ -330,6 +362,11 @@ class Controller:
             else:
                 self.tracking.track(record)
         self.on_event("finished", record)
+
+    def _tells_searcher(self, record: TrialRecord) -> bool:
+        """Searchers learn from search trials: screens under halving, else full ones."""
+        wanted = halving.SCREEN if self.spec.search.fidelity else halving.FULL
+        return record.fidelity == wanted
 
     def _cancel_running(self) -> None:
         for _, handle in self.running.values():

@@ -1,20 +1,23 @@
 """Launch files for a campaign's winner, to be reused as they are by production runs.
 
-Formats: `yaml` (the built-in trainer's config, `python -m jobs.train --config FILE`) and
-`torchrun` (a shell script). Each names the campaign and trial it came from.
+Formats: `yaml` (the built-in trainer's config, `python -m jobs.train --config FILE`),
+`torchrun` (a shell script), `sbatch` (a Slurm batch script: srun + torchrun), `deepspeed` (a
+DeepSpeed config JSON), `megatron` (Megatron-DeepSpeed arguments) and `torchtitan` (a TOML with
+its [parallelism] section). Each names the campaign and trial it came from.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import yaml
 
-from orchestrator.launch import job_flags, job_settings
+from orchestrator.launch import deepspeed_config, job_flags, job_settings
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import CampaignSpec
 
-FORMATS = ("yaml", "torchrun")
+FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron", "torchtitan")
 
 
 def _origin(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
@@ -53,9 +56,117 @@ exec torchrun "${{RDZV[@]}}" --nproc_per_node={spec.gpus_per_node} -m jobs.train
 """
 
 
+def export_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    """One torchrun per node under srun, rendezvous on the allocation's first node."""
+    pairs = job_flags(job_settings(spec, config, trial_id))
+    flags = " \\\n    ".join(shlex.join(pairs[i:i + 2]) for i in range(0, len(pairs), 2))
+    b = spec.backend
+    directives = [f"--job-name=paratune-{spec.name}", f"--nodes={spec.scale.nodes}",
+                  "--ntasks-per-node=1", f"--time={b.time_limit_min}"]
+    if spec.cluster.device != "cpu":
+        directives.append(f"--gpus-per-node={spec.gpus_per_node}")
+    for key in ("partition", "account", "qos", "constraint", "cpus_per_task"):
+        if getattr(b, key) is not None:
+            directives.append(f"--{key.replace('_', '-')}={getattr(b, key)}")
+    directives += [f"--{k}={v}" for k, v in b.sbatch_args.items()]
+    lines = "\n".join(f"#SBATCH {d}" for d in directives)
+    setup = "\n".join(b.setup)
+    env = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in spec.trial.env.items())
+    return f"""#!/bin/bash
+{lines}
+# {_origin(spec, trial_id, config)}
+set -euo pipefail
+{setup}
+{env}
+MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+srun --ntasks-per-node=1 bash -c 'exec torchrun --nnodes="$SLURM_JOB_NUM_NODES" \
+    --node_rank="$SLURM_NODEID" --nproc_per_node={spec.gpus_per_node} --rdzv_backend=c10d \
+    --rdzv_id="$SLURM_JOB_ID" --rdzv_endpoint="'"$MASTER_ADDR"':29500" -m jobs.train "$@"' _ \
+    {flags}
+"""
+
+
+def export_deepspeed(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    data = {"_paratune": _origin(spec, trial_id, config), **deepspeed_config(spec, config)}
+    return json.dumps(data, indent=2) + "\n"
+
+
+def megatron_args(spec: CampaignSpec, config: ParallelConfig) -> list[str]:
+    m = spec.model
+    args = [
+        f"--tensor-model-parallel-size={config.tp}", f"--pipeline-model-parallel-size={config.pp}",
+        f"--micro-batch-size={config.micro_batch_size}",
+        f"--global-batch-size={config.global_batch_size()}", f"--num-layers={m.num_layers}",
+        f"--hidden-size={m.hidden}", f"--ffn-hidden-size={m.ffn_hidden}",
+        f"--num-attention-heads={m.num_heads}", f"--seq-length={m.seq_len}",
+        f"--max-position-embeddings={m.seq_len}",
+    ]
+    if m.kv_heads != m.num_heads:
+        args += ["--group-query-attention", f"--num-query-groups={m.kv_heads}"]
+    if m.gated_mlp:
+        args += ["--swiglu", "--normalization=RMSNorm", "--use-rotary-position-embeddings",
+                 "--untie-embeddings-and-output-weights"]
+    if spec.cluster.device != "cpu":
+        args.append("--bf16")
+    if config.sequence_parallel:
+        args.append("--sequence-parallel")
+    if config.activation_checkpointing == "full":
+        args += ["--recompute-granularity=full", "--recompute-method=uniform"]
+    elif config.activation_checkpointing == "selective":
+        args.append("--recompute-granularity=selective")
+    if config.virtual_stages > 1:
+        args.append(f"--num-layers-per-virtual-pipeline-stage="
+                    f"{m.num_layers // (config.pp * config.virtual_stages)}")
+    if spec.trial.flash_attention:
+        args.append("--use-flash-attn")
+    args += ["--deepspeed", "--deepspeed_config=ds_config.json", f"--zero-stage={config.zero_stage}"]
+    return args
+
+
+def export_megatron(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    """A bash array of Megatron-DeepSpeed arguments (pair with `--format deepspeed`)."""
+    body = "\n".join(f"  {shlex.quote(a)}" for a in megatron_args(spec, config))
+    return (f"# {_origin(spec, trial_id, config)}\n"
+            f"# Use: source THIS_FILE; torchrun ... pretrain_gpt.py \"${{MEGATRON_ARGS[@]}}\"\n"
+            f"MEGATRON_ARGS=(\n{body}\n)\n")
+
+
+def export_torchtitan(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    """torchtitan's job config: FSDP shards over dp (HSDP when the sharding asks for it)."""
+    shard, replicate = config.dp, 1
+    if config.zero_stage == 0:
+        shard, replicate = 1, config.dp
+    schedule = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}[config.pp_schedule]
+    ac = {"none": "none", "selective": "selective", "full": "full"}[config.activation_checkpointing]
+    return f"""# {_origin(spec, trial_id, config)}
+[training]
+local_batch_size = {config.micro_batch_size * config.grad_accum_steps}
+global_batch_size = {config.global_batch_size()}
+seq_len = {spec.model.seq_len}
+
+[parallelism]
+data_parallel_replicate_degree = {replicate}
+data_parallel_shard_degree = {shard}
+tensor_parallel_degree = {config.tp}
+enable_async_tensor_parallel = false
+pipeline_parallel_degree = {config.pp}
+pipeline_parallel_schedule = "{schedule}"
+pipeline_parallel_microbatch_size = {config.micro_batch_size}
+
+[activation_checkpoint]
+mode = "{ac}"
+
+[compile]
+enable = {str(config.compile).lower()}
+"""
+
+
+EXPORTERS = {"yaml": export_yaml, "torchrun": export_torchrun, "sbatch": export_sbatch,
+             "deepspeed": export_deepspeed, "megatron": export_megatron,
+             "torchtitan": export_torchtitan}
+
+
 def export(fmt: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
-    if fmt == "yaml":
-        return export_yaml(spec, trial_id, config)
-    if fmt == "torchrun":
-        return export_torchrun(spec, trial_id, config)
-    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in EXPORTERS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return EXPORTERS[fmt](spec, trial_id, config)

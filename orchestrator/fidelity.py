@@ -28,6 +28,7 @@ def promotions(records: list[TrialRecord], fidelity, metric: str, mode: str) -> 
 
 
 def comparable(records: list[TrialRecord]) -> list[TrialRecord]:
-    """The records the best is chosen from: full-fidelity ones when any exist."""
+    """The records the best is chosen from: full-fidelity ones when any exist, else screens
+    (never the runs of a scaling study, which measure other scales)."""
     full = [r for r in records if r.fidelity == FULL and r.result is not None and r.result.ok]
-    return full if full else records
+    return full if full else [r for r in records if r.fidelity == SCREEN]

@@ -40,6 +40,18 @@ class ScaleSpec(_Strict):
     nodes: int = Field(default=1, gt=0)
     gpus_per_node: int | None = Field(default=None, gt=0, description="default: the cluster's")
     global_batch_size: int = Field(gt=0, description="sequences per optimizer step")
+    # After tuning, run the best layout at each node count: weak scaling keeps the batch per
+    # GPU (global batch grows with nodes), strong scaling keeps the global batch.
+    study: Literal["weak", "strong"] | None = None
+    study_nodes: list[int] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _study_needs_nodes(self) -> "ScaleSpec":
+        if self.study and not self.study_nodes:
+            raise ValueError("scale.study_nodes: list the node counts of the scaling study")
+        if any(n < 1 for n in self.study_nodes):
+            raise ValueError("scale.study_nodes: node counts must be positive")
+        return self
 
 
 class SpaceSpec(_Strict):

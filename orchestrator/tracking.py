@@ -115,10 +115,17 @@ class Tracker:
         return {r.data.tags.get("paratune.trial_id", ""): (r.info.run_id, r.info.status != "RUNNING")
                 for r in runs}
 
-    def finish_campaign(self, run_id: str, summary: dict[str, Any]) -> None:
+    def finish_campaign(self, run_id: str, summary: dict[str, Any],
+                        table: dict[str, list] | None = None, note: str | None = None) -> None:
+        """Close the campaign's run with its summary metrics, a table of every trial (shown
+        in the run's Artifacts and the Evaluation view) and a description in the run's note."""
         metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
         tags = {f"paratune.{k}": str(v) for k, v in summary.items() if isinstance(v, str)}
+        if note:
+            tags["mlflow.note.content"] = note
         self._log(run_id, metrics=metrics, tags=tags)
+        if table:
+            self.client.log_table(run_id, data=table, artifact_file="campaign_summary.json")
         self.client.set_terminated(run_id, status="FINISHED")
 
     def _log(

@@ -114,6 +114,20 @@ class TrackingSession:
             self.track(record)
         return sum(1 for r in missing if r.run_id is not None)
 
-    def finish(self, summary: dict[str, Any]) -> None:
-        if self._available():
-            self._call(self.tracker.finish_campaign, self.parent_run_id, summary)
+    def finish(self, summary: dict[str, Any], records: list[TrialRecord], metric: str) -> None:
+        if not self._available():
+            return
+        table = {
+            "trial_id": [r.trial_id for r in records],
+            "config": [r.config.key() for r in records],
+            "fidelity": [r.fidelity for r in records],
+            "status": [r.result.status if r.result else "running" for r in records],
+            metric: [r.result.metric(metric) if r.result else None for r in records],
+            "peak_memory_gb": [r.result.peak_memory_gb if r.result else None for r in records],
+        }
+        best = summary.get("best_config")
+        note = (f"ParaTune campaign **{self.campaign}**: best `{best}` (trial "
+                f"{summary.get('best_trial')}). Export it with `paratune best {self.campaign} "
+                f"--format torchrun|sbatch|deepspeed|megatron|torchtitan`; every trial is in "
+                f"`campaign_summary.json`.") if best else None
+        self._call(self.tracker.finish_campaign, self.parent_run_id, summary, table, note)

@@ -1,0 +1,173 @@
+"""`paratune report`: one self-contained HTML file (plotly.js inlined, no network needed) with
+what a campaign found: the best layout and its launch command at the top, convergence, knobs
+against throughput, predicted against measured, memory of the top layouts, failures by reason
+and, when the campaign ran one, its scaling study.
+
+The page is built from plain data (`ReportData`) that the CLI assembles from the journal and
+the cost model, so this module needs neither.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+KNOBS = ("tp", "pp", "dp", "zero_stage", "micro_batch_size", "grad_accum_steps")
+MEMORY_PARTS = ("params_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb")
+
+
+@dataclass
+class TrialRow:
+    trial_id: str
+    config: dict[str, Any]
+    key: str
+    status: str
+    fidelity: str
+    value: float | None  # the objective's metric
+    predicted: float | None  # the cost model's prediction of it
+    gpu_hours: float
+    error: str | None
+
+
+@dataclass
+class ReportData:
+    campaign: str
+    metric: str
+    mode: str
+    model: str
+    cluster: str
+    world_size: int
+    trials: list[TrialRow]
+    best: TrialRow | None
+    launch_command: str
+    memory_top: list[tuple[str, dict[str, float]]] = field(default_factory=list)
+    scaling: list[dict[str, Any]] = field(default_factory=list)
+    scaling_study: str | None = None
+    calibration: dict[str, Any] | None = None
+
+
+def _figures(data: ReportData) -> list[tuple[str, Any]]:
+    import plotly.graph_objects as go
+
+    figures: list[tuple[str, Any]] = []
+    measured = [t for t in data.trials if t.status == "ok" and t.value is not None and t.fidelity != "scaling"]
+    better = max if data.mode == "max" else min
+
+    # Convergence: best so far against trials run and against GPU-hours spent.
+    ran = [t for t in data.trials if t.status != "infeasible" and t.fidelity != "scaling"]
+    xs, hours, best_so_far, best, spent = [], [], [], None, 0.0
+    for i, t in enumerate(ran, 1):
+        spent += t.gpu_hours
+        if t.status == "ok" and t.value is not None:
+            best = t.value if best is None else better(best, t.value)
+        xs.append(i)
+        hours.append(spent)
+        best_so_far.append(best)
+    fig = go.Figure()
+    fig.add_scatter(x=xs, y=best_so_far, mode="lines+markers", name="by trial")
+    fig.add_scatter(x=hours, y=best_so_far, mode="lines+markers", name="by GPU-hours",
+                    xaxis="x2", line={"dash": "dot"})
+    fig.update_layout(title="Best so far", yaxis_title=data.metric,
+                      xaxis={"title": "trials run"},
+                      xaxis2={"title": "GPU-hours", "overlaying": "x", "side": "top"})
+    figures.append(("convergence", fig))
+
+    if measured:
+        dims = [{"label": k, "values": [t.config.get(k) or 0 for t in measured]} for k in KNOBS]
+        ac_levels = {"none": 0, "selective": 1, "full": 2}
+        dims.append({"label": "recompute", "tickvals": [0, 1, 2], "ticktext": list(ac_levels),
+                     "values": [ac_levels.get(t.config.get("activation_checkpointing"), 0) for t in measured]})
+        dims.append({"label": data.metric, "values": [t.value for t in measured]})
+        fig = go.Figure(go.Parcoords(line={"color": [t.value for t in measured],
+                                           "colorscale": "Viridis", "showscale": True},
+                                     dimensions=dims))
+        fig.update_layout(title="Knobs against throughput")
+        figures.append(("knobs", fig))
+
+    paired = [t for t in measured if t.predicted]
+    if paired:
+        top = max(max(t.value for t in paired), max(t.predicted for t in paired))
+        fig = go.Figure()
+        fig.add_scatter(x=[t.predicted for t in paired], y=[t.value for t in paired], mode="markers",
+                        text=[f"{t.trial_id} {t.key}: {100 * (t.predicted / t.value - 1):+.1f}%" for t in paired],
+                        name="trials")
+        fig.add_scatter(x=[0, top], y=[0, top], mode="lines", name="exact", line={"dash": "dash"})
+        fig.update_layout(title="Predicted against measured", xaxis_title=f"predicted {data.metric}",
+                          yaxis_title=f"measured {data.metric}")
+        figures.append(("prediction", fig))
+
+    if data.memory_top:
+        fig = go.Figure()
+        for part in MEMORY_PARTS:
+            fig.add_bar(name=part.removesuffix("_gb"), x=[k for k, _ in data.memory_top],
+                        y=[m.get(part, 0.0) for _, m in data.memory_top])
+        fig.update_layout(barmode="stack", title="Predicted memory per device, top 5", yaxis_title="GB")
+        figures.append(("memory", fig))
+
+    if data.scaling:
+        fig = go.Figure()
+        fig.add_scatter(x=[r["nodes"] for r in data.scaling], y=[100 * r["efficiency"] for r in data.scaling],
+                        mode="lines+markers", name="efficiency")
+        fig.update_layout(title=f"{(data.scaling_study or '').capitalize()} scaling efficiency",
+                          xaxis_title="nodes", yaxis_title="% of ideal", yaxis_range=[0, 110])
+        figures.append(("scaling", fig))
+    return figures
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render(data: ReportData) -> str:
+    """The report page as one HTML string."""
+    import plotly.io as pio
+
+    blocks = []
+    for i, (name, fig) in enumerate(_figures(data)):
+        fig.update_layout(template="plotly_white", height=420, margin={"t": 60, "l": 60, "r": 30, "b": 50})
+        blocks.append(f'<section id="{name}">' + pio.to_html(
+            fig, full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False}) + "</section>")
+
+    failures = Counter((t.status, (t.error or "").split(":")[0][:80]) for t in data.trials
+                       if t.status not in ("ok",))
+    failure_table = _table(["status", "reason", "trials"],
+                           [[s, r, n] for (s, r), n in failures.most_common()]) if failures else "<p>none</p>"
+    scaling_table = _table(["nodes", "GPUs", data.metric, "per GPU", "efficiency"],
+                           [[r["nodes"], r["world_size"], f"{r['tokens_per_s']:,.0f}",
+                             f"{r['tokens_per_s_per_gpu']:,.1f}", f"{100 * r['efficiency']:.1f}%"]
+                            for r in data.scaling]) if data.scaling else ""
+    if data.best is not None:
+        best = (f"<p class='best'><b>{html.escape(data.best.key)}</b> (trial {data.best.trial_id}): "
+                f"{data.metric} = {data.best.value:,.4g}</p>"
+                f"<pre>{html.escape(data.launch_command)}</pre>")
+    else:
+        best = "<p>No successful trial yet.</p>"
+    calibration = ""
+    if data.calibration:
+        calibration = (f"<p>Calibrated cost model: median |error| "
+                       f"{100 * data.calibration['median_abs_error']:.1f}%, Spearman "
+                       f"{data.calibration['spearman']:.2f} over {data.calibration['trials']} trials.</p>")
+    counts = Counter(t.status for t in data.trials)
+    summary = ", ".join(f"{n} {s}" for s, n in counts.most_common())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>ParaTune report: {html.escape(data.campaign)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
+pre {{ background: #f5f5f5; padding: 1em; overflow-x: auto; font-size: 12px; }}
+table {{ border-collapse: collapse; margin: 1em 0; }} td, th {{ border: 1px solid #ccc; padding: 4px 10px; }}
+section {{ margin: 2em 0; }} .best {{ font-size: 1.2em; }}
+</style></head><body>
+<h1>Campaign {html.escape(data.campaign)}</h1>
+<p>{html.escape(data.model)} on {data.world_size} × {html.escape(data.cluster)}; objective: {data.mode}
+{html.escape(data.metric)}; {len(data.trials)} trials ({html.escape(summary)}).</p>
+<h2>Best configuration</h2>{best}{calibration}
+{''.join(blocks)}
+<h2>Failures by reason</h2>{failure_table}
+{'<h2>Scaling study</h2>' + scaling_table if scaling_table else ''}
+</body></html>
+"""

@@ -1,0 +1,64 @@
+"""Scaling studies: the campaign's best layout re-run at other node counts, and its efficiency
+computed as in the Frontier paper (Dash et al., arXiv 2312.12705):
+
+- weak scaling keeps the work per GPU (dp and the global batch grow with the nodes);
+  efficiency = throughput per GPU at N nodes / throughput per GPU at the smallest count;
+- strong scaling keeps the global batch (fewer accumulation steps as dp grows);
+  efficiency = speed-up over the smallest count / ideal speed-up (the ratio of node counts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from orchestrator.journal import TrialRecord
+from orchestrator.search_spaces import ParallelConfig
+
+SCALING = "scaling"
+
+
+def scaled_config(config: ParallelConfig, base_nodes: int, nodes: int, study: str) -> ParallelConfig | None:
+    """The layout at another node count: tp, pp and the micro-batch kept, dp scaled; None when
+    the node count does not divide the layout (dp must stay whole, strong scaling needs at least
+    one micro-batch per replica)."""
+    if (config.dp * nodes) % base_nodes:
+        return None
+    dp = config.dp * nodes // base_nodes
+    if dp < 1:
+        return None
+    gas = config.grad_accum_steps
+    if study == "strong":
+        total = config.micro_batch_size * config.grad_accum_steps * config.dp
+        if total % (config.micro_batch_size * dp):
+            return None
+        gas = total // (config.micro_batch_size * dp)
+    sharding = config.sharding
+    if sharding is not None and nodes != base_nodes:
+        sharding = None  # AMSP factors belong to one mesh; the scaled run uses the ZeRO stage
+    return dataclasses.replace(config, dp=dp, grad_accum_steps=gas, sharding=sharding)
+
+
+def efficiency(records: list[TrialRecord], study: str, gpus_per_node: int,
+               metric: str = "tokens_per_s") -> list[dict[str, Any]]:
+    """One row per node count measured, smallest first, with its scaling efficiency."""
+    rows = []
+    for record in records:
+        if record.fidelity != SCALING or record.result is None or not record.result.ok:
+            continue
+        world = record.config.world_size
+        rows.append({"nodes": world // gpus_per_node, "world_size": world,
+                     "tokens_per_s": record.result.metric(metric),
+                     "tokens_per_s_per_gpu": record.result.metric(metric) / world,
+                     "trial_id": record.trial_id})
+    rows.sort(key=lambda r: r["nodes"])
+    if not rows:
+        return rows
+    base = rows[0]
+    for row in rows:
+        if study == "weak":
+            row["efficiency"] = row["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"]
+        else:
+            speedup = row["tokens_per_s"] / base["tokens_per_s"]
+            row["efficiency"] = speedup / (row["nodes"] / base["nodes"])
+    return rows

@@ -1,0 +1,150 @@
+"""Reports, launch files and scaling studies: what a person uses the morning after."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, ROOT, write_spec
+
+FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron", "torchtitan")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+    """A short real quickstart campaign (3 torchrun trials of the tiny model)."""
+    from orchestrator.cli import main
+
+    tmp = tmp_path_factory.mktemp("quickstart")
+    runs = tmp / "runs"
+    os.environ["PARATUNE_RUNS_DIR"] = str(runs)
+    try:
+        spec = write_spec(tmp / "q.yaml", budget={"max_trials": 3},
+                          trial={"steps": 3, "warmup_steps": 1, "timeout_s": 120})
+        assert main(["run", str(spec)]) == 0
+        assert main(["report", "quickstart"]) == 0
+    finally:
+        del os.environ["PARATUNE_RUNS_DIR"]
+    return runs
+
+
+@pytest.mark.slow
+def test_report_of_the_quickstart(quickstart):
+    page = (quickstart / "quickstart" / "report.html").read_text()
+    for section in ("convergence", "knobs", "prediction", "memory"):
+        assert f'id="{section}"' in page
+    assert "Best configuration" in page and "torchrun" in page
+    assert "Failures by reason" in page
+    assert not re.search(r"<script[^>]+src=\"https?://", page)  # plotly.js inlined: works offline
+    assert "Plotly.newPlot" in page
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{quickstart / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("paratune/quickstart")
+    (parent,) = client.search_runs([exp.experiment_id], "tags.`paratune.kind` = 'campaign'")
+    artifacts = [a.path for a in client.list_artifacts(parent.info.run_id)]
+    assert "report.html" in artifacts and "campaign_summary.json" in artifacts
+    assert "best" in parent.data.tags["mlflow.note.content"]
+
+
+@pytest.mark.slow
+def test_every_launch_format_for_the_quickstart_winner(quickstart, tmp_path, cli):
+    for fmt in FORMATS:
+        out = tmp_path / f"launch.{fmt}"
+        code, _, err = cli("best", "quickstart", "--format", fmt, "-o", str(out),
+                           "--runs-dir", str(quickstart))
+        assert code == 0, err
+        text = out.read_text()
+        assert "quickstart" in text and re.search(r"t\d{4}", text), f"{fmt} names its origin"
+    ds = json.loads((tmp_path / "launch.deepspeed").read_text())
+    assert ds["zero_optimization"]["stage"] in (0, 1, 2, 3) and ds["train_batch_size"] == 8
+    assert "--tensor-model-parallel-size=1" in (tmp_path / "launch.megatron").read_text()
+    import tomllib
+
+    toml = tomllib.loads((tmp_path / "launch.torchtitan").read_text())
+    assert toml["parallelism"]["tensor_parallel_degree"] == 1
+    assert subprocess.run(["bash", "-n", str(tmp_path / "launch.sbatch")]).returncode == 0
+
+
+def _slurm_up() -> bool:
+    return bool(shutil.which("sbatch")) and subprocess.run(
+        ["sinfo", "-h"], capture_output=True).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _slurm_up(), reason="no local Slurm (tests/slurm/start_local_slurm.sh)")
+def test_exported_sbatch_script_runs_on_slurm(quickstart, tmp_path, cli):
+    script = tmp_path / "launch.sbatch"
+    assert cli("best", "quickstart", "--format", "sbatch", "-o", str(script),
+               "--runs-dir", str(quickstart))[0] == 0
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    check = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True,
+                           env=env, cwd=ROOT)
+    assert check.returncode == 0, check.stderr
+    output = tmp_path / "slurm.out"
+    submitted = subprocess.run(["sbatch", "--parsable", f"--output={output}", str(script),
+                                "--steps", "2"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if not subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout.strip():
+            break
+        time.sleep(1)
+    text = output.read_text()
+    line = next(l for l in text.splitlines() if l.startswith("PARATUNE_RESULT "))
+    assert json.loads(line.split(" ", 1)[1])["status"] == "ok"
+
+
+def test_weak_scaling_study_of_frontier_175b(tmp_path, runs_dir, cli):
+    """Simulated Frontier 175B: the best layout re-run on 32, 64 and 128 nodes keeps >= 95%
+    of its per-GCD throughput, and the report plots it."""
+    code, _, err = cli("run", str(EXAMPLES / "frontier-175b-scaling.yaml"))
+    assert code == 0, err
+    from orchestrator.controller import Controller, load_campaign_spec
+    from orchestrator.scaling import efficiency
+
+    spec = load_campaign_spec(runs_dir, "frontier-175b-scaling")
+    rows = efficiency(Controller(spec).summary().records, "weak", spec.gpus_per_node)
+    assert [r["nodes"] for r in rows] == [32, 64, 128]
+    assert all(r["efficiency"] >= 0.95 for r in rows)
+    assert cli("report", "frontier-175b-scaling")[0] == 0
+    page = (runs_dir / "frontier-175b-scaling" / "report.html").read_text()
+    assert 'id="scaling"' in page and "Weak scaling efficiency" in page
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (apt-get install chromium)")
+def test_report_renders_in_a_headless_browser(quickstart, tmp_path):
+    """Debian's Chromium, headless, no sandbox, no background networking: the plots render
+    (plotly's SVG layers hold drawn marks) and the page logs no errors."""
+    page = quickstart / "quickstart" / "report.html"
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+             "--virtual-time-budget=10000", "--enable-logging=stderr", "--v=0",
+             "--window-size=1280,3000"]
+    shot = tmp_path / "report.png"
+    taken = subprocess.run(flags + [f"--screenshot={shot}", page.as_uri()],
+                           capture_output=True, text=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 20_000, taken.stderr[-2000:]
+    dom = subprocess.run(flags + ["--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=120)
+    assert dom.stdout.count('class="main-svg"') >= 4  # every figure drew its SVG
+    assert len(re.findall(r'<path class="(?:point|js-line|bars?)"', dom.stdout)) + \
+        dom.stdout.count('class="trace scatter') + dom.stdout.count("parcoords") > 4
+    console_errors = [l for l in (taken.stderr + dom.stderr).splitlines()
+                      if "CONSOLE" in l and ("Uncaught" in l or "Error" in l)]
+    assert not console_errors, console_errors
+    if os.environ.get("PARATUNE_SAVE_SCREENSHOT"):
+        shutil.copy(shot, os.environ["PARATUNE_SAVE_SCREENSHOT"])
