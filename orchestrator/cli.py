@@ -208,4 +208,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the importable module's `main`: the other command modules register on its `app`.
+    from orchestrator import cli as _module
+
+    sys.exit(_module.main())

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
@@ -111,5 +110,6 @@ def ui(
         raise UserError(f"the campaigns track to the server {uri}; open it in a browser")
     console.print(f"MLflow UI for {uri}: http://127.0.0.1:{port}  (Ctrl-C stops it)", markup=False)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    subprocess.run([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-                    "--host", "127.0.0.1", "--port", str(port)], env=env, check=False)
+    # Become the server (same PID), so whoever started `paratune ui` can stop it by that PID.
+    os.execve(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+                               "--host", "127.0.0.1", "--port", str(port)], env)

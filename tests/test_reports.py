@@ -148,3 +148,27 @@ def test_report_renders_in_a_headless_browser(quickstart, tmp_path):
     assert not console_errors, console_errors
     if os.environ.get("PARATUNE_SAVE_SCREENSHOT"):
         shutil.copy(shot, os.environ["PARATUNE_SAVE_SCREENSHOT"])
+
+
+@pytest.mark.slow
+def test_ui_serves_the_tracking_store_on_localhost(quickstart):
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ui = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "ui", "quickstart",
+                           "--runs-dir", str(quickstart), "--port", str(port)], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, status = time.time() + 90, None
+        while time.time() < deadline and status is None:
+            try:
+                status = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).status
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200
+    finally:
+        os.killpg(ui.pid, 15)  # the server is `paratune ui` itself (same PID) and its workers
+        ui.wait(timeout=30)

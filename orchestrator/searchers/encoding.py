@@ -49,11 +49,6 @@ class KnobSpace:
         values = knob_values(config)
         return {k: values[k] for k in self.values}
 
-    def index_vector(self, config: ParallelConfig) -> list[float]:
-        """Each knob as the index of its value: a numeric encoding for surrogate models."""
-        point = self.point(config)
-        return [float(self.values[k].index(point[k])) for k in self.values]
-
     def _distance(self, a: dict[str, Any], b: dict[str, Any]) -> float:
         total = 0.0
         for knob, values in self.values.items():
