@@ -94,3 +94,20 @@ def test_real_process_prints_no_traceback(tmp_path):
 def test_spec_error_type():
     with pytest.raises(SpecError):
         load_spec(QUICKSTART, ["cluster=nowhere"])
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_every_example_spec_is_valid_and_dry_runs(cli, example):
+    code, out, err = cli("run", str(EXAMPLES / example), "--dry-run")
+    assert code == 0, err
+    assert "valid configs" in out
+
+
+def test_modes_example_lists_every_two_rank_mode_once():
+    from orchestrator.search_spaces import SearchSpace
+
+    candidates = SearchSpace.from_spec(load_spec(EXAMPLES / "modes.yaml")).candidates()
+    assert len(candidates) == len(set(candidates)) == 12
+    assert {c.zero_stage for c in candidates} == {0, 1, 2, 3}
+    assert {c.pp_schedule for c in candidates if c.pp > 1} == {"gpipe", "1f1b", "interleaved"}
+    assert any(c.sequence_parallel for c in candidates) and any(c.compile for c in candidates)
