@@ -15,7 +15,6 @@ from typing import Optional
 import click
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from orchestrator.errors import CampaignStateError, UserError
 from orchestrator.spec import CampaignSpec, load_spec

@@ -65,8 +65,6 @@ class CostGuidedSearcher:
     def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:
         """Residuals log(measured/predicted) seen elsewhere (warm start), on shared knobs;
         knob values this space lacks simply contribute nothing."""
-        from orchestrator.searchers.encoding import knob_values
-
         for config, residual in residuals:
             self._prior.append((self._one_hot(knob_values(config)), residual))
         self._fit_residuals()
@@ -113,8 +111,6 @@ class CostGuidedSearcher:
     def _fit_residuals(self) -> None:
         import numpy as np
 
-        from orchestrator.searchers.encoding import knob_values
-
         ok = [(c, r.metric(self.metric)) for _, c, r in self.history if r.ok and r.metric(self.metric)]
         if not ok and not self._prior:
             self._surrogate = None
@@ -133,8 +129,6 @@ class CostGuidedSearcher:
         if self._surrogate is None:
             return [(b, b * math.exp(kappa * PRIOR_ERROR)) for b in base]
         import numpy as np
-
-        from orchestrator.searchers.encoding import knob_values
 
         weights, covariance = self._surrogate
         x = self._encoded[[self._index[c] for c in configs]]
