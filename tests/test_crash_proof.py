@@ -42,7 +42,7 @@ def paratune(*args: str, env: dict) -> subprocess.Popen:
 
 
 def test_second_controller_is_refused_with_the_holders_pid(tmp_path, runs_dir):
-    spec = simulated_spec(tmp_path / "s.yaml", "locked", 40, latency_s=0.2)
+    spec = simulated_spec(tmp_path / "s.yaml", "locked", 40, latency_s=2.0)  # ~20 s: still running
     env = {"PARATUNE_RUNS_DIR": str(runs_dir)}
     first = paratune("run", str(spec), env=env)
     lock = runs_dir / "locked" / "controller.lock"
