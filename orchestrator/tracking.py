@@ -100,20 +100,20 @@ class Tracker:
         self.client.set_terminated(run_id, status="FINISHED" if result.ok else "FAILED")
         return run_id
 
-    def trials(self) -> list[tuple[dict[str, str], dict[str, float], dict[str, str]]]:
-        """(params, metrics, tags) of every trial run of this experiment."""
-        runs = self.client.search_runs(
+    def _trial_run_objects(self) -> list:
+        return self.client.search_runs(
             [self.experiment_id], filter_string="tags.`paratune.kind` = 'trial'", max_results=50000
         )
-        return [(dict(r.data.params), dict(r.data.metrics), dict(r.data.tags)) for r in runs]
+
+    def trials(self) -> list[tuple[dict[str, str], dict[str, float], dict[str, str]]]:
+        """(params, metrics, tags) of every trial run of this experiment."""
+        return [(dict(r.data.params), dict(r.data.metrics), dict(r.data.tags))
+                for r in self._trial_run_objects()]
 
     def trial_runs(self) -> dict[str, tuple[str, bool]]:
         """trial_id -> (run_id, finished) for every trial run of this experiment."""
-        runs = self.client.search_runs(
-            [self.experiment_id], filter_string="tags.`paratune.kind` = 'trial'", max_results=50000
-        )
         return {r.data.tags.get("paratune.trial_id", ""): (r.info.run_id, r.info.status != "RUNNING")
-                for r in runs}
+                for r in self._trial_run_objects()}
 
     def finish_campaign(self, run_id: str, summary: dict[str, Any],
                         table: dict[str, list] | None = None, note: str | None = None) -> None:
