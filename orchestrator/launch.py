@@ -6,26 +6,17 @@ winner without ParaTune), so both always agree.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.placeholders import (  # noqa: F401 - kept importable from here
+    CONFIG_FIELDS, PLACEHOLDER_PATTERN, PLACEHOLDERS, placeholders_in,
+)
 from orchestrator.search_spaces import ParallelConfig
 
-if TYPE_CHECKING:  # the spec validates commands with PLACEHOLDERS from here
+if TYPE_CHECKING:  # annotations only: launch needs nothing of the spec at run time
     from orchestrator.spec import CampaignSpec
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-CONFIG_FIELDS = tuple(ParallelConfig().to_params()) + (
-    "s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
-PLACEHOLDERS = tuple(dict.fromkeys(CONFIG_FIELDS + (
-    "world_size", "nodes", "gpus_per_node", "global_batch_size", "seq_len", "steps",
-    "trial_id", "trial_dir", "deepspeed_config",
-)))
 DEEPSPEED_CONFIG_FILE = "ds_config.json"
-
-
-def placeholders_in(item: str) -> list[str]:
-    return _PLACEHOLDER.findall(item)
 
 
 def deepspeed_config(spec: "CampaignSpec", config: ParallelConfig) -> dict[str, Any]:
@@ -58,7 +49,7 @@ def command_argv(
             return str(value).lower()
         return "" if value is None else str(value)
 
-    return [_PLACEHOLDER.sub(lambda m: text(values.get(m.group(1), m.group(0))), item)
+    return [PLACEHOLDER_PATTERN.sub(lambda m: text(values.get(m.group(1), m.group(0))), item)
             for item in spec.trial.command or []]
 
 

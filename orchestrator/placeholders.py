@@ -1,0 +1,23 @@
+"""The {placeholders} an external trainer's `trial.command` may hold, and how to find them.
+
+A leaf that both the spec (to validate a command) and launch (to fill one in) import.
+"""
+
+from __future__ import annotations
+
+import re
+
+from orchestrator.search_spaces.config import ParallelConfig
+
+PLACEHOLDER_PATTERN = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+CONFIG_FIELDS = tuple(ParallelConfig().to_params()) + (
+    "s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
+PLACEHOLDERS = tuple(dict.fromkeys(CONFIG_FIELDS + (
+    "world_size", "nodes", "gpus_per_node", "global_batch_size", "seq_len", "steps",
+    "trial_id", "trial_dir", "deepspeed_config",
+)))
+
+
+def placeholders_in(item: str) -> list[str]:
+    """The names of the {placeholders} in one command item, in order."""
+    return PLACEHOLDER_PATTERN.findall(item)
