@@ -11,7 +11,6 @@ import statistics
 import time
 
 from orchestrator.costmodel import cost_model_for
-from orchestrator.search_spaces import SearchSpace
 from orchestrator.spec import spec_from_dict
 
 SPACE = {
@@ -30,7 +29,7 @@ def main() -> None:
     cost = cost_model_for(spec)
 
     start = time.perf_counter()
-    candidates = SearchSpace.from_spec(spec).candidates()
+    candidates = spec.search_space().candidates()
     enumerated = time.perf_counter()
     estimates = [cost.estimate(c) for c in candidates]
     done = time.perf_counter()

@@ -21,7 +21,6 @@ from multiprocessing import Pool
 
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.costmodel import cost_model_for
-from orchestrator.search_spaces import SearchSpace
 from orchestrator.searchers import make_searcher
 from orchestrator.result import TrialResult
 from orchestrator.spec import load_spec
@@ -44,7 +43,7 @@ def landscape(name: str, seed: int):
     path, overrides, perturbation = LANDSCAPES[name]
     spec = load_spec(path, overrides)
     cost = cost_model_for(spec)
-    candidates = SearchSpace.from_spec(spec).candidates()
+    candidates = spec.search_space().candidates()
     sim = SimulatedBackend(cost, noise=0.03, perturbation=perturbation, seed=seed)
     truth = {}
     for config in candidates:

@@ -15,7 +15,7 @@ import yaml
 
 from orchestrator.launch import deepspeed_config, job_flags, job_settings
 from orchestrator.search_spaces import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.spec import CampaignSpec, SlurmBackendSpec
 
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron", "torchtitan")
 
@@ -60,7 +60,8 @@ def export_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> 
     """One torchrun per node under srun, rendezvous on the allocation's first node."""
     pairs = job_flags(job_settings(spec, config, trial_id))
     flags = " \\\n    ".join(shlex.join(pairs[i:i + 2]) for i in range(0, len(pairs), 2))
-    b = spec.backend
+    # A campaign tuned on another backend exports with Slurm's defaults (60 min, no partition).
+    b = spec.backend if isinstance(spec.backend, SlurmBackendSpec) else SlurmBackendSpec()
     directives = [f"--job-name=paratune-{spec.name}", f"--nodes={spec.scale.nodes}",
                   "--ntasks-per-node=1", f"--time={b.time_limit_min}"]
     if spec.cluster.device != "cpu":

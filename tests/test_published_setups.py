@@ -13,7 +13,7 @@ import pytest
 
 from conftest import EXAMPLES
 from orchestrator.costmodel import cost_model_for
-from orchestrator.search_spaces import SearchSpace, ShardingFactors
+from orchestrator.search_spaces import ShardingFactors
 from orchestrator.spec import load_spec
 
 
@@ -48,7 +48,7 @@ def test_amsp_table_iv_30b_plan_is_a_tie_with_the_papers(cli):
     assert factors(plan) == (8, 1, 8, 1, 8, 2)
     spec = load_spec(EXAMPLES / "amsp-llama-30b.yaml")
     cost = cost_model_for(spec)
-    (base,) = {dataclasses.replace(c, sharding=None) for c in SearchSpace.from_spec(spec).candidates()}
+    (base,) = {dataclasses.replace(c, sharding=None) for c in spec.search_space().candidates()}
     paper = cost.estimate(dataclasses.replace(base, sharding=ShardingFactors(8, 1, 8, 1, 8, 4)))
     assert paper.fits
     assert paper.step_time_s <= plan["best"]["step_time_s"] * 1.02
@@ -61,7 +61,7 @@ def test_amsp_beats_mics_beats_zero3_at_1024_gpus(cli, model, mics_group):
     plan = plan_json(cli, f"amsp-llama-{model}.yaml")
     spec = load_spec(EXAMPLES / f"amsp-llama-{model}.yaml")
     cost = cost_model_for(spec)
-    (base,) = {dataclasses.replace(c, sharding=None) for c in SearchSpace.from_spec(spec).candidates()}
+    (base,) = {dataclasses.replace(c, sharding=None) for c in spec.search_space().candidates()}
     mfu = {
         scheme: cost.estimate(dataclasses.replace(
             base, sharding=ShardingFactors.named(scheme, 8, 128, group=mics_group))).mfu

@@ -10,7 +10,6 @@ from conftest import EXAMPLES, journal_events
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.costmodel import cost_model_for
 from orchestrator.result import TrialResult
-from orchestrator.search_spaces import SearchSpace
 from orchestrator.searchers import make_searcher
 from orchestrator.spec import load_spec
 
@@ -20,7 +19,7 @@ ADAPTERS = ["grid", "random", "deephyper-cbo", "optuna", "hyperopt", "cost-guide
 @pytest.fixture(scope="module")
 def landscape():
     spec = load_spec(EXAMPLES / "frontier-175b.yaml")
-    return SearchSpace.from_spec(spec).candidates(), cost_model_for(spec)
+    return spec.search_space().candidates(), cost_model_for(spec)
 
 
 @pytest.mark.parametrize("algorithm", ADAPTERS)
@@ -111,7 +110,7 @@ def test_warm_start_measures_the_best_among_its_first_three_trials(runs_dir, cli
     cost = cost_model_for(spec)
     truth = SimulatedBackend(cost, perturbation=0.2, seed=7)
     values = {c: cost.estimate(c).tokens_per_s * truth.truth_factor(c.to_params())
-              for c in SearchSpace.from_spec(spec).candidates() if cost.estimate(c).fits}
+              for c in spec.search_space().candidates() if cost.estimate(c).fits}
     best_config = max(values, key=values.get)
     measured = [e["config"] for e in journal_events(runs_dir / "seeded")
                 if e["event"] == "finished" and e["result"]["status"] == "ok"]

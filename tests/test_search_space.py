@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
-from conftest import EXAMPLES
-from orchestrator.search_spaces import InvalidConfig, ParallelConfig, SearchSpace
+from conftest import EXAMPLES, ROOT
+from orchestrator.search_spaces import InvalidConfig, ParallelConfig, SearchSpace, SpaceRanges
 from orchestrator.spec import load_spec
 
 SHAPE = dict(world_size=8, num_heads=4, num_layers=4, global_batch_size=16)
@@ -42,7 +45,7 @@ def test_space_enumerates_only_valid_configs():
     spec = load_spec(EXAMPLES / "quickstart.yaml", [
         "scale.gpus_per_node=4", "space.tp=[1,2,4]", "space.pp=[1,2]", "space.micro_batch_size=[1,2,3,4]"
     ])
-    space = SearchSpace.from_spec(spec)
+    space = spec.search_space()
     candidates = space.candidates()
     assert candidates and len(set(candidates)) == len(candidates)
     for c in candidates:
@@ -59,3 +62,29 @@ def test_config_round_trips_through_dict():
                        activation_checkpointing="full")
     assert ParallelConfig.from_dict(c.to_dict()) == c
     assert c.key() == "tp2-pp1-dp4-z3-mbs2-gas2-acfull"
+
+
+def test_space_takes_plain_ranges_without_a_spec():
+    ranges = SpaceRanges(tp=(1, 2), zero_stage=(0, 3), micro_batch_size=(1,),
+                         activation_checkpointing=("none",))
+    space = SearchSpace(ranges=ranges, world_size=4, gpus_per_node=4, num_heads=4, num_layers=4,
+                        global_batch_size=8)
+    candidates = space.candidates()
+    assert {(c.tp, c.zero_stage) for c in candidates} == {(1, 0), (1, 3), (2, 0), (2, 3)}
+    spec = load_spec(EXAMPLES / "quickstart.yaml", ["scale.gpus_per_node=4", "space.tp=[2,1]"])
+    assert spec.search_space().ranges.tp == (1, 2)  # the spec sorts its ranges
+
+
+def test_ranges_reject_an_unknown_kind_and_empty_ranges():
+    with pytest.raises(ValueError, match="space kind 'grid' is unknown"):
+        SpaceRanges(kind="grid")
+    with pytest.raises(ValueError, match="space range tp is empty"):
+        SpaceRanges(tp=())
+
+
+def test_search_spaces_import_nothing_of_the_spec():
+    code = ("import sys, orchestrator.search_spaces; "
+            "print([m for m in sys.modules if m.startswith('orchestrator.spec')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert out.strip() == "[]"

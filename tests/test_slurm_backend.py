@@ -47,9 +47,9 @@ def request(tmp_path: Path, name: str, timeout_s: float = 120, env: dict | None 
 
 def backend():
     from orchestrator.backends.slurm import SlurmBackend
-    from orchestrator.spec import BackendSpec
+    from orchestrator.spec import SlurmBackendSpec
 
-    return SlurmBackend(BackendSpec(kind="slurm", time_limit_min=5), gpus_per_node=2)
+    return SlurmBackend(SlurmBackendSpec(time_limit_min=5), gpus_per_node=2)
 
 
 def wait(handle, limit: float = 180):

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from conftest import EXAMPLES, run_cli_process, write_spec
 from orchestrator.errors import SpecError
-from orchestrator.spec import load_spec
+from orchestrator.spec import (
+    LocalBackendSpec, RayBackendSpec, SimulatedBackendSpec, SlurmBackendSpec, load_spec,
+    spec_from_dict,
+)
 
 QUICKSTART = EXAMPLES / "quickstart.yaml"
 
@@ -104,10 +108,74 @@ def test_every_example_spec_is_valid_and_dry_runs(cli, example):
 
 
 def test_modes_example_lists_every_two_rank_mode_once():
-    from orchestrator.search_spaces import SearchSpace
-
-    candidates = SearchSpace.from_spec(load_spec(EXAMPLES / "modes.yaml")).candidates()
+    candidates = load_spec(EXAMPLES / "modes.yaml").search_space().candidates()
     assert len(candidates) == len(set(candidates)) == 12
     assert {c.zero_stage for c in candidates} == {0, 1, 2, 3}
     assert {c.pp_schedule for c in candidates if c.pp > 1} == {"gpipe", "1f1b", "interleaved"}
     assert any(c.sequence_parallel for c in candidates) and any(c.compile for c in candidates)
+
+
+# Backend sections: one model per kind, chosen by `kind`.
+
+def test_key_of_another_backend_kind_is_one_line_exit_2(tmp_path, cli):
+    spec = write_spec(tmp_path / "bad.yaml", backend={"kind": "slurm", "noise": 0.1})
+    code, out, err = cli("run", str(spec), "--dry-run")
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err
+    assert f"{spec}: backend.noise: unknown key for backend kind 'slurm'" in lines[0]
+    assert "allowed keys here: kind, partition, account" in lines[0]
+    assert "seed" not in lines[0] and "backend.slurm" not in lines[0]
+
+
+def test_bad_value_in_a_backend_section_names_the_plain_key(tmp_path):
+    path = write_spec(tmp_path / "bad.yaml", backend={"kind": "slurm", "time_limit_min": 0})
+    with pytest.raises(SpecError, match=r"backend\.time_limit_min: .*greater than 0"):
+        load_spec(path)
+
+
+def test_unknown_backend_kind_lists_the_kinds(tmp_path, cli):
+    spec = write_spec(tmp_path / "bad.yaml", backend={"kind": "kubernetes"})
+    code, _, err = cli("run", str(spec), "--dry-run")
+    assert code == 2 and err.count("\n") == 1
+    assert "backend.kind: unknown backend kind 'kubernetes'" in err
+    assert "choose one of local, simulated, ray, slurm" in err
+
+
+@pytest.mark.parametrize("section", [None, {}, {"kind": "local"}])
+def test_backend_omitted_or_empty_is_local(tmp_path, section):
+    data = yaml.safe_load(QUICKSTART.read_text())
+    data.pop("backend", None)
+    if section is not None:
+        data["backend"] = section
+    spec = spec_from_dict(data)
+    assert isinstance(spec.backend, LocalBackendSpec) and spec.backend.kind == "local"
+    assert spec.model_dump()["backend"] == {"kind": "local"}
+
+
+def test_backend_set_through_overrides():
+    spec = load_spec(QUICKSTART, ["backend.kind=simulated", "backend.noise=0"])
+    assert isinstance(spec.backend, SimulatedBackendSpec)
+    assert spec.backend.noise == 0 and spec.backend.seed == 0
+    with pytest.raises(SpecError, match="backend.noise: unknown key for backend kind 'ray'"):
+        load_spec(QUICKSTART, ["backend.kind=ray", "backend.noise=0"])
+
+
+def test_each_kind_keeps_its_defaults():
+    slurm = SlurmBackendSpec()
+    assert (slurm.time_limit_min, slurm.array_parallelism, slurm.max_requeues) == (60, 8, 2)
+    assert slurm.setup == [] and slurm.sbatch_args == {}
+    assert RayBackendSpec().gpus_per_rank == 0.0 and RayBackendSpec().address is None
+    assert SimulatedBackendSpec().noise == 0.03
+
+
+def test_a_users_flat_backend_section_is_still_an_error(tmp_path):
+    """Only saved campaigns get the 0.1 layout's extra keys dropped, never a user's spec."""
+    path = write_spec(tmp_path / "flat.yaml", backend={"kind": "simulated", "partition": None})
+    with pytest.raises(SpecError, match="backend.partition: unknown key for backend kind"):
+        load_spec(path)
+
+
+def test_step_time_is_an_objective():
+    spec = load_spec(QUICKSTART, ["objective.metric=step_time_s", "objective.mode=min"])
+    assert spec.objective.metric == "step_time_s"

@@ -1,6 +1,6 @@
 """The search space: every valid `ParallelConfig` for a model, a cluster and a scale.
 
-Candidates are the cross product of the spec's ranges; dp and the accumulation steps follow
+Candidates are the cross product of plain `SpaceRanges`; dp and the accumulation steps follow
 from the world size and the global batch, so every candidate passes `ParallelConfig.validate`.
 The `amsp` kind replaces zero_stage by every set of AMSP factors that meets the paper's
 constraints (3)-(7) on the layout's data-parallel mesh.
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from orchestrator.search_spaces.config import ParallelConfig
 from orchestrator.search_spaces.errors import InvalidConfig
+from orchestrator.search_spaces.ranges import SpaceRanges
 from orchestrator.search_spaces.sharding import ShardingFactors, dp_mesh
 from orchestrator.errors import SpecError
-from orchestrator.spec import CampaignSpec, SpaceSpec
 
 
 def _divisors(n: int) -> list[int]:
@@ -38,29 +38,20 @@ def amsp_factor_sets(s0dp: int, s1dp: int) -> list[ShardingFactors]:
 
 @dataclass(frozen=True)
 class SearchSpace:
-    space: SpaceSpec
+    """Ranges plus the shape every candidate must fit; `CampaignSpec.search_space()` builds one."""
+
+    ranges: SpaceRanges
     world_size: int
     gpus_per_node: int
     num_heads: int
     num_layers: int
     global_batch_size: int
 
-    @classmethod
-    def from_spec(cls, spec: CampaignSpec) -> "SearchSpace":
-        return cls(
-            space=spec.space,
-            world_size=spec.world_size,
-            gpus_per_node=spec.gpus_per_node,
-            num_heads=spec.model.num_heads,
-            num_layers=spec.model.num_layers,
-            global_batch_size=spec.scale.global_batch_size,
-        )
-
     def candidates(self) -> list[ParallelConfig]:
         """All valid configs, in a fixed order (the grid searcher's order)."""
-        if self.space.kind == "list":
+        if self.ranges.kind == "list":
             return self._listed()
-        s = self.space
+        s = self.ranges
         found = []
         for tp, pp, mbs, ac, sp, schedule, v, compiled in itertools.product(
             s.tp, s.pp, s.micro_batch_size, s.activation_checkpointing, s.sequence_parallel,
@@ -86,7 +77,7 @@ class SearchSpace:
     def _listed(self) -> list[ParallelConfig]:
         """space.configs as given; dp and grad_accum_steps filled in from the scale."""
         found = []
-        for index, entry in enumerate(self.space.configs):
+        for index, entry in enumerate(self.ranges.configs):
             fields = dict(entry)
             tp, pp, mbs = fields.get("tp", 1), fields.get("pp", 1), fields.get("micro_batch_size", 1)
             fields.setdefault("dp", max(1, self.world_size // (tp * pp)))
@@ -104,10 +95,10 @@ class SearchSpace:
         return found
 
     def _shardings(self, dp: int, tp: int) -> list[dict]:
-        if self.space.kind == "amsp":
+        if self.ranges.kind == "amsp":
             return [{"sharding": f} for f in amsp_factor_sets(*dp_mesh(dp, tp, self.gpus_per_node))]
         # zero > 0 with dp == 1 shards over nothing: the same as zero 0.
-        return [{"zero_stage": z} for z in self.space.zero_stage if z == 0 or dp > 1]
+        return [{"zero_stage": z} for z in self.ranges.zero_stage if z == 0 or dp > 1]
 
     def _valid(self, base: dict, sharding: dict) -> list[ParallelConfig]:
         try:

@@ -1,0 +1,25 @@
+"""The campaign spec: one YAML file, validated by pydantic, with `--set a.b=value` overrides.
+
+Every problem becomes one `SpecError` line naming the file, the key path, what was wrong and
+what is allowed, so the CLI never shows a traceback for bad input.
+"""
+
+from orchestrator.spec.backends import (
+    BACKEND_MODELS, BackendSpec, LocalBackendSpec, RayBackendSpec, SimulatedBackendSpec,
+    SlurmBackendSpec,
+)
+from orchestrator.spec.campaign import CampaignSpec
+from orchestrator.spec.loading import (
+    SPEC_FILE, apply_override, load_campaign_spec, load_spec, spec_from_dict,
+)
+from orchestrator.spec.sections import (
+    BudgetSpec, CheckpointMode, FidelitySpec, ObjectiveSpec, ScaleSpec, SearchSpec, SpaceSpec,
+    TrackingSpec, TrialSpec,
+)
+
+__all__ = [
+    "BACKEND_MODELS", "SPEC_FILE", "BackendSpec", "BudgetSpec", "CampaignSpec", "CheckpointMode",
+    "FidelitySpec", "LocalBackendSpec", "ObjectiveSpec", "RayBackendSpec", "ScaleSpec",
+    "SearchSpec", "SimulatedBackendSpec", "SlurmBackendSpec", "SpaceSpec", "TrackingSpec",
+    "TrialSpec", "apply_override", "load_campaign_spec", "load_spec", "spec_from_dict",
+]

@@ -1,0 +1,97 @@
+"""`CampaignSpec`: a whole campaign as one validated model, with model and cluster presets
+resolved and the checks that span sections (tp divides heads, pp divides layers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from orchestrator.paths import default_tracking_uri, runs_root
+from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
+from orchestrator.search_spaces import SearchSpace
+from orchestrator.spec.backends import BackendSpec, LocalBackendSpec
+from orchestrator.spec.sections import (
+    BudgetSpec, ObjectiveSpec, ScaleSpec, SearchSpec, SpaceSpec, Strict, TrackingSpec, TrialSpec,
+)
+
+
+def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:
+    """A preset name, or a mapping with an optional `preset:` base and overrides."""
+    if isinstance(value, str):
+        if value not in presets:
+            raise ValueError(f"unknown {kind} preset {value!r}; choose one of {', '.join(presets)}")
+        return presets[value]
+    if isinstance(value, dict) and "preset" in value:
+        base = _resolve_preset(value["preset"], presets, kind)
+        overrides = {k: v for k, v in value.items() if k != "preset"}
+        return {**base.model_dump(), **overrides}
+    return value
+
+
+class CampaignSpec(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
+    model: ModelShape
+    cluster: Cluster
+    scale: ScaleSpec
+    space: SpaceSpec = Field(default_factory=SpaceSpec)
+    objective: ObjectiveSpec = Field(default_factory=ObjectiveSpec)
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    trial: TrialSpec = Field(default_factory=TrialSpec)
+    backend: BackendSpec = Field(default_factory=LocalBackendSpec)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_preset(cls, value: Any) -> Any:
+        return _resolve_preset(value, MODEL_PRESETS, "model")
+
+    @field_validator("cluster", mode="before")
+    @classmethod
+    def _cluster_preset(cls, value: Any) -> Any:
+        return _resolve_preset(value, CLUSTER_PRESETS, "cluster")
+
+    @model_validator(mode="after")
+    def _space_fits_model(self) -> "CampaignSpec":
+        _check_divisors("space.tp", "tp", self.space.tp, "model.num_heads", self.model.num_heads)
+        _check_divisors("space.pp", "pp", self.space.pp, "model.num_layers", self.model.num_layers)
+        return self
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.scale.gpus_per_node or self.cluster.gpus_per_node
+
+    @property
+    def world_size(self) -> int:
+        return self.scale.nodes * self.gpus_per_node
+
+    def search_space(self) -> SearchSpace:
+        """The candidates' space: this spec's ranges on its model and scale."""
+        return SearchSpace(
+            ranges=self.space.ranges(),
+            world_size=self.world_size,
+            gpus_per_node=self.gpus_per_node,
+            num_heads=self.model.num_heads,
+            num_layers=self.model.num_layers,
+            global_batch_size=self.scale.global_batch_size,
+        )
+
+    def runs_dir(self) -> Path:
+        return runs_root(None, self.tracking.runs_dir)
+
+    def campaign_dir(self) -> Path:
+        return self.runs_dir() / self.name
+
+    def tracking_uri(self) -> str:
+        return self.tracking.uri or default_tracking_uri(self.runs_dir())
+
+
+def _check_divisors(key: str, name: str, values: list[int], of: str, total: int) -> None:
+    for value in values:
+        if total % value:
+            divisors = [d for d in range(1, total + 1) if total % d == 0]
+            shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
+            # Cross-field errors carry their key path in front; _describe keeps it.
+            raise ValueError(f"{key}: {name}={value} does not divide {of}={total}; use one of {shown}")

@@ -1,0 +1,176 @@
+"""Reading a campaign spec: YAML in, `--set a.b=value` overrides, a validated `CampaignSpec` out,
+and every failure turned into one `SpecError` line naming the file, the key and what is allowed."""
+
+from __future__ import annotations
+
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from orchestrator.errors import CampaignStateError, SpecError
+from orchestrator.spec.backends import for_saved_spec
+from orchestrator.spec.campaign import CampaignSpec
+
+SPEC_FILE = "spec.yaml"  # a campaign's resolved spec, saved in its directory
+
+
+def load_campaign_spec(runs_dir: Path, name: str) -> CampaignSpec:
+    """The spec a campaign was started with, as saved in its directory (0.1 layouts too)."""
+    path = Path(runs_dir) / name / SPEC_FILE
+    if not path.exists():
+        raise CampaignStateError(
+            f"no campaign {name!r} under {runs_dir}/ (missing {path}); start it with "
+            "`paratune run SPEC.yaml`, or pass --runs-dir"
+        )
+    data = yaml.safe_load(path.read_text())
+    data.setdefault("tracking", {})["runs_dir"] = str(runs_dir)
+    if "backend" in data:
+        data["backend"] = for_saved_spec(data["backend"])
+    return spec_from_dict(data, source=str(path))
+
+
+def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CampaignSpec:
+    """Read, override and validate a campaign spec; every failure is one SpecError line."""
+    path = Path(path)
+    if not path.exists():
+        raise SpecError(f"{path}: file not found; pass the path of a campaign YAML file")
+    if path.is_dir():
+        raise SpecError(f"{path}: is a directory; pass the path of a campaign YAML file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise SpecError(f"{path}:{where}: YAML syntax error: {problem}; fix the YAML") from None
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"{path}: expected a mapping of keys (name, model, cluster, ...), "
+            f"got {type(data).__name__}"
+        )
+    for item in overrides:
+        apply_override(data, item, source=str(path))
+    return spec_from_dict(data, source=str(path))
+
+
+def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> CampaignSpec:
+    try:
+        return CampaignSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_describe(exc, source)) from None
+
+
+def apply_override(data: dict[str, Any], item: str, source: str = "<spec>") -> None:
+    """Apply `a.b.c=value` (value parsed as YAML) to a raw spec mapping, in place."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise SpecError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. budget.max_trials=4")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else raw
+    except yaml.YAMLError:
+        value = raw
+    parts = key.strip().split(".")
+    node = data
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if isinstance(child, str) and part in ("model", "cluster") and depth == 0:
+            child = {"preset": child}  # override one field of a preset
+        elif child is None:
+            child = {}
+        elif not isinstance(child, dict):
+            path = ".".join(parts[: depth + 1])
+            raise SpecError(f"{source}: --set {key}: {path} is not a mapping; set {path} itself")
+        node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+# ---------------------------------------------------------------------------------------------
+# One line per validation error
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    """The first validation error as one line: file, key path, problem, allowed values."""
+    err = exc.errors()[0]
+    msg = err["msg"].removeprefix("Value error, ")
+    if not err["loc"]:  # a cross-field check, whose message starts with its key path
+        return f"{source}: {msg}"
+    if err["type"] == "extra_forbidden":
+        path, model, tagged = _walk(err["loc"][:-1])
+        key = ".".join(path + [str(err["loc"][-1])])
+        allowed = list(getattr(model, "model_fields", {}))
+        hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
+        of_kind = f" for {path[-1]} {tagged[0]} {tagged[1]!r}" if tagged and path else ""
+        return f"{source}: {key}: unknown key{of_kind}{hint}"
+    path, _, _ = _walk(err["loc"])
+    key = ".".join(path)
+    if err["type"] == "union_tag_invalid":
+        field = _field_at(err["loc"])
+        tag_key = field.discriminator if field is not None else "kind"
+        tags = ", ".join(_tagged_members(field)) if field is not None else ""
+        return (f"{source}: {key}.{tag_key}: unknown {path[-1]} {tag_key} "
+                f"{err.get('ctx', {}).get('tag')!r}; choose one of {tags}")
+    if err["type"] == "missing":
+        return f"{source}: {key}: required key is missing; add it"
+    if "input" in err and err["type"] not in ("value_error",):
+        msg = f"{msg} (got {err['input']!r})"
+    return f"{source}: {key}: {msg}"
+
+
+def _walk(loc: tuple) -> tuple[list[str], Any, tuple[str, str] | None]:
+    """Follow an error location down the spec's models.
+
+    Returns the key path as a user writes it (the tags pydantic puts in the location of a
+    tagged union left out), the model at its end (None past the models), and the last
+    (tag key, tag) chosen on the way, e.g. ("kind", "slurm") below `backend`.
+    """
+    path: list[str] = []
+    model: Any = CampaignSpec
+    tagged = None
+    parts = [str(p) for p in loc]
+    index = 0
+    while index < len(parts):
+        part = parts[index]
+        field = getattr(model, "model_fields", {}).get(part)
+        path.append(part)
+        index += 1
+        if field is None:
+            model = None
+            continue
+        members = _tagged_members(field)
+        if members and index < len(parts) and parts[index] in members:
+            model, tagged = members[parts[index]], (field.discriminator, parts[index])
+            index += 1
+        else:
+            model, tagged = _model_of(field.annotation), None
+    return path, model, tagged
+
+
+def _field_at(loc: tuple) -> Any:
+    """The field the location ends at, looked up through _walk's parent model."""
+    _, parent, _ = _walk(loc[:-1])
+    return getattr(parent, "model_fields", {}).get(str(loc[-1]))
+
+
+def _tagged_members(field: Any) -> dict[str, type[BaseModel]]:
+    """tag -> model for a field that is a union chosen by a discriminator, else {}."""
+    if not isinstance(getattr(field, "discriminator", None), str):
+        return {}
+    members = {}
+    for model in typing.get_args(field.annotation):
+        tag_field = getattr(model, "model_fields", {}).get(field.discriminator)
+        for tag in typing.get_args(tag_field.annotation) if tag_field else ():
+            members[tag] = model
+    return members
+
+
+def _model_of(annotation: Any) -> Any:
+    """The model an annotation names, also when optional (`FidelitySpec | None`)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return models[0] if len(models) == 1 else None
+    return annotation
