@@ -19,6 +19,7 @@ import statistics
 import time
 from multiprocessing import Pool
 
+from orchestrator.objective import Objective
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.costmodel import cost_model_for
 from orchestrator.searchers import make_searcher
@@ -57,7 +58,7 @@ def run_one(args: tuple[str, str, int]) -> dict:
     name, algorithm, seed = args
     candidates, cost, sim, truth = landscape(name, seed)
     best = max(truth.values())
-    searcher = make_searcher(algorithm, candidates, seed=seed, cost_model=cost)
+    searcher = make_searcher(algorithm, candidates, Objective(), seed=seed, cost_model=cost)
     trials, reached, best_so_far, regret, overhead = 0, None, 0.0, {}, []
     while trials < MAX_TRIALS:
         start = time.perf_counter()

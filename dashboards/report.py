@@ -3,8 +3,8 @@ what a campaign found: the best layout and its launch command at the top, conver
 against throughput, predicted against measured, memory of the top layouts, failures by reason
 and, when the campaign ran one, its scaling study.
 
-The page is built from plain data (`ReportData`) that the CLI assembles from the journal and
-the cost model, so this module needs neither.
+The page is built from plain data (`ReportData`, assembled by report_data.py from the
+campaign's view and cost model), so this module needs neither.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class TrialRow:
     config: dict[str, Any]
     key: str
     status: str
-    fidelity: str
+    phase: str  # search, screen, confirm or scaling
     value: float | None  # the objective's metric
     predicted: float | None  # the cost model's prediction of it
     gpu_hours: float
@@ -52,11 +52,11 @@ def _figures(data: ReportData) -> list[tuple[str, Any]]:
     import plotly.graph_objects as go
 
     figures: list[tuple[str, Any]] = []
-    measured = [t for t in data.trials if t.status == "ok" and t.value is not None and t.fidelity != "scaling"]
+    measured = [t for t in data.trials if t.status == "ok" and t.value is not None and t.phase != "scaling"]
     better = max if data.mode == "max" else min
 
     # Convergence: best so far against trials run and against GPU-hours spent.
-    ran = [t for t in data.trials if t.status != "infeasible" and t.fidelity != "scaling"]
+    ran = [t for t in data.trials if t.status != "infeasible" and t.phase != "scaling"]
     xs, hours, best_so_far, best, spent = [], [], [], None, 0.0
     for i, t in enumerate(ran, 1):
         spent += t.gpu_hours

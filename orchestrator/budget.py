@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.journal import TrialRecord
+from orchestrator.objective import Objective
 
 
 def executed(records: list[TrialRecord]) -> list[TrialRecord]:
@@ -30,16 +31,16 @@ def gpu_hours(record: TrialRecord) -> float:
 class Tally:
     """Running totals of what a campaign has spent, updated per trial (no rescans)."""
 
-    def __init__(self, metric: str, mode: str):
-        self.metric, self.mode = metric, mode
+    def __init__(self, objective: Objective):
+        self.objective = objective
         self.trials = 0
         self.gpu_hours = 0.0
         self.best: float | None = None
         self.since_improvement = 0
 
     @classmethod
-    def of(cls, records: list[TrialRecord], metric: str, mode: str) -> "Tally":
-        tally = cls(metric, mode)
+    def of(cls, records: list[TrialRecord], objective: Objective) -> "Tally":
+        tally = cls(objective)
         for record in sorted(records, key=lambda r: r.trial_id):
             if record.result is None or record.result.status != "infeasible":
                 tally.submitted()
@@ -54,16 +55,17 @@ class Tally:
         if record.result is None or record.result.status == "infeasible":
             return
         self.gpu_hours += gpu_hours(record)
-        value = record.result.metric(self.metric) if record.result.ok else None
-        if value is not None and (self.best is None or
-                                  (value > self.best if self.mode == "max" else value < self.best)):
+        value = self.objective.value(record.result)
+        if self.objective.better(value, self.best):
             self.best, self.since_improvement = value, 0
         else:
             self.since_improvement += 1
 
-    def state(self, budget, started_at: float) -> "BudgetState":
+    def state(self, budget, started_at: float, pending: int = 0) -> "BudgetState":
+        """Spent and left of `budget` (the spec's section), counting `pending` trials that are
+        about to be submitted as if they were."""
         return BudgetState(
-            trials=self.trials, max_trials=budget.max_trials, gpu_hours=self.gpu_hours,
+            trials=self.trials + pending, max_trials=budget.max_trials, gpu_hours=self.gpu_hours,
             max_gpu_hours=budget.gpu_hours, elapsed_s=time.time() - started_at,
             wall_clock_s=budget.wall_clock_s, since_improvement=self.since_improvement,
             patience=budget.patience,
@@ -80,6 +82,7 @@ class BudgetState:
     wall_clock_s: float | None
     since_improvement: int
     patience: int | None
+
     def exhausted(self) -> str | None:
         """Why no further trial may start, or None."""
         if self.trials >= self.max_trials:

@@ -13,9 +13,9 @@ import shlex
 
 import yaml
 
-from orchestrator.launch import deepspeed_config, job_flags, job_settings
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import CampaignSpec, SlurmBackendSpec
+from orchestrator.trial_inputs import deepspeed_config, job_flags, job_settings
 
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron", "torchtitan")
 

@@ -3,6 +3,11 @@
 Each line is one event, flushed and fsynced before the controller acts on it: `submitted`
 (a trial was handed to the backend), `finished` (its final result), `tracked` (its MLflow run
 exists). A torn last line, left by a kill mid-write, is ignored.
+
+A trial's phase (search, screen, confirm, scaling) is stored in the event's `fidelity` key, the
+format every journal has used: "screen" and "scaling" as they are, "full" for a search trial,
+or for a confirm trial in a campaign that screens (successive halving); the journal tells the
+two apart by whether the campaign has screened anything.
 """
 
 from __future__ import annotations
@@ -17,6 +22,26 @@ from typing import Any
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 
+# The phases of a trial: why it was run.
+SEARCH = "search"  # proposed by the searcher and measured in full
+SCREEN = "screen"  # proposed by the searcher, measured with few steps (successive halving)
+CONFIRM = "confirm"  # a screened layout promoted to a full measurement
+SCALING = "scaling"  # the best layout re-run at another node count
+PHASES = (SEARCH, SCREEN, CONFIRM, SCALING)
+_FULL = "full"  # the journal's word for a search or confirm trial
+
+
+def fidelity_of(phase: str) -> str:
+    """The journal's `fidelity` value for a phase."""
+    return _FULL if phase in (SEARCH, CONFIRM) else phase
+
+
+def phase_of(fidelity: str, screens: bool) -> str:
+    """The phase a journal's `fidelity` value stands for, in a campaign that screens or not."""
+    if fidelity == _FULL:
+        return CONFIRM if screens else SEARCH
+    return fidelity
+
 
 @dataclass
 class TrialRecord:
@@ -27,8 +52,16 @@ class TrialRecord:
     result: TrialResult | None = None
     finished_at: float | None = None
     run_id: str | None = None
-    # "full", or "screen" for a short first measurement under successive halving.
-    fidelity: str = "full"
+    phase: str = SEARCH
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise ValueError(f"phase {self.phase!r} is not one of {', '.join(PHASES)}")
+
+    @property
+    def screening(self) -> bool:
+        """Measured with few steps: comparable only with other screens."""
+        return self.phase == SCREEN
 
     @property
     def done(self) -> bool:
@@ -75,15 +108,15 @@ class Journal:
     def trials(self) -> dict[str, TrialRecord]:
         """The state of every trial, replayed from the events in order."""
         records: dict[str, TrialRecord] = {}
-        for event in self.events():
-            kind, trial_id = event["event"], event.get("trial_id")
-            if trial_id is None:
-                continue
+        events = [e for e in self.events() if e.get("trial_id") is not None]
+        screens = any(e.get("fidelity") == SCREEN for e in events)
+        for event in events:
+            kind, trial_id = event["event"], event["trial_id"]
             record = records.get(trial_id)
             if record is None:
                 record = records[trial_id] = TrialRecord(
                     trial_id, ParallelConfig.from_dict(event["config"]),
-                    fidelity=event.get("fidelity", "full"),
+                    phase=phase_of(event.get("fidelity", _FULL), screens),
                 )
             if kind == "submitted":
                 record.submitted_at = event["time"]
@@ -98,11 +131,11 @@ class Journal:
 
     def record_submitted(self, record: TrialRecord) -> None:
         self.append("submitted", trial_id=record.trial_id, config=record.config.to_dict(),
-                    handle=record.handle, fidelity=record.fidelity)
+                    handle=record.handle, fidelity=fidelity_of(record.phase))
 
     def record_finished(self, record: TrialRecord, result: TrialResult) -> None:
         self.append("finished", trial_id=record.trial_id, config=record.config.to_dict(),
-                    result=result.to_dict(), fidelity=record.fidelity)
+                    result=result.to_dict(), fidelity=fidelity_of(record.phase))
 
     def record_tracked(self, trial_id: str, config: ParallelConfig, run_id: str) -> None:
         self.append("tracked", trial_id=trial_id, config=config.to_dict(), run_id=run_id)

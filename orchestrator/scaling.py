@@ -5,6 +5,9 @@ computed as in the Frontier paper (Dash et al., arXiv 2312.12705):
   efficiency = throughput per GPU at N nodes / throughput per GPU at the smallest count;
 - strong scaling keeps the global batch (fewer accumulation steps as dp grows);
   efficiency = speed-up over the smallest count / ideal speed-up (the ratio of node counts).
+
+The study is a proposal source: once the search is over and its trials have ended, it
+proposes the best layout at each node count, outside the search budget.
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from orchestrator.journal import TrialRecord
+from orchestrator.campaign import best_record
+from orchestrator.journal import SCALING, TrialRecord
+from orchestrator.objective import Objective
+from orchestrator.proposals import LoopState, Proposal, ProposalSource, SearchProposals
 from orchestrator.search_spaces import ParallelConfig
-
-SCALING = "scaling"
 
 
 def scaled_config(config: ParallelConfig, base_nodes: int, nodes: int, study: str) -> ParallelConfig | None:
@@ -44,7 +48,7 @@ def efficiency(records: list[TrialRecord], study: str, gpus_per_node: int,
     """One row per node count measured, smallest first, with its scaling efficiency."""
     rows = []
     for record in records:
-        if record.fidelity != SCALING or record.result is None or not record.result.ok:
+        if record.phase != SCALING or record.result is None or not record.result.ok:
             continue
         world = record.config.world_size
         rows.append({"nodes": world // gpus_per_node, "world_size": world,
@@ -62,3 +66,38 @@ def efficiency(records: list[TrialRecord], study: str, gpus_per_node: int,
             speedup = row["tokens_per_s"] / base["tokens_per_s"]
             row["efficiency"] = speedup / (row["nodes"] / base["nodes"])
     return rows
+
+
+class ScalingStudy(ProposalSource):
+    """The best layout at each node count of `scale.study_nodes` not measured yet."""
+
+    budgeted = False
+
+    def __init__(self, scale, objective: Objective, after: SearchProposals):
+        self.scale = scale  # the spec's `scale` section
+        self.objective = objective
+        self.after = after
+        self._queue: list[ParallelConfig] | None = None  # made once the search is over
+
+    def propose(self, state: LoopState) -> Proposal | None:
+        if state.busy or not (self.after.exhausted or state.stop_reason):
+            return None
+        if self._queue is None:
+            self._queue = self._plan(list(state.records.values()))
+        while self._queue:
+            config = self._queue.pop(0)
+            if state.is_new(config, SCALING):
+                return Proposal(config, SCALING)
+        return None
+
+    def _plan(self, records: list[TrialRecord]) -> list[ParallelConfig]:
+        best = best_record(records, self.objective)
+        if best is None:
+            return []
+        done = {r.config.world_size for r in records if r.phase == SCALING}
+        planned = []
+        for nodes in sorted(set(self.scale.study_nodes)):
+            config = scaled_config(best.config, self.scale.nodes, nodes, self.scale.study)
+            if config is not None and config.world_size not in done:
+                planned.append(config)
+        return planned

@@ -71,7 +71,7 @@ class Tracker:
         config: ParallelConfig,
         result: TrialResult,
         *,
-        log_path: Path | None = None,
+        artifacts: list[Path] = (),
         extra_params: dict[str, Any] | None = None,
     ) -> str:
         tags = {
@@ -93,10 +93,8 @@ class Tracker:
             metrics={k: v for k, v in metrics.items() if v is not None},
             series={"step_time_s_series": result.step_times_s},
         )
-        if log_path is not None:
-            for artifact in (log_path, log_path.with_name("sbatch.sh")):
-                if artifact.exists():
-                    self.client.log_artifact(run_id, str(artifact))
+        for artifact in artifacts:
+            self.client.log_artifact(run_id, str(artifact))
         self.client.set_terminated(run_id, status="FINISHED" if result.ok else "FAILED")
         return run_id
 

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.journal import Journal, TrialRecord
+from orchestrator.journal import Journal, TrialRecord, fidelity_of
 from orchestrator.tracking import Tracker
+from orchestrator.trial_folder import TrialFolder
 
 log = logging.getLogger(__name__)
 # An unreachable server should cost seconds, not MLflow's default minutes of retries: the
@@ -23,7 +24,7 @@ HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TI
 
 
 class TrackingSession:
-    def __init__(self, uri: str, campaign: str, journal: Journal, trials_dir: Path,
+    def __init__(self, uri: str, campaign: str, journal: Journal, campaign_dir: Path,
                  artifact_root: Path, campaign_params: dict[str, Any], retry_s: float = 30.0):
         if uri.startswith(("http://", "https://")):
             for key, value in HTTP_DEFAULTS.items():
@@ -32,7 +33,7 @@ class TrackingSession:
         self.retry_s = retry_s
         self.campaign = campaign
         self.journal = journal
-        self.trials_dir = trials_dir
+        self.campaign_dir = campaign_dir
         self.artifact_root = artifact_root
         self.campaign_params = campaign_params
         self.tracker: Tracker | None = None
@@ -82,8 +83,8 @@ class TrackingSession:
             return
         run_id = self._call(
             self.tracker.log_trial, self.parent_run_id, record.trial_id, record.config,
-            record.result, log_path=self.trials_dir / record.trial_id / "trial.log",
-            extra_params={"fidelity": record.fidelity},
+            record.result, artifacts=TrialFolder.of(self.campaign_dir, record.trial_id).artifacts(),
+            extra_params={"fidelity": fidelity_of(record.phase)},
         )
         if run_id:
             record.run_id = run_id
@@ -120,7 +121,7 @@ class TrackingSession:
         table = {
             "trial_id": [r.trial_id for r in records],
             "config": [r.config.key() for r in records],
-            "fidelity": [r.fidelity for r in records],
+            "fidelity": [fidelity_of(r.phase) for r in records],
             "status": [r.result.status if r.result else "running" for r in records],
             metric: [r.result.metric(metric) if r.result else None for r in records],
             "peak_memory_gb": [r.result.peak_memory_gb if r.result else None for r in records],

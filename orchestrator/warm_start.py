@@ -4,8 +4,8 @@ The source may be the same model at another scale or a neighbouring model. Its r
 transfer as numbers (another world size, another model), so they go through the cost model:
 the source's trials calibrate the source's model, and the fitted coefficients (compute
 efficiency, communication exposure, fixed costs) become this campaign's starting model. What
-the model still got wrong on the source, log(measured / predicted) per layout, is handed to the
-cost-guided searcher as prior residuals on the knobs both spaces share.
+the model still got wrong on the source, log(measured / predicted) of the objective's gain per
+layout, is handed to the searcher as prior residuals on the knobs both spaces share.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import math
 
 from orchestrator.costmodel import CostModel, calibrate, cost_model_for
 from orchestrator.errors import CampaignStateError
+from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import CampaignSpec, load_campaign_spec
@@ -44,14 +45,11 @@ def warm_start(spec: CampaignSpec, source: str, base: CostModel):
             f"at {spec.tracking_uri()}; run it further or drop warm_start"
         )
     model = base.with_coefficients(fit.model.coefficients)
-    metric = spec.objective.metric
+    objective = Objective.of(spec.objective)
     prior = []
     for _, config, result in measured:
-        value = result.metric(metric) if result.ok else None
-        if value:
-            predicted = fit.model.estimate(config)
-            expected = getattr(predicted, metric, predicted.tokens_per_s)
-            if metric == "tokens_per_s_per_gpu":
-                expected = predicted.tokens_per_s / config.world_size
-            prior.append((config, math.log(value / expected)))
+        gain = objective.result_gain(result)
+        expected = objective.gain(objective.predicted(fit.model.estimate(config)))
+        if gain and expected:
+            prior.append((config, math.log(gain / expected)))
     return model, prior

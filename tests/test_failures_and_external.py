@@ -14,6 +14,7 @@ from conftest import ROOT, journal_events, write_spec
 from orchestrator.backends.base import TrialRequest
 from orchestrator.backends.local import LocalBackend
 from orchestrator.search_spaces import ParallelConfig
+from orchestrator.trial_folder import TrialFolder
 
 TINY = {"num_layers": 2, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "vocab_size": 256,
         "seq_len": 32}
@@ -38,7 +39,7 @@ def processes_naming(marker: str) -> list[int]:
 def run_trial(tmp_path: Path, timeout_s: float = 120, env: dict | None = None, **settings):
     config = ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2)
     request = TrialRequest(
-        trial_id="t1", config=config, trial_dir=tmp_path / "trial", world_size=2,
+        trial_id="t1", config=config, folder=TrialFolder(tmp_path / "trial"), steps=2,
         job_settings={"model": TINY, "dp": 2, "micro_batch_size": 2, "grad_accum_steps": 2,
                       "steps": 2, "warmup_steps": 1, **settings},
         timeout_s=timeout_s, env={"OMP_NUM_THREADS": "1", **(env or {})},

@@ -42,10 +42,11 @@ def test_campaign_on_ray_runs_real_trials(tmp_path, runs_dir, cli, ray_runtime):
 def test_cancelled_ray_task_kills_its_trial(tmp_path, ray_runtime):
     from orchestrator.backends.base import TrialRequest
     from orchestrator.search_spaces import ParallelConfig
+    from orchestrator.trial_folder import TrialFolder
 
     request = TrialRequest(
         trial_id="hang", config=ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2),
-        trial_dir=tmp_path / "hang", world_size=2, timeout_s=300,
+        folder=TrialFolder(tmp_path / "hang"), steps=2, timeout_s=300,
         job_settings={"model": TINY, "dp": 2, "micro_batch_size": 2, "grad_accum_steps": 2,
                       "steps": 2, "warmup_steps": 1},
         env={"PARATUNE_INJECT_FAULT": "hang", "OMP_NUM_THREADS": "1"},

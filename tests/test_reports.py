@@ -111,11 +111,11 @@ def test_weak_scaling_study_of_frontier_175b(tmp_path, runs_dir, cli):
     of its per-GCD throughput, and the report plots it."""
     code, _, err = cli("run", str(EXAMPLES / "frontier-175b-scaling.yaml"))
     assert code == 0, err
-    from orchestrator.controller import Controller, load_campaign_spec
+    from orchestrator.campaign import CampaignView
     from orchestrator.scaling import efficiency
 
-    spec = load_campaign_spec(runs_dir, "frontier-175b-scaling")
-    rows = efficiency(Controller(spec).summary().records, "weak", spec.gpus_per_node)
+    view = CampaignView.open(runs_dir, "frontier-175b-scaling")
+    rows = efficiency(view.records(), "weak", view.spec.gpus_per_node)
     assert [r["nodes"] for r in rows] == [32, 64, 128]
     assert all(r["efficiency"] >= 0.95 for r in rows)
     assert cli("report", "frontier-175b-scaling")[0] == 0

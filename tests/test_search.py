@@ -7,6 +7,7 @@ import json
 import pytest
 
 from conftest import EXAMPLES, journal_events
+from orchestrator.objective import Objective
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.costmodel import cost_model_for
 from orchestrator.result import TrialResult
@@ -26,7 +27,7 @@ def landscape():
 def test_adapter_asks_valid_configs_and_takes_failures(landscape, algorithm):
     candidates, cost = landscape
     valid = set(candidates)
-    searcher = make_searcher(algorithm, candidates, seed=1, cost_model=cost)
+    searcher = make_searcher(algorithm, candidates, Objective(), seed=1, cost_model=cost)
     first = searcher.ask(1)
     assert len(first) == 1 and first[0] in valid
     searcher.tell(first[0], TrialResult(status="oom", error="out of memory"))

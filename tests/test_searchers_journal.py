@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from orchestrator.objective import Objective
 from orchestrator.journal import Journal, TrialRecord
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
@@ -19,18 +20,18 @@ def drain(searcher, n=1):
 
 
 def test_grid_walks_the_space_in_order_once():
-    assert drain(make_searcher("grid", CANDIDATES), n=5) == CANDIDATES
+    assert drain(make_searcher("grid", CANDIDATES, Objective()), n=5) == CANDIDATES
 
 
 def test_random_is_a_seeded_permutation():
-    first = drain(make_searcher("random", CANDIDATES, seed=7))
-    again = drain(make_searcher("random", CANDIDATES, seed=7))
-    other = drain(make_searcher("random", CANDIDATES, seed=8))
+    first = drain(make_searcher("random", CANDIDATES, Objective(), seed=7))
+    again = drain(make_searcher("random", CANDIDATES, Objective(), seed=7))
+    other = drain(make_searcher("random", CANDIDATES, Objective(), seed=8))
     assert first == again and sorted(first) == sorted(CANDIDATES) and first != other
 
 
 def test_told_configs_are_not_proposed_again():
-    searcher = make_searcher("grid", CANDIDATES)
+    searcher = make_searcher("grid", CANDIDATES, Objective())
     searcher.tell(CANDIDATES[0], TrialResult(status="failed", error="boom"))
     searcher.tell(CANDIDATES[1], TrialResult(status="ok", tokens_per_s=1.0))
     assert searcher.ask(1) == [CANDIDATES[2]]

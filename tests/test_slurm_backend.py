@@ -35,10 +35,11 @@ ENV = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 def request(tmp_path: Path, name: str, timeout_s: float = 120, env: dict | None = None, **settings):
     from orchestrator.backends.base import TrialRequest
     from orchestrator.search_spaces import ParallelConfig
+    from orchestrator.trial_folder import TrialFolder
 
     return TrialRequest(
         trial_id=name, config=ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2),
-        trial_dir=tmp_path / name, world_size=2, timeout_s=timeout_s,
+        folder=TrialFolder(tmp_path / name), steps=2, timeout_s=timeout_s,
         job_settings={"model": TINY, "dp": 2, "micro_batch_size": 2, "grad_accum_steps": 2,
                       "steps": 2, "warmup_steps": 1, **settings},
         env={**ENV, **(env or {})},
@@ -130,7 +131,7 @@ def test_slurm_states_map_to_statuses(tmp_path, state, status):
     slurm = backend()
     slurm.spec = slurm.spec.model_copy(update={"max_requeues": 0})
     req = request(tmp_path, "x")
-    req.trial_dir.mkdir()
+    req.folder.path.mkdir()
     result = SlurmHandle(slurm, req, _EndedJob(state)).poll()
     assert result.status == status and state in result.error
 

@@ -1,7 +1,8 @@
-"""Backends run trials: `local` (torchrun subprocesses), `simulated` (the cost model), `ray`
+"""Backends run trials: `local` (torchrun process trees), `simulated` (the cost model), `ray`
 (one Ray task per trial) and `slurm` (one Slurm job per trial, through submitit).
 
-Each kind is one module; `make_backend` builds the one a spec names.
+Each kind is one module behind the `Backend` base (base.py); `make_backend` builds the one a
+spec's `backend` section names. Ray and submitit are imported only when chosen.
 """
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ from orchestrator.backends.local import LocalBackend
 from orchestrator.backends.simulated import SimulatedBackend
 
 
-def make_backend(backend_spec, *, cost_model=None, steps: int = 10,
-                 gpus_per_node: int = 1, use_gpus: bool = False) -> Backend:
+def make_backend(backend_spec, *, cost_model=None, gpus_per_node: int = 1,
+                 use_gpus: bool = False) -> Backend:
     """`backend_spec` is the spec's `backend` section; `cost_model` answers simulated trials."""
     if backend_spec.kind == "local":
         return LocalBackend()
     if backend_spec.kind == "simulated":
         return SimulatedBackend(
             cost_model, noise=backend_spec.noise, failure_rate=backend_spec.failure_rate,
-            perturbation=backend_spec.perturbation, seed=backend_spec.seed, steps=steps,
+            perturbation=backend_spec.perturbation, seed=backend_spec.seed,
             latency_s=backend_spec.latency_s,
         )
     if backend_spec.kind == "ray":

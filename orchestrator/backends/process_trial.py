@@ -1,10 +1,10 @@
-"""Run one trial to its end in the current process's machine: the work a cluster backend ships
+"""Run one trial to its end on the machine this code runs on: the work a cluster backend ships
 to a compute node (inside a Ray task or a Slurm job).
 
-It launches the trial as the local backend does (torchrun in its own process group, or the
-external command), enforces the timeout itself, kills the whole process tree when interrupted
-(a cancelled Ray task, a Slurm job sent SIGTERM), and returns the result as a dict, so it needs
-only the standard library and the trial program on the node.
+It launches the trial as the local backend does (torchrun in its own session, or the external
+command), enforces the timeout, kills the whole process tree when interrupted (a cancelled Ray
+task, a Slurm job sent SIGTERM), and returns the result as a dict, so it needs only the
+standard library and the trial program on the node.
 """
 
 from __future__ import annotations
@@ -13,16 +13,30 @@ import signal
 import time
 from typing import Any
 
+from submitit.helpers import TorchDistributedEnvironment
+
 from orchestrator.backends.base import TrialRequest
-from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.local import start_trial
+from orchestrator.backends.trial_process import TrialProcess, builtin_job_argv, trial_env
+
+
+def _watch(process: TrialProcess, poll_s: float) -> Any:
+    """Poll until the process ends; kill it on any exception (a cancel, a signal)."""
+    try:
+        while (result := process.poll()) is None:
+            time.sleep(poll_s)
+        return result
+    except BaseException:
+        process.kill()
+        raise
 
 
 def run_trial_to_end(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any]:
-    handle = LocalBackend().submit(request)
+    process = start_trial(request)
     previous = signal.getsignal(signal.SIGTERM)
 
     def stop(signum, frame):  # noqa: ANN001 - signal handler signature
-        handle.cancel()
+        process.kill()
         raise KeyboardInterrupt(f"trial {request.trial_id} stopped by signal {signum}")
 
     try:
@@ -30,12 +44,7 @@ def run_trial_to_end(request: TrialRequest, poll_s: float = 0.5) -> dict[str, An
     except ValueError:  # not the main thread (some Ray workers): rely on KeyboardInterrupt
         previous = None
     try:
-        while (result := handle.poll()) is None:
-            time.sleep(poll_s)
-        return result.to_dict()
-    except BaseException:
-        handle.cancel()
-        raise
+        return _watch(process, poll_s).to_dict()
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -44,38 +53,13 @@ def run_trial_to_end(request: TrialRequest, poll_s: float = 0.5) -> dict[str, An
 def run_rank(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
     """One rank of a trial launched as one task per rank (srun): read rank, world and
     rendezvous from the scheduler (submitit's TorchDistributedEnvironment), run the job as a
-    child in this task's process group (so the scheduler's kill reaches it), enforce the
-    timeout, and return the result from rank 0 (None on the other ranks)."""
-    import os
-    import subprocess
-    import sys
-
-    from submitit.helpers import TorchDistributedEnvironment
-
-    from orchestrator.backends.local import LOG_FILE, SETTINGS_FILE, kill_tree, read_result
-
-    dist_env = TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
-    trial_dir = request.trial_dir
-    argv = list(request.command) if request.command else [
-        sys.executable, "-m", "jobs.train", "--config", str(trial_dir / SETTINGS_FILE)]
-    env = {**os.environ, "PARATUNE_RESULT_FILE": str(trial_dir / "result.json"),
-           "PYTHONUNBUFFERED": "1", **request.env}
-    log = open(trial_dir / f"rank{dist_env.rank}.log" if dist_env.rank else trial_dir / LOG_FILE, "ab")
-    child = subprocess.Popen(argv, cwd=request.workdir or trial_dir, env=env,
-                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    started = time.monotonic()
-    try:
-        while child.poll() is None:
-            if time.monotonic() - started > request.timeout_s:
-                kill_tree(child.pid)
-                child.wait()
-                return {"status": "timeout", "world_size": request.world_size,
-                        "error": f"killed after trial.timeout_s={request.timeout_s:g}s"} \
-                    if dist_env.rank == 0 else None
-            time.sleep(poll_s)
-    except BaseException:
-        kill_tree(child.pid)
-        raise
-    finally:
-        log.close()
-    return read_result(trial_dir, child.returncode).to_dict() if dist_env.rank == 0 else None
+    child (killed with its tree when the scheduler stops this task), enforce the timeout, and
+    return the result from rank 0 (None on the other ranks)."""
+    rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False).rank
+    folder = request.folder
+    argv = list(request.command) if request.command else builtin_job_argv(folder, None)
+    process = TrialProcess(argv, folder=folder, env=trial_env(folder, request.trial_id, request.env),
+                           timeout_s=request.timeout_s, world_size=request.world_size,
+                           cwd=request.workdir, rank=rank, own_session=False)
+    result = _watch(process, poll_s)
+    return result.to_dict() if rank == 0 else None

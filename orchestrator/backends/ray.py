@@ -10,27 +10,23 @@ process tree. Ray tasks die with the driver, so on resume running trials are run
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.base import TrialRequest
+import ray
+
+from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
+from orchestrator.backends.process_trial import run_trial_to_end
+from orchestrator.backends.trial_process import kill_leftovers
 from orchestrator.result import TrialResult
+from orchestrator.trial_folder import TrialFolder
 
 
-def _run(request: TrialRequest) -> dict[str, Any]:
-    from orchestrator.backends.process_trial import run_trial_to_end
-
-    return run_trial_to_end(request)
-
-
-class RayHandle:
+class RayHandle(TrialHandle):
     def __init__(self, ref, request: TrialRequest):
         self.ref = ref
         self.request = request
 
     def poll(self) -> TrialResult | None:
-        import ray
-
         ready, _ = ray.wait([self.ref], timeout=0)
         if not ready:
             return None
@@ -40,19 +36,15 @@ class RayHandle:
             return TrialResult(status="failed", error=f"Ray task failed: {type(exc).__name__}: {exc}"[:2000])
 
     def cancel(self) -> None:
-        import ray
-
         ray.cancel(self.ref, force=False)  # KeyboardInterrupt in the task: it kills its trial
 
     def info(self) -> dict[str, Any]:
         return {"ray_task": self.ref.hex()}
 
 
-class RayBackend:
+class RayBackend(Backend):
     def __init__(self, *, address: str | None = None, num_cpus: int | None = None,
                  gpus_per_trial_rank: float = 0.0, temp_dir: str | None = None):
-        import ray
-
         self.gpus_per_rank = gpus_per_trial_rank
         self.started_runtime = False
         if not ray.is_initialized():
@@ -66,7 +58,7 @@ class RayBackend:
                     kwargs["_temp_dir"] = temp_dir
             ray.init(**kwargs)
             self.started_runtime = not address
-        self._remote = ray.remote(max_retries=0)(_run)
+        self._remote = ray.remote(max_retries=0)(run_trial_to_end)
 
     def submit(self, request: TrialRequest) -> RayHandle:
         resources = {"num_cpus": request.world_size if not self.gpus_per_rank else 1,
@@ -74,16 +66,12 @@ class RayBackend:
         ref = self._remote.options(**resources).remote(request)
         return RayHandle(ref, request)
 
-    def cleanup(self, info: dict[str, Any], trial_dir: Path) -> None:
+    def cleanup(self, info: dict[str, Any], folder: TrialFolder) -> None:
         """A task of a previous driver died with it; end any rank it left on this node."""
-        from orchestrator.backends.local import LocalBackend
-
-        LocalBackend().cleanup({}, trial_dir)
+        kill_leftovers(folder)
 
     def shutdown(self) -> None:
         """Stop the local runtime this backend started (never one it connected to)."""
-        import ray
-
         if self.started_runtime and ray.is_initialized():
             ray.shutdown()
             self.started_runtime = False

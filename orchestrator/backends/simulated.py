@@ -15,10 +15,9 @@ import hashlib
 import math
 import random
 import time
-from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.base import TrialRequest
+from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
 from orchestrator.result import TrialResult
 
 # Knobs whose values get a hidden factor each.
@@ -33,7 +32,7 @@ def _rng(*parts: object) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-class SimulatedHandle:
+class SimulatedHandle(TrialHandle):
     def __init__(self, result: TrialResult, latency_s: float = 0.0):
         self.result = result
         self.ready_at = time.monotonic() + latency_s
@@ -48,7 +47,7 @@ class SimulatedHandle:
         return {"simulated": True}
 
 
-class SimulatedBackend:
+class SimulatedBackend(Backend):
     """`cost_model` is an orchestrator.costmodel.CostModel; `steps` the trial's timed steps."""
 
     def __init__(self, cost_model, *, noise: float = 0.03, failure_rate: float = 0.0,
@@ -110,8 +109,5 @@ class SimulatedBackend:
         )
 
     def submit(self, request: TrialRequest) -> SimulatedHandle:
-        steps = request.job_settings.get("steps")
-        return SimulatedHandle(self.run(request.config, request.trial_id, steps), self.latency_s)
-
-    def cleanup(self, info: dict[str, Any], trial_dir: Path) -> None:
-        pass  # nothing outlives a simulated trial
+        return SimulatedHandle(self.run(request.config, request.trial_id, request.steps),
+                               self.latency_s)

@@ -19,9 +19,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.base import TrialRequest
-from orchestrator.backends.local import prepare_trial_dir, read_result
+import submitit
+
+from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
+from orchestrator.backends.process_trial import run_rank
 from orchestrator.result import TrialResult
+from orchestrator.trial_folder import TrialFolder
 
 ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED",
           "RESIZING", "UNKNOWN", "READY"}
@@ -29,24 +32,15 @@ RETRYABLE = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"}
 STATUS_OF = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "OUT_OF_MEMORY": "oom"}
 
 
-def _rank_task(request: TrialRequest):
-    from orchestrator.backends.process_trial import run_rank
-
-    return run_rank(request)
-
-
-SBATCH_SCRIPT = "sbatch.sh"
-
-
 def _keep_sbatch_script(folder: Path, job_id: str, request: TrialRequest) -> None:
     """Copy the script submitit gave sbatch next to the trial's other artifacts."""
     array_id = str(job_id).split("_")[0]
     script = folder / array_id / f"{array_id}_submission.sh"
     if script.exists():
-        (request.trial_dir / SBATCH_SCRIPT).write_text(script.read_text())
+        request.folder.sbatch_script.write_text(script.read_text())
 
 
-class SlurmHandle:
+class SlurmHandle(TrialHandle):
     def __init__(self, backend: "SlurmBackend", request: TrialRequest, job, requeues: int = 0):
         self.backend = backend
         self.request = request
@@ -64,10 +58,10 @@ class SlurmHandle:
                 return TrialResult(status="failed", error=f"Slurm job {self.job.job_id}: {exc}"[:2000])
         if state in RETRYABLE and self.requeues < self.backend.spec.max_requeues:
             self.requeues += 1
-            self.job = self.backend.executor_for(self.request).submit(_rank_task, self.request)
+            self.job = self.backend.executor_for(self.request).submit(run_rank, self.request)
             return None
-        own = read_result(self.request.trial_dir, None)  # the trial may have written oom/failed
-        if own.status != "failed" or "no result reported" not in (own.error or ""):
+        own = self.request.folder.reported()  # the trial may have written oom/failed
+        if own is not None:
             return own
         status = STATUS_OF.get(state, "failed")
         detail = f"Slurm job {self.job.job_id} ended {state}"
@@ -82,7 +76,7 @@ class SlurmHandle:
         return {"slurm_job": self.job.job_id, "slurm_folder": str(self.job.paths.folder.parent)}
 
 
-class SlurmBackend:
+class SlurmBackend(Backend):
     def __init__(self, spec, *, gpus_per_node: int = 1, use_gpus: bool = False):
         self.spec = spec
         self.gpus_per_node = gpus_per_node
@@ -90,11 +84,9 @@ class SlurmBackend:
 
     @staticmethod
     def folder(request: TrialRequest) -> Path:
-        return request.trial_dir / "slurm"
+        return request.folder.slurm_dir
 
     def executor_for(self, request: TrialRequest, array: int = 1):
-        import submitit
-
         s = self.spec
         nodes = max(1, math.ceil(request.world_size / self.gpus_per_node))
         params: dict[str, Any] = {
@@ -115,26 +107,27 @@ class SlurmBackend:
         return executor
 
     def submit(self, request: TrialRequest) -> SlurmHandle:
-        prepare_trial_dir(request)
-        job = self.executor_for(request).submit(_rank_task, request)
+        request.folder.prepare(request.job_settings, request.files)
+        job = self.executor_for(request).submit(run_rank, request)
         _keep_sbatch_script(self.folder(request), job.job_id, request)
         return SlurmHandle(self, request, job)
 
-    def submit_many(self, requests: list[TrialRequest]) -> list[SlurmHandle]:
-        """Trials of one shape go out as one job array (its files in the first trial's folder)."""
+    def submit_many(self, requests: list[TrialRequest]) -> list[TrialHandle]:
+        """Trials of one shape go out as one job array (its files in the first trial's folder);
+        trials of several shapes are submitted one by one."""
+        if len(requests) < 2 or len({r.world_size for r in requests}) > 1:
+            return super().submit_many(requests)
         for request in requests:
-            prepare_trial_dir(request)
+            request.folder.prepare(request.job_settings, request.files)
         executor = self.executor_for(requests[0], array=len(requests))
         with executor.batch():
-            jobs = [executor.submit(_rank_task, r) for r in requests]
+            jobs = [executor.submit(run_rank, r) for r in requests]
         for request, job in zip(requests, jobs):
             _keep_sbatch_script(self.folder(requests[0]), job.job_id, request)
         return [SlurmHandle(self, r, j) for r, j in zip(requests, jobs)]
 
     def reattach(self, info: dict[str, Any], request: TrialRequest) -> SlurmHandle | None:
         """The trial's job, if it still lives after a controller crash."""
-        import submitit
-
         job_id = info.get("slurm_job")
         if not job_id:
             return None
@@ -146,7 +139,7 @@ class SlurmBackend:
                                 tasks=tuple(range(max(1, request.world_size))))
         return SlurmHandle(self, request, job)
 
-    def cleanup(self, info: dict[str, Any], trial_dir: Path) -> None:
+    def cleanup(self, info: dict[str, Any], folder: TrialFolder) -> None:
         """Cancel the job of a trial that is run again instead of re-attached."""
         if info.get("slurm_job"):
             subprocess.run(["scancel", str(info["slurm_job"])], capture_output=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from orchestrator.errors import SpecError
 from orchestrator.search_spaces.config import ParallelConfig
 from orchestrator.search_spaces.errors import InvalidConfig
 from orchestrator.search_spaces.ranges import SpaceRanges
 from orchestrator.search_spaces.sharding import ShardingFactors, dp_mesh
-from orchestrator.errors import SpecError
 
 
 def _divisors(n: int) -> list[int]:

@@ -1,4 +1,4 @@
-"""Searchers behind one ask/tell interface; `make_searcher` builds the one a spec names.
+"""Searchers behind one ask/tell interface (base.py); `make_searcher` builds the one a spec names.
 
 grid and random walk the candidate list; deephyper-cbo, optuna and hyperopt wrap those
 libraries' Bayesian optimisers; cost-guided is ParaTune's own, led by the calibrated cost model.
@@ -6,6 +6,8 @@ libraries' Bayesian optimisers; cost-guided is ParaTune's own, led by the calibr
 
 from __future__ import annotations
 
+from orchestrator.costmodel import CostModel
+from orchestrator.objective import Objective
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers.base import Searcher
 from orchestrator.searchers.grid import GridSearcher
@@ -17,31 +19,30 @@ ALGORITHMS = ("grid", "random", "deephyper-cbo", "optuna", "hyperopt", "cost-gui
 def make_searcher(
     algorithm: str,
     candidates: list[ParallelConfig],
-    seed: int = 0,
+    objective: Objective,
     *,
-    cost_model=None,
-    metric: str = "tokens_per_s",
-    mode: str = "max",
+    seed: int = 0,
+    cost_model: CostModel | None = None,
     stop_margin: float = 0.0,
 ) -> Searcher:
     if algorithm == "grid":
         return GridSearcher(candidates)
     if algorithm == "random":
         return RandomSearcher(candidates, seed=seed)
-    if algorithm == "deephyper-cbo":
+    if algorithm == "deephyper-cbo":  # heavy imports: loaded only when chosen
         from orchestrator.searchers.deephyper_cbo import DeepHyperCBOSearcher
 
-        return DeepHyperCBOSearcher(candidates, seed=seed, metric=metric, mode=mode)
+        return DeepHyperCBOSearcher(candidates, objective, seed=seed)
     if algorithm in ("optuna", "hyperopt"):
         from orchestrator.searchers.ray_tune import RayTuneSearcher
 
-        return RayTuneSearcher(candidates, algorithm=algorithm, seed=seed, metric=metric, mode=mode)
+        return RayTuneSearcher(candidates, objective, algorithm=algorithm, seed=seed)
     if algorithm == "cost-guided":
         from orchestrator.searchers.cost_guided import CostGuidedSearcher
 
         if cost_model is None:
             raise ValueError("the cost-guided searcher needs a cost model")
-        return CostGuidedSearcher(candidates, cost_model, metric=metric, seed=seed,
+        return CostGuidedSearcher(candidates, cost_model, objective, seed=seed,
                                   stop_margin=stop_margin)
     raise ValueError(f"unknown search algorithm {algorithm!r}")  # the spec rejects it first
 

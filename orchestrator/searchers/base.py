@@ -1,28 +1,35 @@
-"""The searcher interface: `ask(n)` proposes configs, `tell(config, result)` reports one back.
+"""The searcher interface, shaped like Optuna's ask/tell and Ray Tune's `Searcher`.
 
+`ask(n)` proposes configs and `tell(config, result)` reports one back; `add_prior` is optional,
+with a default on the base that ignores priors, so the controller calls it on any searcher.
 Searchers never run anything (backends do) and keep no storage of their own: on resume the
 controller replays the journal through `tell`, the way Optuna's storage backs its samplers.
+Every searcher is given the campaign's `Objective` and honours its mode.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from abc import ABC, abstractmethod
 
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 
 
-class Searcher(Protocol):
+class Searcher(ABC):
+    @abstractmethod
     def ask(self, n: int = 1) -> list[ParallelConfig]:
         """Up to n configs not proposed before; fewer (or none) when the space is exhausted."""
-        ...
 
+    @abstractmethod
     def tell(self, config: ParallelConfig, result: TrialResult) -> None:
-        """Record the outcome of a config (which may be a failure)."""
-        ...
+        """Record the outcome of a config (which may be a failure), whoever proposed it."""
+
+    def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:
+        """Residuals log(measured / predicted gain) seen in another campaign (warm start).
+        Searchers that do not model the cost model's error ignore them."""
 
 
-class CandidateListSearcher:
+class CandidateListSearcher(Searcher):
     """Walks a fixed order of candidates, skipping any config already asked or told."""
 
     def __init__(self, order: list[ParallelConfig]):

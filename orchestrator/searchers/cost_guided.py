@@ -13,16 +13,23 @@ where the model is wrong.
 - Out-of-memory results raise the memory model's scale so that larger layouts are skipped.
 - It stops (ask returns nothing) once no unmeasured candidate's upper bound reaches the best
   measured value less `stop_margin`.
+
+Everything is computed on the objective's gain (the metric, or its reciprocal under
+`mode: min`), so "higher is better" holds inside and the mode is honoured.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from orchestrator.costmodel import CostModel, calibrate
 from orchestrator.costmodel.calibration import FEATURES, feature_model, features
+from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
+from orchestrator.searchers.base import Searcher
 from orchestrator.searchers.encoding import KnobSpace, knob_values
 
 PRIOR_ERROR = 0.2  # prior std of one knob value's effect on log throughput
@@ -34,25 +41,19 @@ DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
 
 
-def predicted_metric(estimate, metric: str) -> float:
-    if metric == "tokens_per_s_per_gpu":
-        return estimate.tokens_per_s / estimate.config.world_size
-    return float(getattr(estimate, metric))
-
-
-class CostGuidedSearcher:
-    def __init__(self, candidates: list[ParallelConfig], cost_model: CostModel, *,
-                 metric: str = "tokens_per_s", seed: int = 0, stop_margin: float = 0.0):
+class CostGuidedSearcher(Searcher):
+    def __init__(self, candidates: list[ParallelConfig], cost_model: CostModel,
+                 objective: Objective, *, seed: int = 0, stop_margin: float = 0.0):
         self.candidates = list(candidates)
         self.base = cost_model
         self.model = cost_model
-        self.metric = metric
+        self.objective = objective
         self.seed = seed
         self.stop_margin = stop_margin
         self.space = KnobSpace.of(self.candidates)
         self.memory_scale = 1.0
         self._oom_scale = 1.0
-        self.history: list[tuple[str, ParallelConfig, TrialResult]] = []
+        self.history: list[tuple[str, ParallelConfig, TrialResult]] = []  # (id, config, result)
         self._taken: set[ParallelConfig] = set()
         self._surrogate = None
         self._predictions: dict[ParallelConfig, tuple[float, bool]] = {}
@@ -80,38 +81,36 @@ class CostGuidedSearcher:
     def _precompute(self) -> None:
         """Estimate every candidate once. A calibrated step time is a combination of the
         calibration features, so refits later cost one matrix product, not a re-estimate."""
-        import numpy as np
-
         feature_cost = feature_model(self.base)
         self._rows: dict[ParallelConfig, list[float]] = {}
-        base_metric, base_step, used, reserve_room = [], [], [], []
+        base_gain, base_step, used, reserve_room = [], [], [], []
         for config in self.candidates:
             est = self.base.estimate(config)
             self._rows[config] = features(feature_cost, config)
-            base_metric.append(predicted_metric(est, self.metric))
+            base_gain.append(self.objective.gain(self.objective.predicted(est)))
             base_step.append(est.step_time_s)
             used.append(est.memory_gb_used)
             reserve_room.append(est.capacity_gb - est.memory.reserve / 1e9)
         self._matrix = np.array([self._rows[c] for c in self.candidates])
         self._index = {c: i for i, c in enumerate(self.candidates)}
         self._encoded = np.array([self._one_hot(knob_values(c)) for c in self.candidates])
-        self._base_metric, self._base_step = np.array(base_metric), np.array(base_step)
+        self._base_gain, self._base_step = np.array(base_gain), np.array(base_step)
         self._used, self._room = np.array(used), np.array(reserve_room)
 
     def _refresh(self) -> None:
-        """Re-predict every candidate: (metric, fits) under the current fit and memory scale."""
+        """Re-predict every candidate: (gain, fits) under the current fit and memory scale; the
+        gain follows the refit step time by the objective's `gain_exponent`."""
         step = self._base_step * self._global_scale
         if self._multipliers is not None:
             step = self._matrix @ self._multipliers
-        metric = self._base_metric * self._base_step / step
+        gain = self._base_gain * (step / self._base_step) ** self.objective.gain_exponent
         fits = self._used * self.memory_scale <= self._room
         self._predictions = {c: (float(m), bool(f))
-                             for c, m, f in zip(self.candidates, metric, fits)}
+                             for c, m, f in zip(self.candidates, gain, fits)}
 
     def _fit_residuals(self) -> None:
-        import numpy as np
-
-        ok = [(c, r.metric(self.metric)) for _, c, r in self.history if r.ok and r.metric(self.metric)]
+        ok = [(c, self.objective.result_gain(r)) for _, c, r in self.history]
+        ok = [(c, v) for c, v in ok if v is not None]
         if not ok and not self._prior:
             self._surrogate = None
             return
@@ -124,12 +123,10 @@ class CostGuidedSearcher:
         self._surrogate = (covariance @ x.T @ y / NOISE**2, covariance)
 
     def _bounds(self, configs: list[ParallelConfig], kappa: float = KAPPA) -> list[tuple[float, float]]:
-        """(expected, upper bound) of the metric for each config."""
+        """(expected, upper bound) of the gain for each config."""
         base = [self._predictions[c][0] for c in configs]
         if self._surrogate is None:
             return [(b, b * math.exp(kappa * PRIOR_ERROR)) for b in base]
-        import numpy as np
-
         weights, covariance = self._surrogate
         x = self._encoded[[self._index[c] for c in configs]]
         mean = x @ weights
@@ -139,7 +136,7 @@ class CostGuidedSearcher:
     # -------------------------------------------------------------- ask / tell
 
     def _best_measured(self) -> float | None:
-        values = [r.metric(self.metric) for _, _, r in self.history if r.ok]
+        values = [self.objective.result_gain(r) for _, _, r in self.history]
         values = [v for v in values if v is not None]
         return max(values) if values else None
 
@@ -178,9 +175,9 @@ class CostGuidedSearcher:
     def _regime(config: ParallelConfig) -> tuple:
         return (config.tp, config.pp, config.zero_stage, config.sharding)
 
-    def tell(self, config: ParallelConfig, result: TrialResult, trial_id: str = "") -> None:
+    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
         self._taken.add(config)
-        self.history.append((trial_id or f"t{len(self.history)}", config, result))
+        self.history.append((f"t{len(self.history) + 1:04d}", config, result))
         if result.status == "oom" and config in self._rows:
             # The smallest memory scale at which the model would have called this config too
             # big: every layout predicted to need as much or more is skipped from now on.
@@ -188,8 +185,6 @@ class CostGuidedSearcher:
             self._oom_scale = max(self._oom_scale, 1.001 * self._room[i] / max(self._used[i], 1e-9))
         fit = calibrate(self.base, self.history, feature_rows=self._rows)
         if fit is not None:
-            import numpy as np
-
             self.model = fit.model
             if fit.global_scale is not None:
                 self._multipliers, self._global_scale = None, fit.global_scale

@@ -69,13 +69,3 @@ class KnobSpace:
                 if distance == 0:
                     break
         return best
-
-
-def objective_value(result, metric: str, mode: str) -> float | None:
-    """The value a maximising searcher should see, or None for a failure."""
-    if result is None or not result.ok:
-        return None
-    value = result.metric(metric)
-    if value is None:
-        return None
-    return value if mode == "max" else -value

@@ -11,18 +11,20 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
-from orchestrator.searchers.encoding import KnobSpace, objective_value
+from orchestrator.searchers.base import Searcher
+from orchestrator.searchers.encoding import KnobSpace
 
-METRIC = "objective"
+METRIC = "objective"  # the objective's gain, which both samplers maximise
 
 
-class RayTuneSearcher:
-    def __init__(self, candidates: list[ParallelConfig], *, algorithm: str = "optuna",
-                 seed: int = 0, metric: str = "tokens_per_s", mode: str = "max"):
+class RayTuneSearcher(Searcher):
+    def __init__(self, candidates: list[ParallelConfig], objective: Objective, *,
+                 algorithm: str = "optuna", seed: int = 0):
         self.space = KnobSpace.of(candidates)
-        self.metric, self.mode = metric, mode
+        self.objective = objective
         self._ids = itertools.count()
         self._taken: set[ParallelConfig] = set()
         self._asked: dict[ParallelConfig, str] = {}
@@ -65,7 +67,7 @@ class RayTuneSearcher:
     def tell(self, config: ParallelConfig, result: TrialResult) -> None:
         self._taken.add(config)
         trial_id = self._asked.pop(config, None)
-        value = objective_value(result, self.metric, self.mode)
+        value = self.objective.result_gain(result)
         if trial_id is None:
             # A result this searcher did not propose (replayed from a journal): feed it as an
             # evaluated point where the sampler allows it.
@@ -77,13 +79,10 @@ class RayTuneSearcher:
             self.searcher.on_trial_complete(trial_id, result={METRIC: value})
 
     def _teach(self, config: ParallelConfig, value: float | None) -> None:
+        """Ray Tune's optional `add_evaluated_point` (Optuna has it); HyperOpt learns only from
+        its own suggestions, so a replayed result only marks its config as taken there."""
         indices = {k: self.space.values[k].index(v) for k, v in self.space.point(config).items()}
-        study = getattr(self.searcher, "_ot_study", None)
-        if study is None or value is None:
-            return
-        import optuna
-
-        distributions = {k: optuna.distributions.CategoricalDistribution(
-            list(range(len(self.space.values[k])))) for k in indices}
-        study.add_trial(optuna.trial.create_trial(params=indices, distributions=distributions,
-                                                  value=value))
+        try:
+            self.searcher.add_evaluated_point(indices, value, error=value is None)
+        except NotImplementedError:
+            pass

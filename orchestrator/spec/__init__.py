@@ -5,16 +5,31 @@ what is allowed, so the CLI never shows a traceback for bad input.
 """
 
 from orchestrator.spec.backends import (
-    BACKEND_MODELS, BackendSpec, LocalBackendSpec, RayBackendSpec, SimulatedBackendSpec,
+    BACKEND_MODELS,
+    BackendSpec,
+    LocalBackendSpec,
+    RayBackendSpec,
+    SimulatedBackendSpec,
     SlurmBackendSpec,
 )
 from orchestrator.spec.campaign import CampaignSpec
 from orchestrator.spec.loading import (
-    SPEC_FILE, apply_override, load_campaign_spec, load_spec, spec_from_dict,
+    SPEC_FILE,
+    apply_override,
+    load_campaign_spec,
+    load_spec,
+    spec_from_dict,
 )
 from orchestrator.spec.sections import (
-    BudgetSpec, CheckpointMode, FidelitySpec, ObjectiveSpec, ScaleSpec, SearchSpec, SpaceSpec,
-    TrackingSpec, TrialSpec,
+    BudgetSpec,
+    CheckpointMode,
+    FidelitySpec,
+    ObjectiveSpec,
+    ScaleSpec,
+    SearchSpec,
+    SpaceSpec,
+    TrackingSpec,
+    TrialSpec,
 )
 
 __all__ = [

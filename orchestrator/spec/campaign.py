@@ -13,7 +13,14 @@ from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelS
 from orchestrator.search_spaces import SearchSpace
 from orchestrator.spec.backends import BackendSpec, LocalBackendSpec
 from orchestrator.spec.sections import (
-    BudgetSpec, ObjectiveSpec, ScaleSpec, SearchSpec, SpaceSpec, Strict, TrackingSpec, TrialSpec,
+    BudgetSpec,
+    ObjectiveSpec,
+    ScaleSpec,
+    SearchSpec,
+    SpaceSpec,
+    Strict,
+    TrackingSpec,
+    TrialSpec,
 )
 
 

@@ -1,25 +1,21 @@
-"""What the built-in trial job is given for one config: its settings and its launch command.
+"""What a trial is given for one layout: the built-in job's settings (or its command-line
+flags), an external trainer's argv with its placeholders filled in, and a DeepSpeed config.
 
-Shared by the controller (to run trials) and by export (to write launch files that rerun a
-winner without ParaTune), so both always agree.
+Shared by the scheduling loop (to run trials) and by export (to write launch files that rerun
+a winner without ParaTune), so both always agree.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from orchestrator.placeholders import (  # noqa: F401 - kept importable from here
-    CONFIG_FIELDS, PLACEHOLDER_PATTERN, PLACEHOLDERS, placeholders_in,
-)
+from orchestrator.placeholders import PLACEHOLDER_PATTERN
 from orchestrator.search_spaces import ParallelConfig
-
-if TYPE_CHECKING:  # annotations only: launch needs nothing of the spec at run time
-    from orchestrator.spec import CampaignSpec
-
-DEEPSPEED_CONFIG_FILE = "ds_config.json"
+from orchestrator.spec import CampaignSpec
+from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
 
 
-def deepspeed_config(spec: "CampaignSpec", config: ParallelConfig) -> dict[str, Any]:
+def deepspeed_config(spec: CampaignSpec, config: ParallelConfig) -> dict[str, Any]:
     """A DeepSpeed config for a layout: batch split, ZeRO stage, bf16 on GPUs."""
     return {
         "train_batch_size": config.global_batch_size(),
@@ -33,7 +29,7 @@ def deepspeed_config(spec: "CampaignSpec", config: ParallelConfig) -> dict[str, 
 
 
 def command_argv(
-    spec: "CampaignSpec", config: ParallelConfig, trial_id: str, trial_dir: str
+    spec: CampaignSpec, config: ParallelConfig, trial_id: str, trial_dir: str
 ) -> list[str]:
     """trial.command with its {placeholders} filled in; each item stays one argument."""
     values: dict[str, Any] = {k: v for k, v in config.to_params().items()}
@@ -53,7 +49,7 @@ def command_argv(
             for item in spec.trial.command or []]
 
 
-def job_settings(spec: "CampaignSpec", config: ParallelConfig, trial_id: str) -> dict[str, Any]:
+def job_settings(spec: CampaignSpec, config: ParallelConfig, trial_id: str) -> dict[str, Any]:
     """The built-in trial job's settings (see jobs/config.py) for one config."""
     return {
         "model": spec.model.model_dump(exclude={"name"}),

@@ -1,7 +1,8 @@
-"""`paratune estimate` and `paratune plan`: the cost model and the AMSP planner from the CLI.
+"""`paratune plan`, `estimate` and `calibrate`: the cost model and the AMSP planner from the CLI.
 
-Both take a campaign spec (estimate: one that pins a single configuration) or presets given
-as options, and with `--json` print one JSON object.
+plan and estimate take a campaign spec (estimate: one that pins a single configuration) or
+presets given as options; calibrate refits the model to a campaign's trials. With `--json`
+each prints one JSON object.
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from orchestrator.cli import _print_json, app, out
+from orchestrator.cli.common import (
+    RUNS_DIR_OPTION,
+    open_campaign,
+    out,
+    print_json,
+    print_ranking,
+    rank_spec,
+)
 from orchestrator.costmodel import cost_model_for
-from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
 from orchestrator.errors import UserError
-from orchestrator.search_spaces import SearchSpace
 from orchestrator.spec import CampaignSpec, load_spec, spec_from_dict
 
 
@@ -46,28 +52,6 @@ def _spec_from_options(
     return spec
 
 
-def rank_spec(spec: CampaignSpec, top_k: int) -> Ranking:
-    candidates = SearchSpace.from_spec(spec).candidates()
-    cost = cost_model_for(spec)
-    if spec.space.kind == "amsp":
-        return rank_amsp(cost, candidates, top_k)
-    return rank_by_throughput(cost, candidates, top_k)
-
-
-def print_ranking(spec: CampaignSpec, ranking: Ranking) -> None:
-    out.print(
-        f"{spec.name}: {ranking.candidates} valid configs, {ranking.feasible} fit in "
-        f"{spec.cluster.memory_gb:g} GB ({ranking.planner} planner)"
-    )
-    if ranking.plan is not None:
-        out.print(f"AMSP plan (s0p,s1p,s0g,s1g,s0os,s1os) = {ranking.plan.factors.as_tuple()}")
-    table = Table("config", "memory GB", "step s", "tokens/s", "TFLOPS/GPU", "MFU")
-    for e in ranking.top:
-        table.add_row(e.config.key(), f"{e.memory_gb:.2f}", f"{e.step_time_s:.4g}",
-                      f"{e.tokens_per_s:,.0f}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}")
-    out.print(table)
-
-
 def _describe_spec(spec: CampaignSpec) -> dict[str, Any]:
     return {"model": spec.model.name, "params": spec.model.num_params,
             "cluster": spec.cluster.name, "world_size": spec.world_size}
@@ -77,7 +61,6 @@ SPEC_ARG = typer.Argument(None, help="campaign YAML (instead of --model/--cluste
 SET_OPT = typer.Option([], "--set", help="override a spec key: a.b=value")
 
 
-@app.command()
 def plan(
     spec_file: Optional[Path] = SPEC_ARG,
     set_: list[str] = SET_OPT,
@@ -103,7 +86,7 @@ def plan(
         print_ranking(spec, ranking)
         return
     best = ranking.best
-    _print_json({
+    print_json({
         **_describe_spec(spec), "planner": ranking.planner,
         "plan": ranking.plan.factors.to_dict() if ranking.plan else None,
         "mfu": best.mfu, "hfu": best.hfu, "tokens_per_s": best.tokens_per_s,
@@ -113,7 +96,6 @@ def plan(
     })
 
 
-@app.command()
 def estimate(
     spec_file: Optional[Path] = SPEC_ARG,
     set_: list[str] = SET_OPT,
@@ -135,7 +117,7 @@ def estimate(
              "micro_batch_size": [micro_batch_size], "activation_checkpointing": [ac]}
     spec = _spec_from_options(spec_file, set_, model, cluster, gpus, space,
                               global_batch_size, seq_len, "estimate")
-    candidates = SearchSpace.from_spec(spec).candidates()
+    candidates = spec.search_space().candidates()
     if len(candidates) != 1:
         raise UserError(
             f"{spec.name}: the space holds {len(candidates)} valid configurations; estimate "
@@ -144,7 +126,7 @@ def estimate(
     result = cost_model_for(spec).estimate(candidates[0])
     data = {**_describe_spec(spec), **result.to_dict()}
     if as_json:
-        _print_json(data)
+        print_json(data)
         return
     out.print(f"[bold]{spec.model.name}[/] ({spec.model.num_params / 1e9:.2f}B params) on "
               f"{spec.world_size} × {spec.cluster.device}: {result.config.key()}")
@@ -159,26 +141,18 @@ def estimate(
               f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}")
 
 
-@app.command()
 def calibrate(
     campaign: str = typer.Argument(..., help="campaign name"),
-    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir"),
+    runs_dir: Optional[Path] = RUNS_DIR_OPTION,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Refit the cost model to a campaign's measured trials; show predicted against measured."""
-    from orchestrator.cli import _runs_dir
-    from orchestrator.controller import Controller, load_campaign_spec
-    from orchestrator.costmodel import calibrate as fit
-
-    spec = load_campaign_spec(_runs_dir(runs_dir), campaign)
-    records = Controller(spec).summary().records
-    result = fit(cost_model_for(spec), [(r.trial_id, r.config, r.result) for r in records
-                                        if r.result is not None])
+    result = open_campaign(campaign, runs_dir).calibration()
     if result is None:
         raise UserError(f"campaign {campaign!r} has fewer than 3 successful trials to fit on")
     data = {"campaign": campaign, **result.to_dict()}
     if as_json:
-        _print_json(data)
+        print_json(data)
         return
     table = Table("trial", "config", "measured tok/s", "predicted tok/s", "error")
     for t in data["per_trial"]:

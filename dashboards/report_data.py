@@ -1,0 +1,48 @@
+"""The plain data a campaign report shows (`ReportData`), read from the campaign's view and
+its calibrated cost model; report.py renders it without knowing where it came from."""
+
+from __future__ import annotations
+
+from dashboards.report import ReportData, TrialRow
+from orchestrator.budget import gpu_hours
+from orchestrator.campaign import CampaignView
+from orchestrator.costmodel import cost_model_for
+from orchestrator.export import export
+from orchestrator.journal import SCALING, TrialRecord
+from orchestrator.scaling import efficiency
+
+MEMORY_TOP = 5  # layouts whose memory breakdown the report shows
+
+
+def report_data(view: CampaignView) -> ReportData:
+    """Everything the report shows, from the journal and the (calibrated) cost model."""
+    spec, objective = view.spec, view.objective
+    records = view.records()
+    calibration = view.calibration(records)
+    model = calibration.model if calibration else cost_model_for(spec)
+
+    def row(r: TrialRecord) -> TrialRow:
+        predicted = None
+        if r.result and r.result.status != "infeasible":
+            predicted = objective.predicted(model.estimate(r.config))
+        return TrialRow(r.trial_id, r.config.to_params(), r.config.key(),
+                        r.result.status if r.result else "running", r.phase,
+                        r.result.metric(objective.metric) if r.result else None, predicted,
+                        gpu_hours(r), r.result.error if r.result else None)
+
+    rows = [row(r) for r in records]
+    best = view.best(records)
+    best_row = next((t for t in rows if best and t.trial_id == best.trial_id), None)
+    launch = export("torchrun", spec, best.trial_id, best.config) if best else ""
+    ranked = objective.ranked((r for r in records if r.phase != SCALING),
+                              lambda r: objective.value(r.result))[:MEMORY_TOP]
+    memory_top = [(r.config.key(), model.estimate(r.config).memory.as_gb()) for r in ranked]
+    scaling = efficiency(records, spec.scale.study, spec.gpus_per_node, objective.metric) \
+        if spec.scale.study else []
+    return ReportData(
+        campaign=spec.name, metric=objective.metric, mode=objective.mode, model=spec.model.name,
+        cluster=spec.cluster.name, world_size=spec.world_size, trials=rows, best=best_row,
+        launch_command=launch, memory_top=memory_top, scaling=scaling,
+        scaling_study=spec.scale.study,
+        calibration=calibration.to_dict() if calibration else None,
+    )

@@ -1,0 +1,153 @@
+"""One trial as a process tree on this machine: started in its own session, timed out, and
+killed whole. Shared by the local backend and by the code a cluster backend runs on a node.
+
+torchrun starts its ranks in sessions of their own, so a process group alone does not reach
+them: everything below the launcher is found through /proc and killed with it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from orchestrator.result import TrialResult
+from orchestrator.trial_folder import TrialFolder
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state letter
+
+
+def _live_pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid`."""
+    children: dict[int, list[int]] = {}
+    for child in _live_pids():
+        parent = _parent_of(child)
+        if parent is not None:
+            children.setdefault(parent, []).append(child)
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a trial's launcher, its process group and every process below it."""
+    below = descendants(pid)  # before the kill: orphans lose their parent link
+    for target in [pid, *below]:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _names(pid: int, marker: bytes) -> bool:
+    try:
+        return marker in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def kill_leftovers(folder: TrialFolder, pid: int | None = None) -> None:
+    """End what is left of a trial whose controller died: its recorded launcher and the
+    processes below it, and ranks orphaned by the launcher's death (their parent link is gone,
+    so they are found by the trial folder in their command line). Every process killed must
+    name the trial folder, since PIDs are recycled."""
+    marker = str(folder.path).encode()
+    suspects = set(descendants(pid)) | {pid} if pid else set()
+    suspects |= {p for p in _live_pids() if _names(p, marker)}
+    for target in suspects:
+        if _names(target, marker):
+            kill_tree(target)
+
+
+def builtin_job_argv(folder: TrialFolder, world_size: int | None) -> list[str]:
+    """The built-in trial job: under torchrun for `world_size` ranks, or one rank as is (a
+    scheduler that starts a task per rank)."""
+    job = ["-m", "jobs.train", "--config", str(folder.settings_file)]
+    if world_size is None:
+        return [sys.executable, *job]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc_per_node={world_size}", *job]
+
+
+def trial_env(folder: TrialFolder, trial_id: str, extra: dict[str, str]) -> dict[str, str]:
+    """The environment every trial program gets; the spec's `trial.env` comes last and wins."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+        "PARATUNE_RESULT_FILE": str(folder.result_file),
+        "PARATUNE_TRIAL_ID": trial_id,
+        **extra,
+    }
+
+
+class TrialProcess:
+    """A started trial program: `poll()` gives its result once it ends or outlives the timeout.
+    `own_session=False` keeps it in the caller's process group, where a scheduler that stops a
+    task by its group (srun) reaches it."""
+
+    def __init__(self, argv: list[str], *, folder: TrialFolder, env: dict[str, str],
+                 timeout_s: float, world_size: int, cwd: str | None = None, rank: int = 0,
+                 own_session: bool = True):
+        self.folder = folder
+        self.timeout_s = timeout_s
+        self.world_size = world_size
+        with open(folder.rank_log(rank), "ab") as log:
+            self.process = subprocess.Popen(
+                argv, cwd=cwd or folder.path, env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=own_session,
+            )
+        self.started = time.monotonic()
+        self._ended: tuple[int | None, bool] | None = None  # (return code, timed out)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def ended(self) -> tuple[int | None, bool] | None:
+        """None while it runs; else (return code, whether it was killed at the timeout)."""
+        if self._ended is not None:
+            return self._ended
+        returncode = self.process.poll()
+        if returncode is None and time.monotonic() - self.started <= self.timeout_s:
+            return None
+        kill_tree(self.pid)  # the timeout, or ranks that outlived their launcher
+        self.process.wait()
+        self._ended = (returncode, returncode is None)
+        return self._ended
+
+    def poll(self) -> TrialResult | None:
+        ended = self.ended()
+        if ended is None:
+            return None
+        returncode, timed_out = ended
+        if timed_out:
+            return TrialResult(
+                status="timeout", world_size=self.world_size,
+                error=f"killed after trial.timeout_s={self.timeout_s:g}s; raise it if the "
+                "trial needs longer",
+            )
+        return self.folder.read_result(returncode)
+
+    def kill(self) -> None:
+        kill_tree(self.pid)
+        self.process.wait()

@@ -1,0 +1,99 @@
+"""The read-only view of a campaign: its records, best trial, budget and calibration input,
+read from its journal. The CLI, reports and the service read campaigns through it; nobody
+builds a scheduler just to read results.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.budget import BudgetState, Tally
+from orchestrator.costmodel import Calibration, calibrate, cost_model_for
+from orchestrator.journal import CONFIRM, SCALING, SCREEN, SEARCH, Journal, TrialRecord
+from orchestrator.objective import Objective
+from orchestrator.result import TrialResult
+from orchestrator.search_spaces import ParallelConfig
+from orchestrator.spec import CampaignSpec, load_campaign_spec
+
+JOURNAL_FILE = "journal.jsonl"
+
+
+def comparable(records: list[TrialRecord]) -> list[TrialRecord]:
+    """The records the best is chosen from: full measurements of the tuned scale (search or
+    confirm) when any succeeded, else screens; never the scaling study's other scales."""
+    full = [r for r in records if r.phase in (SEARCH, CONFIRM) and r.result is not None
+            and r.result.ok]
+    return full if full else [r for r in records if r.phase == SCREEN]
+
+
+def best_record(records: list[TrialRecord], objective: Objective) -> TrialRecord | None:
+    return objective.best(comparable(records), lambda r: objective.value(r.result))
+
+
+def calibration_input(records: list[TrialRecord]) -> list[tuple[str, ParallelConfig, TrialResult]]:
+    """What the cost model is refit on: every ended trial at the tuned scale (calibration keeps
+    the ones that succeeded)."""
+    return [(r.trial_id, r.config, r.result) for r in records
+            if r.result is not None and r.phase != SCALING]
+
+
+@dataclass
+class CampaignSummary:
+    name: str
+    records: list[TrialRecord]
+    best: TrialRecord | None
+    complete: bool = False
+    stop_reason: str | None = None
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for record in self.records:
+            status = record.result.status if record.result else "running"
+            counts[status] = counts.get(status, 0) + 1
+        return counts
+
+
+@dataclass
+class CampaignView:
+    spec: CampaignSpec
+    dir: Path = field(init=False)
+    journal: Journal = field(init=False)
+    objective: Objective = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.dir = self.spec.campaign_dir().resolve()
+        self.journal = Journal(self.dir / JOURNAL_FILE)
+        self.objective = Objective.of(self.spec.objective)
+
+    @classmethod
+    def open(cls, runs_dir: Path, name: str) -> "CampaignView":
+        """The campaign saved under `runs_dir/name` (a one-line error if there is none)."""
+        return cls(load_campaign_spec(runs_dir, name))
+
+    def records(self) -> list[TrialRecord]:
+        return sorted(self.journal.trials().values(), key=lambda r: r.trial_id)
+
+    def best(self, records: list[TrialRecord] | None = None) -> TrialRecord | None:
+        return best_record(self.records() if records is None else records, self.objective)
+
+    def summary(self) -> CampaignSummary:
+        records = self.records()
+        return CampaignSummary(self.spec.name, records, self.best(records))
+
+    def started_at(self) -> float:
+        return self.journal.campaign_info().get("started_at") or time.time()
+
+    def parent_run_id(self) -> str | None:
+        """The campaign's MLflow run, once tracking has made one."""
+        return self.journal.campaign_info().get("parent_run_id")
+
+    def budget(self, records: list[TrialRecord] | None = None) -> BudgetState:
+        tally = Tally.of(self.records() if records is None else records, self.objective)
+        return tally.state(self.spec.budget, self.started_at())
+
+    def calibration(self, records: list[TrialRecord] | None = None) -> Calibration | None:
+        """The cost model refit on the campaign's measured trials; None with too few."""
+        records = self.records() if records is None else records
+        return calibrate(cost_model_for(self.spec), calibration_input(records))

@@ -1,0 +1,43 @@
+"""The `paratune` command line. Bad input is one line on stderr and exit code 2, never a traceback.
+
+Each command is a plain function in one of the command modules (campaigns, cost_model,
+reports); this module registers them on the Typer app. `status`, `best`, `plan` and `estimate`
+take `--json` and then print exactly one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+import typer
+
+from orchestrator.cli import campaigns, cost_model, reports
+from orchestrator.cli.common import console
+from orchestrator.errors import UserError
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    help="Find the fastest parallelism and sharding for training an LLM on a cluster.",
+)
+for command in (campaigns.run, campaigns.resume, campaigns.status, campaigns.best,
+                cost_model.plan, cost_model.estimate, cost_model.calibrate,
+                reports.report, reports.ui):
+    app.command()(command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="paratune: %(message)s")
+    try:
+        app(args=argv, prog_name="paratune", standalone_mode=False)
+    except UserError as exc:
+        console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    except click.exceptions.UsageError as exc:
+        console.print(f"error: {exc.format_message()}", markup=False, highlight=False,
+                      soft_wrap=True)
+        return 2
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        console.print("interrupted; continue with `paratune resume CAMPAIGN`", markup=False)
+        return 130
+    return 0

@@ -1,0 +1,56 @@
+"""What every `paratune` command module shares: the two consoles, JSON output, the runs
+directory option, opening a saved campaign, and the cost model's ranking table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.campaign import CampaignView
+from orchestrator.costmodel import cost_model_for
+from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
+from orchestrator.paths import runs_root
+from orchestrator.spec import CampaignSpec
+
+console = Console(stderr=True)  # messages and progress
+out = Console()  # results
+
+RUNS_DIR_OPTION = typer.Option(
+    None, "--runs-dir", help="where campaigns keep their state (default: $PARATUNE_RUNS_DIR or ./runs)")
+
+
+def print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, default=str) + "\n")
+
+
+def open_campaign(campaign: str, runs_dir: Optional[Path]) -> CampaignView:
+    """The read-only view of a saved campaign (a one-line error if there is none)."""
+    return CampaignView.open(runs_root(runs_dir), campaign)
+
+
+def rank_spec(spec: CampaignSpec, top_k: int) -> Ranking:
+    candidates = spec.search_space().candidates()
+    cost = cost_model_for(spec)
+    if spec.space.kind == "amsp":
+        return rank_amsp(cost, candidates, top_k)
+    return rank_by_throughput(cost, candidates, top_k)
+
+
+def print_ranking(spec: CampaignSpec, ranking: Ranking) -> None:
+    out.print(
+        f"{spec.name}: {ranking.candidates} valid configs, {ranking.feasible} fit in "
+        f"{spec.cluster.memory_gb:g} GB ({ranking.planner} planner)"
+    )
+    if ranking.plan is not None:
+        out.print(f"AMSP plan (s0p,s1p,s0g,s1g,s0os,s1os) = {ranking.plan.factors.as_tuple()}")
+    table = Table("config", "memory GB", "step s", "tokens/s", "TFLOPS/GPU", "MFU")
+    for e in ranking.top:
+        table.add_row(e.config.key(), f"{e.memory_gb:.2f}", f"{e.step_time_s:.4g}",
+                      f"{e.tokens_per_s:,.0f}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}")
+    out.print(table)

@@ -1,0 +1,67 @@
+"""Proposal sources: where the scheduling loop's next trial comes from.
+
+The loop keeps one queue and fills free slots from its sources in order: the searcher's
+proposals (this file), successive-halving promotions (halving.py) and the scaling study
+(scaling.py). A source answers None when it has nothing now; the campaign ends when nothing
+runs and no source has anything. Budgeted sources stop once the budget is spent.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Protocol
+
+from orchestrator.journal import TrialRecord
+from orchestrator.search_spaces import ParallelConfig
+from orchestrator.searchers import Searcher
+
+
+@dataclass(frozen=True)
+class Proposal:
+    config: ParallelConfig
+    phase: str
+    # Check the (calibrated) memory model first and record it as infeasible if it cannot fit.
+    prune: bool = True
+
+
+class LoopState(Protocol):
+    """What a source may read of the loop."""
+
+    records: dict[str, TrialRecord]  # every trial so far, by id
+    stop_reason: str | None  # why budgeted sources have stopped, once they have
+
+    @property
+    def busy(self) -> int:
+        """Trials running or about to be submitted."""
+        ...
+
+    def is_new(self, config: ParallelConfig, phase: str) -> bool:
+        """No trial of this config in this phase exists yet."""
+        ...
+
+
+class ProposalSource(ABC):
+    budgeted = True  # counts against the campaign's budget, and stops when it is spent
+
+    @abstractmethod
+    def propose(self, state: LoopState) -> Proposal | None:
+        """The next trial to run, or None for now (a later call may have one)."""
+
+
+class SearchProposals(ProposalSource):
+    """The searcher's proposals, in `phase` (search, or screen under successive halving)."""
+
+    def __init__(self, searcher: Searcher, phase: str):
+        self.searcher = searcher
+        self.phase = phase
+        self.exhausted = False  # the searcher has nothing more to propose
+
+    def propose(self, state: LoopState) -> Proposal | None:
+        while True:
+            asked = self.searcher.ask(1)
+            if not asked:
+                self.exhausted = True
+                return None
+            if state.is_new(asked[0], self.phase):
+                return Proposal(asked[0], self.phase)
