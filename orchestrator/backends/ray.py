@@ -21,6 +21,9 @@ from orchestrator.result import TrialResult
 from orchestrator.trial_folder import TrialFolder
 
 
+CANCEL_GRACE_S = 10.0
+
+
 class RayHandle(TrialHandle):
     def __init__(self, ref, request: TrialRequest):
         self.ref = ref
@@ -36,7 +39,14 @@ class RayHandle(TrialHandle):
             return TrialResult(status="failed", error=f"Ray task failed: {type(exc).__name__}: {exc}"[:2000])
 
     def cancel(self) -> None:
-        ray.cancel(self.ref, force=False)  # KeyboardInterrupt in the task: it kills its trial
+        """A soft cancel raises KeyboardInterrupt in the task, which kills its trial's tree. A
+        busy worker can miss it: then the worker is killed, and the ranks it started on this
+        machine (in sessions of their own, so they outlive it) are found by their folder."""
+        ray.cancel(self.ref, force=False)
+        ended, _ = ray.wait([self.ref], timeout=CANCEL_GRACE_S)
+        if not ended:
+            ray.cancel(self.ref, force=True)
+            kill_leftovers(self.request.folder)
 
     def info(self) -> dict[str, Any]:
         return {"ray_task": self.ref.hex()}
