@@ -15,7 +15,8 @@ import yaml
 
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import CampaignSpec, SlurmBackendSpec
-from orchestrator.trial_inputs import deepspeed_config, job_flags, job_settings
+from orchestrator.trainers.builtin import job_flags, job_settings
+from orchestrator.trainers.deepspeed import base_config, deepspeed_config
 
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron", "torchtitan")
 
@@ -88,7 +89,8 @@ srun --ntasks-per-node=1 bash -c 'exec torchrun --nnodes="$SLURM_JOB_NUM_NODES" 
 
 
 def export_deepspeed(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
-    data = {"_paratune": _origin(spec, trial_id, config), **deepspeed_config(spec, config)}
+    base = base_config(spec) if spec.trial.trainer == "deepspeed" else None
+    data = {"_paratune": _origin(spec, trial_id, config), **deepspeed_config(spec, config, base)}
     return json.dumps(data, indent=2) + "\n"
 
 

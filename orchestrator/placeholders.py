@@ -1,6 +1,9 @@
-"""The {placeholders} an external trainer's `trial.command` may hold, and how to find them.
+"""The {placeholders} a trainer's argument templates may hold (`trial.command`, the deepspeed,
+torchtitan and megatron sections), and how to find them.
 
-A leaf that both the spec (to validate a command) and launch (to fill one in) import.
+A leaf that both the spec (to validate templates) and the trainer adapters (to fill them) import.
+`steps` is the timed steps; `total_steps` adds `warmup_steps`, for trainers told how many
+steps to run in all.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ CONFIG_FIELDS = tuple(ParallelConfig().to_params()) + (
     "s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
 PLACEHOLDERS = tuple(dict.fromkeys(CONFIG_FIELDS + (
     "world_size", "nodes", "gpus_per_node", "global_batch_size", "seq_len", "steps",
-    "trial_id", "trial_dir", "deepspeed_config",
+    "warmup_steps", "total_steps", "trial_id", "trial_dir", "deepspeed_config",
 )))
 
 

@@ -126,7 +126,7 @@ class SchedulingLoop:
         ))
 
     def request(self, record: TrialRecord):
-        return trial_request(self.spec, record, self.campaign_dir, self.workdir)
+        return trial_request(self.spec, record, self.campaign_dir, self.workdir, self.base_model)
 
     def _submit(self, records: list[TrialRecord]) -> None:
         handles = self.backend.submit_many([self.request(r) for r in records])

@@ -60,3 +60,21 @@ def write_spec(path: Path, **changes) -> Path:
 def journal_events(campaign_dir: Path) -> list[dict]:
     lines = (campaign_dir / "journal.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def builtin_request(folder_path: Path, trial_id: str, settings: dict, *, timeout_s: float = 120,
+                    env: dict | None = None, config=None):
+    """A TrialRequest running the built-in job with these settings, for backend tests."""
+    from orchestrator.backends.base import TrialRequest
+    from orchestrator.search_spaces import ParallelConfig
+    from orchestrator.trainers import BuiltinTrainer, Measure
+    from orchestrator.trainers.builtin import builtin_run
+    from orchestrator.trial_folder import TrialFolder
+
+    config = config or ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2)
+    folder = TrialFolder(folder_path)
+    measure = Measure(world_size=config.world_size, seq_len=64, tokens_per_step=512,
+                      model_flops_per_step=1e9, peak_tflops=1.0, warmup_steps=0)
+    return TrialRequest(trial_id=trial_id, config=config, folder=folder, trainer=BuiltinTrainer(),
+                        run=builtin_run(folder, settings), measure=measure,
+                        steps=settings.get("steps", 2), timeout_s=timeout_s, env=dict(env or {}))

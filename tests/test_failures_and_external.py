@@ -10,11 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, journal_events, write_spec
-from orchestrator.backends.base import TrialRequest
+from conftest import ROOT, builtin_request, journal_events, write_spec
 from orchestrator.backends.local import LocalBackend
-from orchestrator.search_spaces import ParallelConfig
-from orchestrator.trial_folder import TrialFolder
 
 TINY = {"num_layers": 2, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "vocab_size": 256,
         "seq_len": 32}
@@ -37,11 +34,9 @@ def processes_naming(marker: str) -> list[int]:
 
 
 def run_trial(tmp_path: Path, timeout_s: float = 120, env: dict | None = None, **settings):
-    config = ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2)
-    request = TrialRequest(
-        trial_id="t1", config=config, folder=TrialFolder(tmp_path / "trial"), steps=2,
-        job_settings={"model": TINY, "dp": 2, "micro_batch_size": 2, "grad_accum_steps": 2,
-                      "steps": 2, "warmup_steps": 1, **settings},
+    request = builtin_request(
+        tmp_path / "trial", "t1", {"model": TINY, "dp": 2, "micro_batch_size": 2,
+                                   "grad_accum_steps": 2, "steps": 2, "warmup_steps": 1, **settings},
         timeout_s=timeout_s, env={"OMP_NUM_THREADS": "1", **(env or {})},
     )
     handle = LocalBackend().submit(request)
@@ -126,7 +121,7 @@ def test_external_command_without_result_fails_and_a_slow_one_times_out(tmp_path
     assert cli("run", str(external_spec(tmp_path, "none")))[0] == 0
     results = [e["result"] for e in journal_events(runs_dir / "ext-none") if e["event"] == "finished"]
     assert {r["status"] for r in results} == {"failed"}
-    assert "no result reported" in results[0]["error"]
+    assert "no step metrics in its log" in results[0]["error"]
 
     assert cli("run", str(external_spec(tmp_path, "sleep", timeout_s=3)))[0] == 0
     results = [e["result"] for e in journal_events(runs_dir / "ext-sleep") if e["event"] == "finished"]

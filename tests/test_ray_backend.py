@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import journal_events, write_spec
+from conftest import builtin_request, journal_events, write_spec
 from test_failures_and_external import TINY, processes_naming
 
 ray = pytest.importorskip("ray")
@@ -40,16 +40,10 @@ def test_campaign_on_ray_runs_real_trials(tmp_path, runs_dir, cli, ray_runtime):
 
 @pytest.mark.slow
 def test_cancelled_ray_task_kills_its_trial(tmp_path, ray_runtime):
-    from orchestrator.backends.base import TrialRequest
-    from orchestrator.search_spaces import ParallelConfig
-    from orchestrator.trial_folder import TrialFolder
-
-    request = TrialRequest(
-        trial_id="hang", config=ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2),
-        folder=TrialFolder(tmp_path / "hang"), steps=2, timeout_s=300,
-        job_settings={"model": TINY, "dp": 2, "micro_batch_size": 2, "grad_accum_steps": 2,
-                      "steps": 2, "warmup_steps": 1},
-        env={"PARATUNE_INJECT_FAULT": "hang", "OMP_NUM_THREADS": "1"},
+    request = builtin_request(
+        tmp_path / "hang", "hang", {"model": TINY, "dp": 2, "micro_batch_size": 2,
+                                    "grad_accum_steps": 2, "steps": 2, "warmup_steps": 1},
+        timeout_s=300, env={"PARATUNE_INJECT_FAULT": "hang", "OMP_NUM_THREADS": "1"},
     )
     handle = ray_runtime.submit(request)
     deadline = time.time() + 90

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, journal_events, write_spec
+from conftest import ROOT, builtin_request, journal_events, write_spec
 from test_failures_and_external import TINY, processes_naming
 
 
@@ -33,16 +33,10 @@ ENV = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
 
 def request(tmp_path: Path, name: str, timeout_s: float = 120, env: dict | None = None, **settings):
-    from orchestrator.backends.base import TrialRequest
-    from orchestrator.search_spaces import ParallelConfig
-    from orchestrator.trial_folder import TrialFolder
-
-    return TrialRequest(
-        trial_id=name, config=ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2),
-        folder=TrialFolder(tmp_path / name), steps=2, timeout_s=timeout_s,
-        job_settings={"model": TINY, "dp": 2, "micro_batch_size": 2, "grad_accum_steps": 2,
-                      "steps": 2, "warmup_steps": 1, **settings},
-        env={**ENV, **(env or {})},
+    return builtin_request(
+        tmp_path / name, name, {"model": TINY, "dp": 2, "micro_batch_size": 2,
+                                "grad_accum_steps": 2, "steps": 2, "warmup_steps": 1, **settings},
+        timeout_s=timeout_s, env={**ENV, **(env or {})},
     )
 
 

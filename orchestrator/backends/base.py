@@ -14,6 +14,8 @@ from typing import Any
 
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
+from orchestrator.trainers import Measure, TrainerAdapter, TrainerRun
+from orchestrator.trainers.results import read_trial_result
 from orchestrator.trial_folder import TrialFolder
 
 
@@ -22,19 +24,25 @@ class TrialRequest:
     trial_id: str
     config: ParallelConfig
     folder: TrialFolder
-    job_settings: dict[str, Any]  # the JSON the built-in trial job reads (jobs/config.py)
+    trainer: TrainerAdapter  # reads the result where the trial ran
+    run: TrainerRun  # the program, its launcher, its files and environment
+    measure: Measure
     steps: int  # timed steps (fewer for a screening trial)
     timeout_s: float
-    env: dict[str, str] = field(default_factory=dict)
-    # An external trainer's argv (placeholders filled in), run as it is instead of the job.
-    command: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)  # the spec's trial.env; wins over run.env
     workdir: str | None = None
-    # Files to write into the trial folder first (name -> text), e.g. a DeepSpeed config.
-    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
         return self.config.world_size
+
+    def prepare(self) -> None:
+        """Write the trial's files into its folder (and clear an earlier attempt's result)."""
+        self.folder.prepare(self.run.files)
+
+    def read_result(self, returncode: int | None) -> TrialResult:
+        """The result the trial left in its folder, read by its trainer's adapter."""
+        return read_trial_result(self.folder, returncode, self.trainer, self.measure)
 
 
 class TrialHandle(ABC):

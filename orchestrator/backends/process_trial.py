@@ -13,14 +13,16 @@ import signal
 import time
 from typing import Any
 
+from submitit import JobEnvironment
 from submitit.helpers import TorchDistributedEnvironment
 
 from orchestrator.backends.base import TrialRequest
 from orchestrator.backends.local import start_trial
-from orchestrator.backends.trial_process import TrialProcess, builtin_job_argv, trial_env
+from orchestrator.backends.trial_process import TrialProcess, node_argv, rank_argv, trial_env
+from orchestrator.result import TrialResult
 
 
-def _watch(process: TrialProcess, poll_s: float) -> Any:
+def _watch(process: TrialProcess, poll_s: float) -> TrialResult:
     """Poll until the process ends; kill it on any exception (a cancel, a signal)."""
     try:
         while (result := process.poll()) is None:
@@ -50,16 +52,47 @@ def run_trial_to_end(request: TrialRequest, poll_s: float = 0.5) -> dict[str, An
             signal.signal(signal.SIGTERM, previous)
 
 
-def run_rank(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
-    """One rank of a trial launched as one task per rank (srun): read rank, world and
-    rendezvous from the scheduler (submitit's TorchDistributedEnvironment), run the job as a
-    child (killed with its tree when the scheduler stops this task), enforce the timeout, and
-    return the result from rank 0 (None on the other ranks)."""
-    rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False).rank
+def _on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -> TrialResult:
+    """Run this task's part of a trial as a child in the task's process group (so the
+    scheduler's stop reaches it), killed with its tree on any exception, timeout enforced."""
     folder = request.folder
-    argv = list(request.command) if request.command else builtin_job_argv(folder, None)
-    process = TrialProcess(argv, folder=folder, env=trial_env(folder, request.trial_id, request.env),
-                           timeout_s=request.timeout_s, world_size=request.world_size,
+    env = trial_env(folder, request.trial_id, {**request.run.env, **request.env})
+    process = TrialProcess(argv, folder=folder, env=env, timeout_s=request.timeout_s,
+                           world_size=request.world_size, read_result=request.read_result,
                            cwd=request.workdir, rank=rank, own_session=False)
-    result = _watch(process, poll_s)
+    return _watch(process, poll_s)
+
+
+def run_rank(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
+    """One rank of a `rank-env` trial launched as one task per rank (srun): rank, world and
+    rendezvous come from the scheduler (submitit's TorchDistributedEnvironment); the result
+    comes back from rank 0 (None from the others)."""
+    rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False).rank
+    result = _on_node(request, rank_argv(request.run), rank, poll_s)
     return result.to_dict() if rank == 0 else None
+
+
+def run_node(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
+    """One node of a `torchrun` trial launched as one task per node: torchrun starts this
+    node's ranks and meets the other nodes' at the allocation's first host. The result comes
+    back from the first node (None from the others)."""
+    job = JobEnvironment()
+    per_node = -(-request.world_size // job.num_nodes)
+    argv = node_argv(request.run, nodes=job.num_nodes, node_rank=job.node, per_node=per_node,
+                     master=job.hostnames[0], port=rendezvous_port(job.job_id),
+                     rendezvous_id=str(job.job_id))
+    result = _on_node(request, argv, job.node, poll_s)
+    return result.to_dict() if job.node == 0 else None
+
+
+def run_once(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
+    """A `self` trial (it starts its own ranks over the allocation) from the job's first task."""
+    if JobEnvironment().global_rank != 0:
+        return None
+    return _on_node(request, list(request.run.program), 0, poll_s).to_dict()
+
+
+def rendezvous_port(job_id: str) -> int:
+    """A port for torchrun's c10d store, spread by job so trials sharing a node differ."""
+    digits = "".join(ch for ch in str(job_id) if ch.isdigit()) or "0"
+    return 20000 + int(digits) % 20000

@@ -20,7 +20,6 @@ from orchestrator.backends.trial_process import kill_leftovers
 from orchestrator.result import TrialResult
 from orchestrator.trial_folder import TrialFolder
 
-
 CANCEL_GRACE_S = 10.0
 
 

@@ -1,8 +1,9 @@
 """Slurm backend through submitit: one Slurm job per trial, one task per rank.
 
-A trial asks for ceil(world / gpus_per_node) nodes with a task per rank; each task reads its
-rank, world size and rendezvous from the allocation (submitit's TorchDistributedEnvironment)
-and runs the trial job (process_trial.run_rank). Several trials submitted together go out as a
+A trial asks for ceil(world / gpus_per_node) nodes. A trainer that is one rank (the built-in
+job) gets a task per rank, each reading its rank and rendezvous from the allocation (submitit's
+TorchDistributedEnvironment); a torchrun-launched trainer gets a task per node, each running
+torchrun with a c10d rendezvous on the allocation's first host (process_trial.py). Several trials submitted together go out as a
 job array limited to `array_parallelism` running at once. The sbatch script submitit writes
 stays in the trial's `slurm/` folder with its logs.
 
@@ -22,7 +23,7 @@ from typing import Any
 import submitit
 
 from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
-from orchestrator.backends.process_trial import run_rank
+from orchestrator.backends.process_trial import run_node, run_once, run_rank
 from orchestrator.result import TrialResult
 from orchestrator.trial_folder import TrialFolder
 
@@ -30,6 +31,16 @@ ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPEN
           "RESIZING", "UNKNOWN", "READY"}
 RETRYABLE = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"}
 STATUS_OF = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "OUT_OF_MEMORY": "oom"}
+
+
+def task_of(request: TrialRequest):
+    """What each Slurm task runs: one rank (`rank-env` trainers, a task per rank), one node's
+    torchrun (`torchrun` trainers, a task per node), or the program once (`self`)."""
+    return {"rank-env": run_rank, "torchrun": run_node, "self": run_once}[request.run.launcher]
+
+
+def tasks_per_node(request: TrialRequest, nodes: int) -> int:
+    return math.ceil(request.world_size / nodes) if request.run.launcher == "rank-env" else 1
 
 
 def _keep_sbatch_script(folder: Path, job_id: str, request: TrialRequest) -> None:
@@ -58,10 +69,11 @@ class SlurmHandle(TrialHandle):
                 return TrialResult(status="failed", error=f"Slurm job {self.job.job_id}: {exc}"[:2000])
         if state in RETRYABLE and self.requeues < self.backend.spec.max_requeues:
             self.requeues += 1
-            self.job = self.backend.executor_for(self.request).submit(run_rank, self.request)
+            self.job = self.backend.executor_for(self.request).submit(task_of(self.request),
+                                                                      self.request)
             return None
-        own = self.request.folder.reported()  # the trial may have written oom/failed
-        if own is not None:
+        own = self.request.read_result(None)  # the trial may have reported oom or failed itself
+        if own.status != "failed" or self.request.folder.result_file.exists():
             return own
         status = STATUS_OF.get(state, "failed")
         detail = f"Slurm job {self.job.job_id} ended {state}"
@@ -90,7 +102,7 @@ class SlurmBackend(Backend):
         s = self.spec
         nodes = max(1, math.ceil(request.world_size / self.gpus_per_node))
         params: dict[str, Any] = {
-            "nodes": nodes, "ntasks_per_node": math.ceil(request.world_size / nodes),
+            "nodes": nodes, "ntasks_per_node": tasks_per_node(request, nodes),
             "time": max(s.time_limit_min, math.ceil(request.timeout_s / 60) + 1),
             "job_name": f"paratune-{request.trial_id}", "setup": list(s.setup),
             "additional_parameters": dict(s.sbatch_args),
@@ -107,8 +119,8 @@ class SlurmBackend(Backend):
         return executor
 
     def submit(self, request: TrialRequest) -> SlurmHandle:
-        request.folder.prepare(request.job_settings, request.files)
-        job = self.executor_for(request).submit(run_rank, request)
+        request.prepare()
+        job = self.executor_for(request).submit(task_of(request), request)
         _keep_sbatch_script(self.folder(request), job.job_id, request)
         return SlurmHandle(self, request, job)
 
@@ -118,10 +130,10 @@ class SlurmBackend(Backend):
         if len(requests) < 2 or len({r.world_size for r in requests}) > 1:
             return super().submit_many(requests)
         for request in requests:
-            request.folder.prepare(request.job_settings, request.files)
+            request.prepare()
         executor = self.executor_for(requests[0], array=len(requests))
         with executor.batch():
-            jobs = [executor.submit(run_rank, r) for r in requests]
+            jobs = [executor.submit(task_of(r), r) for r in requests]
         for request, job in zip(requests, jobs):
             _keep_sbatch_script(self.folder(requests[0]), job.job_id, request)
         return [SlurmHandle(self, r, j) for r, j in zip(requests, jobs)]

@@ -12,9 +12,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.result import TrialResult
+from orchestrator.trainers import TrainerRun
 from orchestrator.trial_folder import TrialFolder
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -78,14 +80,28 @@ def kill_leftovers(folder: TrialFolder, pid: int | None = None) -> None:
             kill_tree(target)
 
 
-def builtin_job_argv(folder: TrialFolder, world_size: int | None) -> list[str]:
-    """The built-in trial job: under torchrun for `world_size` ranks, or one rank as is (a
-    scheduler that starts a task per rank)."""
-    job = ["-m", "jobs.train", "--config", str(folder.settings_file)]
-    if world_size is None:
-        return [sys.executable, *job]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc_per_node={world_size}", *job]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def local_argv(run: TrainerRun, world_size: int) -> list[str]:
+    """The trial's command on one machine: torchrun --standalone for all its ranks, or the
+    program itself when it starts its own."""
+    if run.launcher == "self":
+        return list(run.program)
+    return [*TORCHRUN, "--standalone", f"--nproc_per_node={world_size}", *run.program]
+
+
+def rank_argv(run: TrainerRun) -> list[str]:
+    """One rank of a `rank-env` program, started by a scheduler that sets its rank."""
+    return [sys.executable, *run.program]
+
+
+def node_argv(run: TrainerRun, *, nodes: int, node_rank: int, per_node: int, master: str,
+              port: int, rendezvous_id: str) -> list[str]:
+    """torchrun for this node's ranks, meeting the other nodes' torchruns at `master:port`."""
+    return [*TORCHRUN, f"--nnodes={nodes}", f"--node_rank={node_rank}",
+            f"--nproc_per_node={per_node}", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={master}:{port}", f"--rdzv_id={rendezvous_id}", *run.program]
 
 
 def trial_env(folder: TrialFolder, trial_id: str, extra: dict[str, str]) -> dict[str, str]:
@@ -106,9 +122,10 @@ class TrialProcess:
     task by its group (srun) reaches it."""
 
     def __init__(self, argv: list[str], *, folder: TrialFolder, env: dict[str, str],
-                 timeout_s: float, world_size: int, cwd: str | None = None, rank: int = 0,
-                 own_session: bool = True):
+                 timeout_s: float, world_size: int, read_result: Callable[[int | None], TrialResult],
+                 cwd: str | None = None, rank: int = 0, own_session: bool = True):
         self.folder = folder
+        self.read_result = read_result
         self.timeout_s = timeout_s
         self.world_size = world_size
         with open(folder.rank_log(rank), "ab") as log:
@@ -146,7 +163,7 @@ class TrialProcess:
                 error=f"killed after trial.timeout_s={self.timeout_s:g}s; raise it if the "
                 "trial needs longer",
             )
-        return self.folder.read_result(returncode)
+        return self.read_result(returncode)
 
     def kill(self) -> None:
         kill_tree(self.pid)

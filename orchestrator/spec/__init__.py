@@ -29,6 +29,12 @@ from orchestrator.spec.sections import (
     SearchSpec,
     SpaceSpec,
     TrackingSpec,
+)
+from orchestrator.spec.trial import (
+    TRAINERS,
+    DeepSpeedTrainerSpec,
+    MegatronTrainerSpec,
+    TorchtitanTrainerSpec,
     TrialSpec,
 )
 
@@ -36,5 +42,6 @@ __all__ = [
     "BACKEND_MODELS", "SPEC_FILE", "BackendSpec", "BudgetSpec", "CampaignSpec", "CheckpointMode",
     "FidelitySpec", "LocalBackendSpec", "ObjectiveSpec", "RayBackendSpec", "ScaleSpec",
     "SearchSpec", "SimulatedBackendSpec", "SlurmBackendSpec", "SpaceSpec", "TrackingSpec",
-    "TrialSpec", "apply_override", "load_campaign_spec", "load_spec", "spec_from_dict",
+    "TrialSpec", "TRAINERS", "DeepSpeedTrainerSpec", "MegatronTrainerSpec",
+    "TorchtitanTrainerSpec", "apply_override", "load_campaign_spec", "load_spec", "spec_from_dict",
 ]

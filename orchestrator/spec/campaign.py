@@ -20,8 +20,8 @@ from orchestrator.spec.sections import (
     SpaceSpec,
     Strict,
     TrackingSpec,
-    TrialSpec,
 )
+from orchestrator.spec.trial import TrialSpec
 
 
 def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:

@@ -118,6 +118,8 @@ def _describe(exc: ValidationError, source: str) -> str:
         return f"{source}: {key}: required key is missing; add it"
     if "input" in err and err["type"] not in ("value_error",):
         msg = f"{msg} (got {err['input']!r})"
+    if msg.startswith(key + "."):  # a section's cross-field check names the key itself
+        return f"{source}: {msg}"
     return f"{source}: {key}: {msg}"
 
 

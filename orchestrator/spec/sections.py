@@ -1,5 +1,5 @@
-"""The campaign spec's sections other than the backend: scale, space, objective, search, budget,
-trial and tracking, each a strict pydantic model (an unknown key is an error)."""
+"""The campaign spec's sections other than the backend and the trial: scale, space, objective,
+search, budget and tracking, each a strict pydantic model (an unknown key is an error)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.placeholders import PLACEHOLDERS, placeholders_in
 from orchestrator.search_spaces import SpaceRanges
 
 CheckpointMode = Literal["none", "selective", "full"]
@@ -116,41 +115,6 @@ class BudgetSpec(Strict):
     wall_clock_s: float | None = Field(default=None, gt=0, description="stop submitting after")
     gpu_hours: float | None = Field(default=None, gt=0, description="world size x trial time")
     patience: int | None = Field(default=None, gt=0, description="trials without improvement")
-
-
-class TrialSpec(Strict):
-    steps: int = Field(default=10, gt=0, description="timed steps after warm-up")
-    warmup_steps: int = Field(default=2, ge=0)
-    timeout_s: float = Field(default=600.0, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
-    # The trainer keeps no s x s attention scores (FlashAttention, SDPA): the cost model drops them.
-    flash_attention: bool = True
-    # An external trainer instead of the built-in one: an argv list (never run through a
-    # shell) whose items may hold {placeholders}; see orchestrator/placeholders.py.
-    command: list[str] | None = None
-    workdir: str | None = Field(default=None, description="where command runs; default: cwd")
-
-    @field_validator("command")
-    @classmethod
-    def _known_placeholders(cls, command: list[str] | None) -> list[str] | None:
-        if command is not None:
-            if not command:
-                raise ValueError("command must not be empty; give the program and its arguments")
-            unknown = sorted({name for item in command for name in placeholders_in(item)}
-                             - set(PLACEHOLDERS))
-            if unknown:
-                raise ValueError(
-                    f"unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
-                    f"allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
-                )
-        return command
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_as_text(cls, env: Any) -> Any:
-        if isinstance(env, dict):  # YAML reads `OMP_NUM_THREADS: 4` as an int
-            return {k: v if isinstance(v, str) else str(v) for k, v in env.items()}
-        return env
 
 
 class TrackingSpec(Strict):

@@ -1,0 +1,142 @@
+"""The spec's `trial` section: how long a trial runs, and which trainer it runs, with that
+trainer's base config (the user's own script, config or arguments that ParaTune fills per layout).
+
+`trial.trainer` is builtin (jobs/), deepspeed, torchtitan, megatron-lm, megatron-deepspeed or
+command; it defaults to command when `trial.command` is given, else builtin. Each trainer but the
+built-in one reads its own section (`trial.deepspeed`, `trial.torchtitan`, `trial.megatron`); a
+section of another trainer is an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from orchestrator.placeholders import PLACEHOLDERS, placeholders_in
+from orchestrator.spec.sections import Strict
+
+TRAINERS = ("builtin", "deepspeed", "torchtitan", "megatron-lm", "megatron-deepspeed", "command")
+# The result fields a user's regex may read from a `command` trainer's log.
+LOG_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
+               "mfu_percent", "loss", "peak_memory_gb")
+
+
+def check_placeholders(items: list[str]) -> list[str]:
+    unknown = sorted({name for item in items for name in placeholders_in(item)} - set(PLACEHOLDERS))
+    if unknown:
+        raise ValueError(
+            f"unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
+            f"allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+        )
+    return items
+
+
+class DeepSpeedTrainerSpec(Strict):
+    """A user's DeepSpeed training script, launched by torchrun with a DeepSpeed config that
+    ParaTune writes per layout (batch split, ZeRO stage) over the user's base config."""
+
+    script: str = Field(description="the training script (path), run by torchrun")
+    args: list[str] = Field(default_factory=list, description="its arguments; {placeholders}")
+    config: str | None = Field(default=None, description="base ds_config JSON (path)")
+    config_arg: str = Field(default="--deepspeed_config", description="flag that takes the config")
+
+    _placeholders = field_validator("args")(classmethod(lambda cls, v: check_placeholders(v)))
+
+
+class TorchtitanTrainerSpec(Strict):
+    """torchtitan's own model family and config, with the user's overrides; ParaTune adds the
+    layout's parallelism, batch and checkpointing overrides."""
+
+    module: str = Field(default="llama3", description="torchtitan --module")
+    config: str = Field(default="llama3_debugmodel", description="torchtitan --config")
+    overrides: list[str] = Field(default_factory=list, description="more flags; {placeholders}")
+
+    _placeholders = field_validator("overrides")(classmethod(lambda cls, v: check_placeholders(v)))
+
+
+class MegatronTrainerSpec(Strict):
+    """Megatron-LM's or Megatron-DeepSpeed's pretraining script with the user's base arguments
+    (data, tokenizer, optimizer); ParaTune adds the model shape and the layout's flags."""
+
+    script: str = Field(default="pretrain_gpt.py", description="the pretraining script (path)")
+    args: list[str] = Field(default_factory=list, description="base arguments; {placeholders}")
+    deepspeed_config: str | None = Field(default=None, description="base ds_config (megatron-deepspeed)")
+
+    _placeholders = field_validator("args")(classmethod(lambda cls, v: check_placeholders(v)))
+
+
+class TrialSpec(Strict):
+    steps: int = Field(default=10, gt=0, description="timed steps after warm-up")
+    warmup_steps: int = Field(default=2, ge=0)
+    timeout_s: float = Field(default=600.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    # The trainer keeps no s x s attention scores (FlashAttention, SDPA): the cost model drops them.
+    flash_attention: bool = True
+    trainer: Literal[TRAINERS] | None = Field(default=None, description="default: builtin")
+    deepspeed: DeepSpeedTrainerSpec | None = None
+    torchtitan: TorchtitanTrainerSpec | None = None
+    megatron: MegatronTrainerSpec | None = None
+    # trainer `command`: an argv list (never run through a shell) whose items may hold
+    # {placeholders}; it starts its own ranks.
+    command: list[str] | None = None
+    # trainer `command`: result field -> regex whose first group is its value on a log line.
+    log_metrics: dict[Literal[LOG_METRICS], str] = Field(default_factory=dict)
+    workdir: str | None = Field(default=None, description="where the trainer runs; default: cwd")
+
+    @field_validator("command")
+    @classmethod
+    def _known_placeholders(cls, command: list[str] | None) -> list[str] | None:
+        if command is not None:
+            if not command:
+                raise ValueError("command must not be empty; give the program and its arguments")
+            check_placeholders(command)
+        return command
+
+    @field_validator("log_metrics")
+    @classmethod
+    def _one_group(cls, patterns: dict[str, str]) -> dict[str, str]:
+        import re
+
+        for name, pattern in patterns.items():
+            try:
+                groups = re.compile(pattern).groups
+            except re.error as exc:
+                raise ValueError(f"{name}: not a regular expression ({exc})") from None
+            if groups < 1:
+                raise ValueError(f"{name}: the regex needs a group around the value, e.g. "
+                                 r"'tps: ([0-9.]+)'")
+        return patterns
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_text(cls, env: Any) -> Any:
+        if isinstance(env, dict):  # YAML reads `OMP_NUM_THREADS: 4` as an int
+            return {k: v if isinstance(v, str) else str(v) for k, v in env.items()}
+        return env
+
+    @model_validator(mode="after")
+    def _trainer_and_its_section(self) -> "TrialSpec":
+        if self.trainer is None:
+            self.trainer = "command" if self.command is not None else "builtin"
+        if (self.trainer == "command") != (self.command is not None):
+            raise ValueError("trial.command: give a command exactly when trial.trainer is "
+                             f"'command' (trainer is {self.trainer!r})")
+        if self.log_metrics and self.trainer != "command":
+            raise ValueError("trial.log_metrics: only the command trainer reads user regexes; "
+                             f"{self.trainer} has its own log parser")
+        wanted = {"deepspeed": "deepspeed", "torchtitan": "torchtitan",
+                  "megatron-lm": "megatron", "megatron-deepspeed": "megatron"}.get(self.trainer)
+        for section in ("deepspeed", "torchtitan", "megatron"):
+            given = getattr(self, section) is not None
+            if given and section != wanted:
+                raise ValueError(f"trial.{section}: a section for another trainer; trial.trainer "
+                                 f"is {self.trainer!r} (set trial.trainer, or drop trial.{section})")
+        if wanted == "deepspeed" and self.deepspeed is None:
+            raise ValueError("trial.deepspeed: required with trainer deepspeed; give at least "
+                             "`script: path/to/train.py`")
+        if wanted == "torchtitan" and self.torchtitan is None:
+            self.torchtitan = TorchtitanTrainerSpec()
+        if wanted == "megatron" and self.megatron is None:
+            self.megatron = MegatronTrainerSpec()
+        return self

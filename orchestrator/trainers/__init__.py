@@ -1,0 +1,28 @@
+"""Trainer adapters: how ParaTune runs and reads each training program it can tune.
+
+`builtin` (jobs/), `deepspeed`, `torchtitan`, `megatron-lm`, `megatron-deepspeed` and `command`
+(anything else); `trainer_for` builds the one a spec's `trial.trainer` names.
+"""
+
+from __future__ import annotations
+
+from orchestrator.trainers.base import LogMetrics, Measure, TrainerAdapter, TrainerRun
+from orchestrator.trainers.builtin import BuiltinTrainer
+from orchestrator.trainers.command import CommandTrainer
+from orchestrator.trainers.deepspeed import DeepSpeedTrainer
+
+
+def trainer_for(spec) -> TrainerAdapter:
+    """The adapter of the spec's `trial.trainer`."""
+    name = spec.trial.trainer
+    if name == "builtin":
+        return BuiltinTrainer()
+    if name == "deepspeed":
+        return DeepSpeedTrainer()
+    if name == "command":
+        return CommandTrainer(spec.trial.log_metrics)
+    raise ValueError(f"trial.trainer {name!r} has no adapter yet")
+
+
+__all__ = ["BuiltinTrainer", "CommandTrainer", "DeepSpeedTrainer", "LogMetrics", "Measure",
+           "TrainerAdapter", "TrainerRun", "trainer_for"]

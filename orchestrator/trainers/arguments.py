@@ -1,0 +1,30 @@
+"""Filling a trainer's argument templates: `{placeholder}` items get the trial's values (its
+layout, scale, steps and files); each item stays one argument and never meets a shell."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.placeholders import PLACEHOLDER_PATTERN
+
+
+def placeholder_values(spec, config, trial_id: str, folder, steps: int) -> dict[str, Any]:
+    values: dict[str, Any] = dict(config.to_params())
+    values.update({
+        "world_size": config.world_size, "nodes": spec.scale.nodes,
+        "gpus_per_node": spec.gpus_per_node, "global_batch_size": config.global_batch_size(),
+        "seq_len": spec.model.seq_len, "steps": steps, "warmup_steps": spec.trial.warmup_steps,
+        "total_steps": steps + spec.trial.warmup_steps, "trial_id": trial_id,
+        "trial_dir": str(folder.path), "deepspeed_config": str(folder.deepspeed_config),
+    })
+    return values
+
+
+def fill(items: list[str], values: dict[str, Any]) -> list[str]:
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        return "" if value is None else str(value)
+
+    return [PLACEHOLDER_PATTERN.sub(lambda m: text(values.get(m.group(1), m.group(0))), item)
+            for item in items]

@@ -1,0 +1,100 @@
+"""The trainer-adapter seam: what ParaTune needs to know of a training program to tune it.
+
+An adapter renders the trial's program and files for a layout from the user's own base config
+(`run`), names how its ranks are launched, and reads the program's real log output back into a
+`TrialResult` (`parse_log`, plus the out-of-memory messages of CUDA and HIP). Adapters are plain,
+picklable objects: a `TrialRequest` carries its adapter to the node that runs the trial, and the
+result is read there.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+# How a trial's ranks start:
+# - "torchrun": one torchrun per node starts the node's ranks (rendezvous across nodes);
+# - "rank-env": the program is one rank that reads RANK, WORLD_SIZE and MASTER_ADDR from its
+#   environment, so a scheduler may start it once per rank (or torchrun once per node);
+# - "self": the program starts its own ranks and is run once, as it is.
+Launcher = Literal["torchrun", "rank-env", "self"]
+
+# Out-of-memory messages of PyTorch's CUDA and HIP allocators, of the Python exception types,
+# and of the kernel's OOM killer as torchrun reports it (a rank killed by SIGKILL).
+OOM_PATTERNS = (
+    re.compile(r"CUDA out of memory", re.I),
+    re.compile(r"HIP out of memory", re.I),
+    re.compile(r"torch\.(cuda\.)?OutOfMemoryError"),
+    re.compile(r"\bOutOfMemoryError\b"),
+    re.compile(r"CUBLAS_STATUS_ALLOC_FAILED|HIPBLAS_STATUS_ALLOC_FAILED"),
+    re.compile(r"DefaultCPUAllocator: can't allocate memory"),
+    re.compile(r"RESOURCE_EXHAUSTED: Out of memory"),
+)
+
+
+@dataclass(frozen=True)
+class TrainerRun:
+    """What one trial runs: the program (a script path or `-m module`, with arguments) that the
+    launcher starts, files to write into the trial folder first, and extra environment."""
+
+    program: list[str]
+    launcher: Launcher
+    files: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Plain numbers that turn a log's raw figures into the result's fields."""
+
+    world_size: int
+    seq_len: int
+    tokens_per_step: int  # global batch x sequence length
+    model_flops_per_step: float  # the cost model's MFU convention (recompute not counted)
+    peak_tflops: float  # per device
+    warmup_steps: int  # logged steps to leave out of the timing
+
+
+@dataclass
+class LogMetrics:
+    """What a trainer's log said, per logged step and overall, before anything is derived."""
+
+    step_times_s: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    samples_per_s: list[float] = field(default_factory=list)  # sequences, whole job
+    tokens_per_s: list[float] = field(default_factory=list)  # whole job, per logged step
+    tokens_per_s_per_gpu: list[float] = field(default_factory=list)
+    tflops_per_gpu: list[float] = field(default_factory=list)
+    mfu: list[float] = field(default_factory=list)  # fractions, not percent
+    peak_memory_gb: float | None = None
+    error: str | None = None  # a failure the trainer reported in its own words
+
+    @property
+    def steps(self) -> int:
+        return max(len(self.step_times_s), len(self.samples_per_s), len(self.tokens_per_s),
+                   len(self.tokens_per_s_per_gpu), len(self.tflops_per_gpu))
+
+
+class TrainerAdapter(ABC):
+    name: ClassVar[str]
+    # The release whose arguments, config classes and log format this adapter was written for.
+    tool: ClassVar[str]
+    oom_patterns: ClassVar[tuple[re.Pattern, ...]] = OOM_PATTERNS
+
+    @abstractmethod
+    def run(self, spec, config, trial_id: str, folder, steps: int) -> TrainerRun:
+        """The trial's program for a layout (`spec` the CampaignSpec, `config` the
+        ParallelConfig, `folder` the TrialFolder, `steps` the timed steps to run)."""
+
+    @abstractmethod
+    def parse_log(self, text: str) -> LogMetrics:
+        """Every step metric the trainer's log holds, in its real format."""
+
+    def out_of_memory(self, text: str) -> str | None:
+        """The log line that says the trial ran out of memory, if one does."""
+        for line in text.splitlines():
+            if any(p.search(line) for p in self.oom_patterns):
+                return line.strip()[:500]
+        return None

@@ -1,0 +1,55 @@
+"""Any other trainer: `trial.command`, an argv run as it is (it starts its own ranks), with its
+{placeholders} filled and a DeepSpeed config for the layout at {deepspeed_config}.
+
+It reports either a `PARATUNE_RESULT {json}` line (or the file at $PARATUNE_RESULT_FILE), or
+log lines that the user's regexes in `trial.log_metrics` read: one value per matching line,
+from the regex's first group.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from orchestrator.trainers.arguments import fill, placeholder_values
+from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
+from orchestrator.trainers.deepspeed import deepspeed_config
+from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
+
+# log_metrics key -> (LogMetrics list, factor to its unit)
+_TARGETS = {"step_time_s": ("step_times_s", 1.0), "tokens_per_s": ("tokens_per_s", 1.0),
+            "tokens_per_s_per_gpu": ("tokens_per_s_per_gpu", 1.0),
+            "tflops_per_gpu": ("tflops_per_gpu", 1.0), "mfu_percent": ("mfu", 0.01),
+            "loss": ("losses", 1.0)}
+
+
+class CommandTrainer(TrainerAdapter):
+    name = "command"
+    tool = "any program that reports PARATUNE_RESULT or matches trial.log_metrics"
+
+    def __init__(self, log_metrics: dict[str, str] | None = None):
+        self.log_metrics = dict(log_metrics or {})
+
+    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
+        program = fill(spec.trial.command, placeholder_values(spec, config, trial_id, folder, steps))
+        files = {DEEPSPEED_CONFIG_FILE: json.dumps(deepspeed_config(spec, config), indent=2)}
+        return TrainerRun(program=program, launcher="self", files=files)
+
+    def parse_log(self, text: str) -> LogMetrics:
+        metrics = LogMetrics()
+        patterns = {name: re.compile(p) for name, p in self.log_metrics.items()}
+        for line in text.splitlines():
+            for name, pattern in patterns.items():
+                match = pattern.search(line)
+                if not match:
+                    continue
+                try:
+                    value = float(match.group(1).replace(",", ""))
+                except ValueError:
+                    continue
+                if name == "peak_memory_gb":
+                    metrics.peak_memory_gb = max(metrics.peak_memory_gb or 0.0, value)
+                else:
+                    target, factor = _TARGETS[name]
+                    getattr(metrics, target).append(value * factor)
+        return metrics
