@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import json
 import shlex
+from importlib.metadata import version
 
 import yaml
 
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import CampaignSpec, SlurmBackendSpec
-from orchestrator.trainers.builtin import job_flags, job_settings
-from orchestrator.trainers.deepspeed import base_config, deepspeed_config
+from orchestrator.trainers.builtin import BuiltinTrainer, job_flags, job_settings
+from orchestrator.trainers.deepspeed import DeepSpeedTrainer, base_config, deepspeed_config
 
+BUILTIN_TOOL = f"{BuiltinTrainer.tool} under torchrun, PyTorch {version('torch')}"
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron", "torchtitan")
 
 
-def _origin(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+def _origin(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
+            tool: str = BUILTIN_TOOL) -> str:
     return (
         f"ParaTune campaign {spec.name!r}, trial {trial_id} ({config.key()}); "
-        f"model {spec.model.name}, {spec.world_size} ranks on {spec.cluster.name}"
+        f"model {spec.model.name}, {spec.world_size} ranks on {spec.cluster.name}; "
+        f"written for {tool}"
     )
 
 
@@ -90,7 +94,8 @@ srun --ntasks-per-node=1 bash -c 'exec torchrun --nnodes="$SLURM_JOB_NUM_NODES" 
 
 def export_deepspeed(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
     base = base_config(spec) if spec.trial.trainer == "deepspeed" else None
-    data = {"_paratune": _origin(spec, trial_id, config), **deepspeed_config(spec, config, base)}
+    data = {"_paratune": _origin(spec, trial_id, config, DeepSpeedTrainer.tool),
+            **deepspeed_config(spec, config, base)}
     return json.dumps(data, indent=2) + "\n"
 
 

@@ -93,8 +93,9 @@ class TrainerAdapter(ABC):
         """Every step metric the trainer's log holds, in its real format."""
 
     def out_of_memory(self, text: str) -> str | None:
-        """The log line that says the trial ran out of memory, if one does."""
-        for line in text.splitlines():
+        """The last log line that says the trial ran out of memory (a traceback's last line
+        holds the message), if one does."""
+        for line in reversed(text.splitlines()):
             if any(p.search(line) for p in self.oom_patterns):
                 return line.strip()[:500]
         return None

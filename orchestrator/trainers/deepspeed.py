@@ -33,13 +33,14 @@ LOSS = re.compile(r"\bloss\s*[=:]\s*(?P<loss>[-\d.]+(?:[eE][-+]?\d+)?)")
 def deepspeed_config(spec, config, base: dict[str, Any] | None = None) -> dict[str, Any]:
     """A DeepSpeed config for a layout: the base config with the batch split, the ZeRO stage
     (other `zero_optimization` keys kept), bf16 on GPUs unless the base chose fp16, and a
-    throughput line at every step."""
+    throughput line logged at every step."""
     data = dict(base or {})
     data.update({
         "train_batch_size": config.global_batch_size(),
         "train_micro_batch_size_per_gpu": config.micro_batch_size,
         "gradient_accumulation_steps": config.grad_accum_steps,
         "steps_per_print": 1,
+        "log_level": "info",  # DeepSpeed logs its throughput lines at INFO (WARNING by default)
     })
     data["zero_optimization"] = {**data.get("zero_optimization", {}), "stage": config.zero_stage}
     if not data.get("fp16", {}).get("enabled"):

@@ -1,0 +1,150 @@
+"""The DeepSpeed trainer: its log parser on lines in DeepSpeed 0.19.8's own format, its config
+and export loaded by DeepSpeed's own `DeepSpeedConfig`, and a real DeepSpeed campaign on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EXAMPLES, journal_events
+from orchestrator.spec import load_spec
+from orchestrator.trainers import DeepSpeedTrainer, Measure
+from orchestrator.trainers.results import result_from_log
+
+deepspeed = pytest.importorskip("deepspeed")
+
+MEASURE = Measure(world_size=2, seq_len=256, tokens_per_step=16 * 256, model_flops_per_step=2e11,
+                  peak_tflops=0.1, warmup_steps=1)
+
+
+def throughput_line(step: int, samples: float, max_mem: float = 0.62) -> str:
+    """A line as deepspeed/utils/timer.py's ThroughputTimer logs it through DeepSpeed's logger."""
+    return (f"[2026-11-30 17:43:07,852] [INFO] [timer.py:264:stop] epoch=0/micro_step={2 * step}/"
+            f"global_step={step}, RunningAvgSamplesPerSec={samples * 0.99}, "
+            f"CurrSamplesPerSec={samples}, MemAllocated=0.61GB, MaxMemAllocated={max_mem}GB")
+
+
+def progress_line(step: int) -> str:
+    """engine._report_progress through log_dist: it carries no throughput."""
+    return (f"[2026-11-30 17:43:07,852] [INFO] [logging.py:123:log_dist] [Rank 0] step={step}, "
+            "skipped=0, lr=[0.0003], mom=[(0.9, 0.999)]")
+
+
+def test_throughput_lines_become_a_result():
+    lines = []
+    for step, samples in ((3, 40.0), (4, 50.0), (5, 60.0)):
+        lines += [progress_line(step), throughput_line(step, samples),
+                  throughput_line(step, samples),  # a second rank logs the same step
+                  f"step={step} loss={9 - step / 10:.4f}"]
+    result = result_from_log(DeepSpeedTrainer(), "\n".join(lines), 0, MEASURE)
+    assert result.status == "ok"
+    assert result.tokens_per_s == pytest.approx(55.0 * 256)  # steps 4 and 5, after warm-up
+    assert result.step_time_s == pytest.approx(16 * 256 / result.tokens_per_s)
+    assert result.tflops_per_gpu == pytest.approx(2e11 / result.step_time_s / 2 / 1e12)
+    assert result.mfu == pytest.approx(result.tflops_per_gpu / 0.1)
+    assert result.peak_memory_gb == 0.62 and result.loss_first == 8.7 and result.loss_last == 8.5
+
+
+@pytest.mark.parametrize("message", [
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.15 GiB of which 1.02 GiB is free.",
+    "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1024.00 MiB. GPU 3 has a total "
+    "capacity of 63.98 GiB of which 0 bytes is free.",
+])
+def test_out_of_memory_is_oom(message):
+    log = "\n".join([throughput_line(3, 40.0), "[rank0]: Traceback (most recent call last):",
+                     '[rank0]:   File "train.py", line 80, in main', f"[rank0]: {message}"])
+    result = result_from_log(DeepSpeedTrainer(), log, 1, MEASURE)
+    assert result.status == "oom" and "out of memory" in result.error
+
+
+def test_a_crash_is_failed_with_its_reason():
+    log = "\n".join(["[rank1]: Traceback (most recent call last):",
+                     "[rank1]: AssertionError: Not sure how to proceed, we were given deepspeed "
+                     "configs in the deepspeed arguments and deepspeed.initialize() function call"])
+    result = result_from_log(DeepSpeedTrainer(), log, 1, MEASURE)
+    assert result.status == "failed" and "Not sure how to proceed" in result.error
+
+
+# DeepSpeedConfig asks torch.distributed for the rank and, through an mpu, for the data-parallel
+# size; outside a process group it assumes one rank. So it is loaded in a one-rank gloo group in
+# a child process, with an mpu giving the layout's data-parallel size.
+LOAD_IN_DEEPSPEED = """
+import json, sys
+import deepspeed
+from deepspeed.runtime.config import DeepSpeedConfig
+deepspeed.init_distributed(dist_backend="gloo")
+
+class DataParallel:
+    def get_data_parallel_world_size(self):
+        return int(sys.argv[2])
+
+ds = DeepSpeedConfig(sys.argv[1], mpu=DataParallel())
+print(json.dumps({"world_size": ds.world_size, "train_batch_size": ds.train_batch_size,
+                  "micro": ds.train_micro_batch_size_per_gpu,
+                  "accumulation": ds.gradient_accumulation_steps,
+                  "zero_stage": ds.zero_optimization_stage, "optimizer": ds.optimizer_name}))
+"""
+
+
+def load_in_deepspeed(path, dp: int) -> dict:
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "RANK": "0", "LOCAL_RANK": "0",
+           "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    done = subprocess.run([sys.executable, "-c", LOAD_IN_DEEPSPEED, str(path), str(dp)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_trial_config_and_export_load_in_deepspeed(tmp_path, monkeypatch, runs_dir, cli):
+    from orchestrator.export import export
+
+    monkeypatch.chdir(EXAMPLES.parent)
+    spec = load_spec(EXAMPLES / "deepspeed.yaml")
+    config = spec.search_space().candidates()[-1]
+    from orchestrator.trial_folder import TrialFolder
+
+    run = DeepSpeedTrainer().run(spec, config, "t0001", TrialFolder(tmp_path / "t0001"), steps=3)
+    assert run.launcher == "torchrun" and run.program[0] == "train_gpt.py"
+    assert run.program[-2:] == ["--deepspeed_config", str(tmp_path / "t0001" / "ds_config.json")]
+    assert run.program[run.program.index("--steps") + 1] == "4"  # 3 timed + 1 warm-up
+    for name, text in (("trial", run.files["ds_config.json"]),
+                       ("export", export("deepspeed", spec, "t0001", config))):
+        (tmp_path / f"{name}.json").write_text(text)
+        ds = load_in_deepspeed(tmp_path / f"{name}.json", config.dp)
+        assert ds == {"world_size": config.dp, "train_batch_size": config.global_batch_size(),
+                      "micro": config.micro_batch_size, "accumulation": config.grad_accum_steps,
+                      "zero_stage": config.zero_stage,
+                      "optimizer": "adamw"}  # kept from the user's base config
+    exported = json.loads(export("deepspeed", spec, "t0001", config))
+    assert "deepspeed-gpt" in exported["_paratune"] and "t0001" in exported["_paratune"]
+    assert "DeepSpeed 0.19.8" in exported["_paratune"]
+
+
+@pytest.mark.slow
+def test_real_deepspeed_campaign_on_cpu(runs_dir, cli, monkeypatch):
+    """examples/deepspeed.yaml as written: DeepSpeed trains a small GPT at world size 2 under
+    ZeRO 0-3; the largest micro-batch passes the memory limit and is recorded as oom."""
+    monkeypatch.chdir(EXAMPLES.parent)
+    code, _, err = cli("run", str(EXAMPLES / "deepspeed.yaml"))
+    assert code == 0, err
+    results = {e["trial_id"]: (e["config"], e["result"])
+               for e in journal_events(runs_dir / "deepspeed-gpt") if e["event"] == "finished"}
+    ok = [r for _, r in results.values() if r["status"] == "ok"]
+    oom = [(c, r) for c, r in results.values() if r["status"] == "oom"]
+    assert len(ok) >= 4 and {c["zero_stage"] for c, r in results.values()
+                             if r["status"] == "ok"} == {0, 1, 2, 3}
+    assert all(r["tokens_per_s"] > 0 and r["mfu"] > 0 and r["loss_last"] for r in ok)
+    assert len(oom) == 1 and oom[0][0]["micro_batch_size"] == 8
+    assert "out of memory" in oom[0][1]["error"]
