@@ -2,8 +2,10 @@
 
 Formats: `yaml` (the built-in trainer's config, `python -m jobs.train --config FILE`),
 `torchrun` (a shell script), `sbatch` (a Slurm batch script: srun + torchrun), `deepspeed` (a
-DeepSpeed config JSON), `megatron` (Megatron-DeepSpeed arguments) and `torchtitan` (a TOML with
-its [parallelism] section). Each names the campaign and trial it came from.
+DeepSpeed config JSON), `megatron-lm` and `megatron-deepspeed` (a bash array of the tool's flags,
+rendered by the same code as the trials; `megatron` is the old name of `megatron-deepspeed`) and
+`torchtitan` (a TOML with its [parallelism] section). Each names the campaign and trial it came
+from.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import CampaignSpec, SlurmBackendSpec
 from orchestrator.trainers.builtin import BuiltinTrainer, job_flags, job_settings
 from orchestrator.trainers.deepspeed import DeepSpeedTrainer, base_config, deepspeed_config
+from orchestrator.trainers.megatron import TOOLS, megatron_args
 
 BUILTIN_TOOL = f"{BuiltinTrainer.tool} under torchrun, PyTorch {version('torch')}"
-FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron", "torchtitan")
+# `megatron`, the name older releases used, stays another name of `megatron-deepspeed`.
+FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",
+           "megatron", "torchtitan")
 
 
 def _origin(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
@@ -93,50 +98,31 @@ srun --ntasks-per-node=1 bash -c 'exec torchrun --nnodes="$SLURM_JOB_NUM_NODES" 
 
 
 def export_deepspeed(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
-    base = base_config(spec) if spec.trial.trainer == "deepspeed" else None
+    own = spec.trial.trainer in ("deepspeed", "megatron-deepspeed")
+    base = base_config(spec) if own else None
     data = {"_paratune": _origin(spec, trial_id, config, DeepSpeedTrainer.tool),
             **deepspeed_config(spec, config, base)}
     return json.dumps(data, indent=2) + "\n"
 
 
-def megatron_args(spec: CampaignSpec, config: ParallelConfig) -> list[str]:
-    m = spec.model
-    args = [
-        f"--tensor-model-parallel-size={config.tp}", f"--pipeline-model-parallel-size={config.pp}",
-        f"--micro-batch-size={config.micro_batch_size}",
-        f"--global-batch-size={config.global_batch_size()}", f"--num-layers={m.num_layers}",
-        f"--hidden-size={m.hidden}", f"--ffn-hidden-size={m.ffn_hidden}",
-        f"--num-attention-heads={m.num_heads}", f"--seq-length={m.seq_len}",
-        f"--max-position-embeddings={m.seq_len}",
-    ]
-    if m.kv_heads != m.num_heads:
-        args += ["--group-query-attention", f"--num-query-groups={m.kv_heads}"]
-    if m.gated_mlp:
-        args += ["--swiglu", "--normalization=RMSNorm", "--use-rotary-position-embeddings",
-                 "--untie-embeddings-and-output-weights"]
-    if spec.cluster.device != "cpu":
-        args.append("--bf16")
-    if config.sequence_parallel:
-        args.append("--sequence-parallel")
-    if config.activation_checkpointing == "full":
-        args += ["--recompute-granularity=full", "--recompute-method=uniform"]
-    elif config.activation_checkpointing == "selective":
-        args.append("--recompute-granularity=selective")
-    if config.virtual_stages > 1:
-        args.append(f"--num-layers-per-virtual-pipeline-stage="
-                    f"{m.num_layers // (config.pp * config.virtual_stages)}")
-    if spec.trial.flash_attention:
-        args.append("--use-flash-attn")
-    args += ["--deepspeed", "--deepspeed_config=ds_config.json", f"--zero-stage={config.zero_stage}"]
-    return args
-
-
-def export_megatron(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
-    """A bash array of Megatron-DeepSpeed arguments (pair with `--format deepspeed`)."""
-    body = "\n".join(f"  {shlex.quote(a)}" for a in megatron_args(spec, config))
-    return (f"# {_origin(spec, trial_id, config)}\n"
-            f"# Use: source THIS_FILE; torchrun ... pretrain_gpt.py \"${{MEGATRON_ARGS[@]}}\"\n"
+def _export_megatron(tool: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    """A bash array of `tool`'s model-shape and layout flags, rendered by the code trials run."""
+    body = "\n".join(f"  {shlex.quote(a)}" for a in megatron_args(tool, spec, config))
+    pair = (" Pair it with `--format deepspeed` saved as ds_config.json."
+            if tool == "megatron-deepspeed" else "")
+    return (f"# {_origin(spec, trial_id, config, TOOLS[tool].source)}\n"
+            f"# {tool} flags.{pair}\n"
+            f"# Use: source THIS_FILE; torchrun ... pretrain_gpt.py YOUR_DATA_ARGS "
+            f"\"${{MEGATRON_ARGS[@]}}\"\n"
             f"MEGATRON_ARGS=(\n{body}\n)\n")
+
+
+def export_megatron_lm(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    return _export_megatron("megatron-lm", spec, trial_id, config)
+
+
+def export_megatron_deepspeed(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    return _export_megatron("megatron-deepspeed", spec, trial_id, config)
 
 
 def export_torchtitan(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
@@ -170,8 +156,9 @@ enable = {str(config.compile).lower()}
 
 
 EXPORTERS = {"yaml": export_yaml, "torchrun": export_torchrun, "sbatch": export_sbatch,
-             "deepspeed": export_deepspeed, "megatron": export_megatron,
-             "torchtitan": export_torchtitan}
+             "deepspeed": export_deepspeed, "megatron-lm": export_megatron_lm,
+             "megatron-deepspeed": export_megatron_deepspeed,
+             "megatron": export_megatron_deepspeed, "torchtitan": export_torchtitan}
 
 
 def export(fmt: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:

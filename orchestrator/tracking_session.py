@@ -129,6 +129,6 @@ class TrackingSession:
         best = summary.get("best_config")
         note = (f"ParaTune campaign **{self.campaign}**: best `{best}` (trial "
                 f"{summary.get('best_trial')}). Export it with `paratune best {self.campaign} "
-                f"--format torchrun|sbatch|deepspeed|megatron|torchtitan`; every trial is in "
-                f"`campaign_summary.json`.") if best else None
+                f"--format torchrun|sbatch|deepspeed|megatron-lm|megatron-deepspeed|torchtitan`; "
+                f"every trial is in `campaign_summary.json`.") if best else None
         self._call(self.tracker.finish_campaign, self.parent_run_id, summary, table, note)

@@ -112,7 +112,8 @@ def status(
 def best(
     campaign: str = typer.Argument(..., help="campaign name"),
     fmt: str = typer.Option("yaml", "--format",
-                            help="yaml | torchrun | sbatch | deepspeed | megatron | torchtitan"),
+                            help="yaml | torchrun | sbatch | deepspeed | megatron-lm | "
+                                 "megatron-deepspeed (megatron: its old name) | torchtitan"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write to this file"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
     as_json: bool = typer.Option(False, "--json"),

@@ -64,6 +64,7 @@ class CampaignSpec(Strict):
     def _space_fits_model(self) -> "CampaignSpec":
         _check_divisors("space.tp", "tp", self.space.tp, "model.num_heads", self.model.num_heads)
         _check_divisors("space.pp", "pp", self.space.pp, "model.num_layers", self.model.num_layers)
+        _check_megatron_space(self.trial.trainer, self.space)
         return self
 
     @property
@@ -102,3 +103,30 @@ def _check_divisors(key: str, name: str, values: list[int], of: str, total: int)
             shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
             # Cross-field errors carry their key path in front; _describe keeps it.
             raise ValueError(f"{key}: {name}={value} does not divide {of}={total}; use one of {shown}")
+
+
+def _check_megatron_space(trainer: str | None, space: SpaceSpec) -> None:
+    """Layouts the Megatron trainers cannot express, refused before any trial: ZeRO 2 and 3 on
+    Megatron-LM (its distributed optimizer is ZeRO-1; the default stages narrow to 0 and 1),
+    AMSP factors, GPipe, and interleaving on Megatron-DeepSpeed."""
+    if trainer not in ("megatron-lm", "megatron-deepspeed"):
+        return
+    if trainer == "megatron-lm" and "zero_stage" not in space.model_fields_set:
+        space.zero_stage = [0, 1]
+    if space.kind == "amsp":
+        raise ValueError(f"space.kind: {trainer} takes ZeRO stages, not AMSP's sharding factors; "
+                         "use megatron-3d")
+    listed = [dict(c) for c in space.configs]
+    stages = [c.get("zero_stage", 0) for c in listed] if listed else space.zero_stage
+    schedules = [c.get("pp_schedule", "1f1b") for c in listed] if listed else space.pp_schedule
+    virtual = [c.get("virtual_stages", 1) for c in listed] if listed else space.virtual_stages
+    if trainer == "megatron-lm" and max(stages) > 1:
+        raise ValueError(f"space.zero_stage: megatron-lm has no ZeRO stage {max(stages)} (its "
+                         "distributed optimizer is ZeRO-1); use [0, 1], or trainer "
+                         "megatron-deepspeed for stages 2 and 3")
+    if "gpipe" in schedules:
+        raise ValueError(f"space.pp_schedule: {trainer} has no GPipe schedule; use 1f1b "
+                         "(or interleaved on megatron-lm)")
+    if trainer == "megatron-deepspeed" and max(virtual) > 1:
+        raise ValueError("space.virtual_stages: megatron-deepspeed's pipeline has no "
+                         "interleaved schedule; use [1]")

@@ -50,18 +50,24 @@ def deepspeed_config(spec, config, base: dict[str, Any] | None = None) -> dict[s
 
 
 def base_config(spec) -> dict[str, Any] | None:
-    """The user's base ds_config, read relative to the trial's working directory."""
-    path = spec.trial.deepspeed.config if spec.trial.deepspeed else None
+    """The user's base ds_config (`trial.deepspeed.config`, or `trial.megatron.deepspeed_config`
+    for Megatron-DeepSpeed), read relative to the trial's working directory."""
+    if spec.trial.deepspeed:
+        path, key = spec.trial.deepspeed.config, "trial.deepspeed.config"
+    elif spec.trial.megatron:
+        path, key = spec.trial.megatron.deepspeed_config, "trial.megatron.deepspeed_config"
+    else:
+        return None
     if path is None:
         return None
     full = Path(spec.trial.workdir or ".") / path
     try:
         data = json.loads(full.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise SpecError(f"trial.deepspeed.config: cannot read {full} as JSON ({exc}); "
+        raise SpecError(f"{key}: cannot read {full} as JSON ({exc}); "
                         "give the path of your ds_config.json") from None
     if not isinstance(data, dict):
-        raise SpecError(f"trial.deepspeed.config: {full} holds no JSON object")
+        raise SpecError(f"{key}: {full} holds no JSON object")
     return data
 
 

@@ -1,0 +1,188 @@
+"""Megatron-LM and Megatron-DeepSpeed: the user's pretraining script under torchrun, with its base
+arguments (data, tokenizer, optimizer) followed by the model shape and the layout as the tool's
+own flags, so ParaTune's flags win where both set one.
+
+Model shapes: GPT is LayerNorm, GELU, learned positions, biases and tied embeddings (each tool's
+defaults, stated anyway); LLaMA (`gated_mlp`) is SwiGLU, RMSNorm, rotary positions, no biases,
+untied embeddings, and grouped-query attention when `model.num_kv_heads` differs from
+`num_heads`. Megatron-LM spells these `--normalization RMSNorm`, `--position-embedding-type
+rope` and `--group-query-attention --num-query-groups`; Megatron-DeepSpeed `--normalization
+rmsnorm`, `--use-rotary-position-embeddings --no-position-embedding` and `--num-key-value-heads`.
+
+ZeRO: Megatron-LM's distributed optimizer shards the optimizer states over the data-parallel
+ranks, which is ZeRO stage 1; it has no stage 2 or 3. Stage 1 renders --use-distributed-optimizer
+and stages 2 and 3 are refused (the spec already refuses a space that asks for them, and narrows
+the default space.zero_stage to [0, 1]). Megatron-DeepSpeed gets the stage both in its
+DeepSpeed config and in --zero-stage; DeepSpeed's pipeline engine refuses stages 2 and 3 with
+pp > 1, so such trials fail in their own words. With pp = 1 it runs without the DeepSpeed
+pipeline (--no-pipeline-parallel), as its examples do. Megatron-DeepSpeed has no interleaved
+schedule, and neither tool a GPipe one: the spec refuses those layouts for these trainers.
+
+`run` and the export formats `megatron-lm` and `megatron-deepspeed` render the same flags
+(`megatron_args`); a trial adds its length and logging (`trial_args`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from orchestrator.errors import SpecError
+from orchestrator.trainers.arguments import fill, placeholder_values
+from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
+from orchestrator.trainers.deepspeed import base_config, deepspeed_config
+from orchestrator.trainers.megatron_flags import (
+    MEGATRON_DEEPSPEED_FLAGS,
+    MEGATRON_DEEPSPEED_SOURCE,
+    MEGATRON_LM_FLAGS,
+    MEGATRON_LM_SOURCE,
+    Flag,
+)
+from orchestrator.trainers.megatron_log import parse_megatron_log
+from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
+
+LM = "megatron-lm"
+DS = "megatron-deepspeed"
+
+
+@dataclass(frozen=True)
+class MegatronTool:
+    """What differs between the two tools: their name, source and flag table."""
+
+    name: str
+    source: str
+    flags: dict[str, Flag]
+
+
+TOOLS = {LM: MegatronTool(LM, MEGATRON_LM_SOURCE, MEGATRON_LM_FLAGS),
+         DS: MegatronTool(DS, MEGATRON_DEEPSPEED_SOURCE, MEGATRON_DEEPSPEED_FLAGS)}
+
+
+def _check_layout(tool: str, config) -> None:
+    if config.sharding is not None:
+        raise SpecError(f"{tool}: AMSP sharding factors have no {tool} flags; use "
+                        "space.kind megatron-3d")
+    if config.pp_schedule == "gpipe" and config.pp > 1:
+        raise SpecError(f"{tool}: no GPipe schedule (its pipeline runs 1F1B); set "
+                        "space.pp_schedule to [1f1b]")
+    if tool == LM and config.zero_stage > 1:
+        raise SpecError(f"space.zero_stage: megatron-lm has no ZeRO stage {config.zero_stage} "
+                        "(its distributed optimizer is ZeRO-1); use stages 0 and 1")
+    if tool == DS and config.virtual_stages > 1:
+        raise SpecError("space.virtual_stages: megatron-deepspeed's pipeline has no interleaved "
+                        "schedule; use [1]")
+
+
+def _shape(model) -> list[str]:
+    return [f"--num-layers={model.num_layers}", f"--hidden-size={model.hidden}",
+            f"--ffn-hidden-size={model.ffn_hidden}", f"--num-attention-heads={model.num_heads}",
+            f"--seq-length={model.seq_len}", f"--max-position-embeddings={model.seq_len}"]
+
+
+def _architecture(tool: str, model) -> list[str]:
+    gqa = model.kv_heads != model.num_heads
+    if tool == LM:
+        args = ["--group-query-attention", f"--num-query-groups={model.kv_heads}"] if gqa else []
+        args += (["--swiglu", "--normalization=RMSNorm", "--position-embedding-type=rope",
+                  "--disable-bias-linear"] if model.gated_mlp else
+                 ["--normalization=LayerNorm", "--position-embedding-type=learned_absolute"])
+    else:
+        args = [f"--num-key-value-heads={model.kv_heads}"] if gqa else []
+        args += (["--swiglu", "--normalization=rmsnorm", "--use-rotary-position-embeddings",
+                  "--no-position-embedding", "--disable-bias-linear"] if model.gated_mlp else
+                 ["--normalization=layernorm"])
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    return args
+
+
+def _recompute(tool: str, mode: str) -> list[str]:
+    if mode == "selective":
+        return ["--recompute-granularity=selective"]
+    if mode != "full":
+        return []
+    every_layer = ["--recompute-granularity=full", "--recompute-method=uniform",
+                   "--recompute-num-layers=1"]
+    if tool == LM:
+        return every_layer
+    # The DeepSpeed pipeline reads --checkpoint-activations (older models only it), the
+    # Megatron model the --recompute-* flags; both name one layer per checkpoint.
+    return ["--checkpoint-activations", "--checkpoint-num-layers=1", *every_layer,
+            "--deepspeed-activation-checkpointing"]
+
+
+def megatron_args(tool: str, spec, config, deepspeed_config_path: str = DEEPSPEED_CONFIG_FILE
+                  ) -> list[str]:
+    """The model shape and the layout as `tool`'s flags (`--flag=value`, switches bare)."""
+    _check_layout(tool, config)
+    args = [f"--tensor-model-parallel-size={config.tp}",
+            f"--pipeline-model-parallel-size={config.pp}"]
+    if tool == LM and config.virtual_stages > 1:
+        args.append(f"--num-virtual-stages-per-pipeline-rank={config.virtual_stages}")
+    if tool == DS and config.pp == 1:
+        args.append("--no-pipeline-parallel")
+    args += [f"--micro-batch-size={config.micro_batch_size}",
+             f"--global-batch-size={config.global_batch_size()}",
+             *_shape(spec.model), *_architecture(tool, spec.model)]
+    if spec.cluster.device != "cpu":
+        args.append("--bf16")
+    if config.sequence_parallel:
+        args.append("--sequence-parallel")
+    args += _recompute(tool, config.activation_checkpointing)
+    if tool == LM:
+        args.append(f"--attention-backend={'flash' if spec.trial.flash_attention else 'unfused'}")
+        if config.zero_stage == 1:
+            args.append("--use-distributed-optimizer")
+    else:
+        if spec.trial.flash_attention:
+            args.append("--use-flash-attn-v2")
+        args += ["--deepspeed", f"--deepspeed_config={deepspeed_config_path}",
+                 f"--zero-stage={config.zero_stage}"]
+    return args
+
+
+def trial_args(tool: str, total_steps: int) -> list[str]:
+    """A trial's length and a training_log line per iteration (with throughput on Megatron-LM;
+    Megatron-DeepSpeed prints its throughput always)."""
+    args = [f"--train-iters={total_steps}", "--log-interval=1"]
+    return args + (["--log-throughput"] if tool == LM else [])
+
+
+def megatron_env(spec, config) -> dict[str, str]:
+    env = {}
+    if config.tp > 1:  # both parsers refuse TP (or sequence parallelism) without it on GPUs
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    if spec.cluster.device == "cpu":
+        env["DS_ACCELERATOR"] = "cpu"
+    return env
+
+
+class _MegatronTrainer(TrainerAdapter):
+    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
+        section = spec.trial.megatron
+        values = placeholder_values(spec, config, trial_id, folder, steps)
+        program = [section.script, *fill(section.args, values),
+                   *megatron_args(self.name, spec, config, str(folder.deepspeed_config)),
+                   *trial_args(self.name, steps + spec.trial.warmup_steps)]
+        files = {}
+        if self.name == DS:
+            files[DEEPSPEED_CONFIG_FILE] = json.dumps(
+                deepspeed_config(spec, config, base_config(spec)), indent=2)
+        return TrainerRun(program=program, launcher="torchrun", files=files,
+                          env=megatron_env(spec, config))
+
+
+class MegatronLMTrainer(_MegatronTrainer):
+    name = LM
+    tool = MEGATRON_LM_SOURCE
+
+    def parse_log(self, text: str) -> LogMetrics:
+        return parse_megatron_log(text, read_tflops=True)
+
+
+class MegatronDeepSpeedTrainer(_MegatronTrainer):
+    name = DS
+    tool = MEGATRON_DEEPSPEED_SOURCE
+
+    def parse_log(self, text: str) -> LogMetrics:
+        return parse_megatron_log(text, read_tflops=False)
