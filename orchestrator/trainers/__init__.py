@@ -10,6 +10,7 @@ from orchestrator.trainers.base import LogMetrics, Measure, TrainerAdapter, Trai
 from orchestrator.trainers.builtin import BuiltinTrainer
 from orchestrator.trainers.command import CommandTrainer
 from orchestrator.trainers.deepspeed import DeepSpeedTrainer
+from orchestrator.trainers.torchtitan import TorchtitanTrainer
 
 
 def trainer_for(spec) -> TrainerAdapter:
@@ -19,10 +20,12 @@ def trainer_for(spec) -> TrainerAdapter:
         return BuiltinTrainer()
     if name == "deepspeed":
         return DeepSpeedTrainer()
+    if name == "torchtitan":
+        return TorchtitanTrainer()
     if name == "command":
         return CommandTrainer(spec.trial.log_metrics)
     raise ValueError(f"trial.trainer {name!r} has no adapter yet")
 
 
 __all__ = ["BuiltinTrainer", "CommandTrainer", "DeepSpeedTrainer", "LogMetrics", "Measure",
-           "TrainerAdapter", "TrainerRun", "trainer_for"]
+           "TorchtitanTrainer", "TrainerAdapter", "TrainerRun", "trainer_for"]
