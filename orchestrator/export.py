@@ -4,7 +4,8 @@ Formats: `yaml` (the built-in trainer's config, `python -m jobs.train --config F
 `torchrun` (a shell script), `sbatch` (a Slurm batch script: srun + torchrun), `deepspeed` (a
 DeepSpeed config JSON), `megatron-lm` and `megatron-deepspeed` (a bash array of the tool's flags,
 rendered by the same code as the trials; `megatron` is the old name of `megatron-deepspeed`) and
-`torchtitan` (a TOML with its [parallelism] section). Each names the campaign and trial it came
+`torchtitan` (a torchrun
+script with torchtitan 0.3.0's arguments). Each names the campaign and trial it came
 from.
 """
 
@@ -21,6 +22,8 @@ from orchestrator.spec import CampaignSpec, SlurmBackendSpec
 from orchestrator.trainers.builtin import BuiltinTrainer, job_flags, job_settings
 from orchestrator.trainers.deepspeed import DeepSpeedTrainer, base_config, deepspeed_config
 from orchestrator.trainers.megatron import TOOLS, megatron_args
+from orchestrator.trainers.torchtitan import TOOL as TORCHTITAN
+from orchestrator.trainers.torchtitan import export_values, torchtitan_args, torchtitan_section
 
 BUILTIN_TOOL = f"{BuiltinTrainer.tool} under torchrun, PyTorch {version('torch')}"
 # `megatron`, the name older releases used, stays another name of `megatron-deepspeed`.
@@ -46,6 +49,18 @@ def export_yaml(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> st
     return header + yaml.safe_dump(settings, sort_keys=False)
 
 
+def _rendezvous(nodes: int) -> str:
+    """Bash that sets RDZV: --standalone on one node, else c10d rendezvous from NNODES,
+    NODE_RANK and MASTER_ADDR."""
+    return f"""NNODES=${{NNODES:-{nodes}}}
+if [ "$NNODES" -gt 1 ]; then
+  RDZV=(--nnodes="$NNODES" --node_rank="${{NODE_RANK:?set NODE_RANK}}" --rdzv_backend=c10d \\
+        --rdzv_endpoint="${{MASTER_ADDR:?set MASTER_ADDR}}:${{MASTER_PORT:-29500}}")
+else
+  RDZV=(--standalone)
+fi"""
+
+
 def export_torchrun(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
     """A script for one node (--standalone) or, with NNODES/NODE_RANK/MASTER_ADDR set, many."""
     pairs = job_flags(job_settings(spec, config, trial_id))
@@ -54,13 +69,7 @@ def export_torchrun(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -
     return f"""#!/usr/bin/env bash
 # {_origin(spec, trial_id, config)}
 set -euo pipefail
-NNODES=${{NNODES:-{nodes}}}
-if [ "$NNODES" -gt 1 ]; then
-  RDZV=(--nnodes="$NNODES" --node_rank="${{NODE_RANK:?set NODE_RANK}}" --rdzv_backend=c10d \\
-        --rdzv_endpoint="${{MASTER_ADDR:?set MASTER_ADDR}}:${{MASTER_PORT:-29500}}")
-else
-  RDZV=(--standalone)
-fi
+{_rendezvous(nodes)}
 exec torchrun "${{RDZV[@]}}" --nproc_per_node={spec.gpus_per_node} -m jobs.train \\
     {flags} "$@"
 """
@@ -126,32 +135,24 @@ def export_megatron_deepspeed(spec: CampaignSpec, trial_id: str, config: Paralle
 
 
 def export_torchtitan(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
-    """torchtitan's job config: FSDP shards over dp (HSDP when the sharding asks for it)."""
-    shard, replicate = config.dp, 1
-    if config.zero_stage == 0:
-        shard, replicate = 1, config.dp
-    schedule = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}[config.pp_schedule]
-    ac = {"none": "none", "selective": "selective", "full": "full"}[config.activation_checkpointing]
-    return f"""# {_origin(spec, trial_id, config)}
-[training]
-local_batch_size = {config.micro_batch_size * config.grad_accum_steps}
-global_batch_size = {config.global_batch_size()}
-seq_len = {spec.model.seq_len}
-
-[parallelism]
-data_parallel_replicate_degree = {replicate}
-data_parallel_shard_degree = {shard}
-tensor_parallel_degree = {config.tp}
-enable_async_tensor_parallel = false
-pipeline_parallel_degree = {config.pp}
-pipeline_parallel_schedule = "{schedule}"
-pipeline_parallel_microbatch_size = {config.micro_batch_size}
-
-[activation_checkpoint]
-mode = "{ac}"
-
-[compile]
-enable = {str(config.compile).lower()}
+    """A torchrun script for torchtitan 0.3.0 (which reads no TOML job file): the trial's
+    `--module/--config`, the user's overrides and the layout's, as trials ran them less their
+    own steps, log frequency and output folder."""
+    args = torchtitan_args(spec, config, export_values(spec, config, trial_id))
+    body = "\n".join(f"  {shlex.quote(a)}" for a in args)
+    entry = shlex.quote(torchtitan_section(spec).entry)
+    launch = f"--nproc_per_node={spec.gpus_per_node} -m {entry}"
+    return f"""#!/usr/bin/env bash
+# {_origin(spec, trial_id, config, TORCHTITAN)}
+# The layout's flags come after the overrides (the layout wins); torchtitan derives gradient
+# accumulation as global_batch_size / (local_batch_size x data-parallel degree). Add flags to
+# ARGS before the activation-checkpoint subcommand: arguments after it belong to it.
+set -euo pipefail
+{_rendezvous(spec.scale.nodes)}
+ARGS=(
+{body}
+)
+exec torchrun "${{RDZV[@]}}" {launch} "${{ARGS[@]}}"
 """
 
 

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES as EXAMPLES_DIR
 from conftest import ROOT, journal_events, run_cli_process, write_spec
 

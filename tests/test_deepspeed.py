@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import EXAMPLES, journal_events
+
 from orchestrator.spec import load_spec
 from orchestrator.trainers import DeepSpeedTrainer, Measure
 from orchestrator.trainers.results import result_from_log

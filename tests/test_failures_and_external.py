@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, builtin_request, journal_events, write_spec
+
 from orchestrator.backends.local import LocalBackend
 
 TINY = {"num_layers": 2, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "vocab_size": 256,

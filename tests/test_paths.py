@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import EXAMPLES
+
 from orchestrator.paths import default_tracking_uri, runs_root
 from orchestrator.spec import load_spec
 

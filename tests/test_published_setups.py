@@ -10,8 +10,8 @@ import dataclasses
 import json
 
 import pytest
-
 from conftest import EXAMPLES
+
 from orchestrator.costmodel import cost_model_for
 from orchestrator.search_spaces import ShardingFactors
 from orchestrator.spec import load_spec

@@ -6,7 +6,6 @@ import tempfile
 import time
 
 import pytest
-
 from conftest import builtin_request, journal_events, write_spec
 from test_failures_and_external import TINY, processes_naming
 

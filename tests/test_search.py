@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import EXAMPLES, journal_events
-from orchestrator.objective import Objective
+
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.costmodel import cost_model_for
+from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.searchers import make_searcher
 from orchestrator.spec import load_spec

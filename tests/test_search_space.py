@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import EXAMPLES, ROOT
+
 from orchestrator.search_spaces import InvalidConfig, ParallelConfig, SearchSpace, SpaceRanges
 from orchestrator.spec import load_spec
 

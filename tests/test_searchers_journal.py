@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.objective import Objective
 from orchestrator.journal import Journal, TrialRecord
+from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers import make_searcher

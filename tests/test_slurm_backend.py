@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, builtin_request, journal_events, write_spec
 from test_failures_and_external import TINY, processes_naming
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from conftest import EXAMPLES, run_cli_process, write_spec
+
 from orchestrator.errors import SpecError
 from orchestrator.spec import (
-    LocalBackendSpec, RayBackendSpec, SimulatedBackendSpec, SlurmBackendSpec, load_spec,
+    LocalBackendSpec,
+    RayBackendSpec,
+    SimulatedBackendSpec,
+    SlurmBackendSpec,
+    load_spec,
     spec_from_dict,
 )
 

@@ -11,6 +11,7 @@ from orchestrator.trainers.builtin import BuiltinTrainer
 from orchestrator.trainers.command import CommandTrainer
 from orchestrator.trainers.deepspeed import DeepSpeedTrainer
 from orchestrator.trainers.megatron import MegatronDeepSpeedTrainer, MegatronLMTrainer
+from orchestrator.trainers.torchtitan import TorchtitanTrainer
 
 
 def trainer_for(spec) -> TrainerAdapter:
@@ -24,11 +25,13 @@ def trainer_for(spec) -> TrainerAdapter:
         return MegatronLMTrainer()
     if name == "megatron-deepspeed":
         return MegatronDeepSpeedTrainer()
+    if name == "torchtitan":
+        return TorchtitanTrainer()
     if name == "command":
         return CommandTrainer(spec.trial.log_metrics)
     raise ValueError(f"trial.trainer {name!r} has no adapter yet")
 
 
 __all__ = ["BuiltinTrainer", "CommandTrainer", "DeepSpeedTrainer", "LogMetrics", "Measure",
-           "MegatronDeepSpeedTrainer", "MegatronLMTrainer", "TrainerAdapter", "TrainerRun",
-           "trainer_for"]
+           "MegatronDeepSpeedTrainer", "MegatronLMTrainer", "TorchtitanTrainer", "TrainerAdapter",
+           "TrainerRun", "trainer_for"]

@@ -1,0 +1,169 @@
+"""torchtitan 0.3.0: `torchrun -m torchtitan.train --module M --config C` with the user's
+overrides, then the layout's in torchtitan's own argument names, and its metrics log read back.
+
+Arguments (torchtitan/config/configs.py, TrainingConfig and ParallelismConfig; the subcommand
+from torchtitan/distributed/activation_checkpoint.py; parsed by torchtitan/config/manager.py with
+tyro, where a later flag wins and arguments after a subcommand belong to it, so the
+`activation-checkpoint:MODE` subcommand comes last). The layout's flags follow the user's
+overrides, so the layout wins. Batch: torchtitan runs global / (local x dp) accumulation steps,
+each split into local / pipeline_parallel_microbatch_size pipeline micro-batches
+(torchtitan/trainer.py). Without PP, local_batch_size is ParaTune's micro-batch and torchtitan
+derives our accumulation; with PP, ParaTune's accumulation steps are the pipeline's micro-batches
+(as in jobs/), so local_batch_size = micro x accumulation, split into micro-batches of the
+micro-batch size, and torchtitan accumulates once.
+
+Sharding: ZeRO 3 -> FSDP over dp with `fsdp_reshard_after_forward = "always"`; ZeRO 2 -> FSDP
+with "never" (parameters stay gathered between forward and backward; gradients and optimizer
+states sharded); ZeRO 0 and 1 -> `data_parallel_replicate_degree = dp` (replicated, DDP-like:
+torchtitan has no optimizer-only sharding); AMSP factors equal for parameters, gradients and
+optimizer states over a group g < dp -> HSDP (shard g, replicate dp / g).
+
+Log (torchtitan/components/metrics.py, MetricsProcessor.log; ANSI colours unless
+metrics.disable_color_printing; every rank logs its own line):
+
+    step:  2  loss:  7.95473  grad_norm:  1.2345  memory:  1.23GiB(3.10%)  tps: 12,345
+    tflops: 12.34  mfu: 1.25%
+
+`tps` is tokens per second per device (tokens of the rank's data-parallel replica / time /
+(tp x pp x cp)); `memory` is the peak reserved GiB of the rank's device, turned here into GB of
+1e9 bytes like every `peak_memory_gb` (jobs/ reports max_memory_allocated / 1e9). torchtitan's
+tflops and mfu follow its own FLOPs count (6N plus attention) and device peak table.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+from orchestrator.errors import SpecError
+from orchestrator.spec.trial import TorchtitanTrainerSpec
+from orchestrator.trainers.arguments import fill, placeholder_values
+from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
+
+TOOL = "torchtitan 0.3.0"
+SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
+GIB_IN_GB = 2**30 / 1e9
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+STEP = re.compile(
+    r"step:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+grad_norm:\s*\S+\s+"
+    r"memory:\s*(?P<mem>[\d.]+)GiB\([\d.]+%\)\s+tps:\s*(?P<tps>[\d,]+)\s+"
+    r"tflops:\s*(?P<tflops>[\d,.]+)\s+mfu:\s*(?:(?P<mfu>[\d.]+)%|N/A)")
+EXCEPTION = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*?:\s")
+
+
+def data_parallel(config, gpus_per_node: int) -> tuple[int, int, str | None]:
+    """(data_parallel_shard_degree, data_parallel_replicate_degree, fsdp_reshard_after_forward)
+    of a layout; None for the reshard policy where nothing is sharded."""
+    dp, f = config.dp, config.factors(gpus_per_node)
+    if f.secondary == 1 and f.sp == f.sg == f.sos and dp % f.sp == 0:
+        group = f.sp  # DDP (1), ZeRO-3 / FSDP (dp), HSDP / MiCS (g)
+        return (1, dp, None) if group == 1 else (group, dp // group, "always")
+    if f.sp == 1 and f.sg == f.sos == dp:
+        return dp, 1, "never"  # ZeRO-2
+    if f.sp == f.sg == 1 and f.sos == dp:
+        return 1, dp, None  # ZeRO-1: torchtitan has no optimizer-only sharding
+    raise SpecError(
+        f"layout {config.key()}: torchtitan cannot shard parameters, gradients and optimizer "
+        f"states by {f.sp}, {f.sg} and {f.sos} (secondary {f.secondary}); it runs DDP, ZeRO-2 "
+        "(FSDP without resharding), FSDP and HSDP: use space.zero_stage, not AMSP factors")
+
+
+def layout_args(spec, config) -> list[str]:
+    """The layout as torchtitan 0.3.0 overrides; the activation-checkpoint subcommand last."""
+    shard, replicate, reshard = data_parallel(config, spec.gpus_per_node)
+    mbs, gas = config.micro_batch_size, config.grad_accum_steps
+    local = mbs * gas if config.pp > 1 else mbs
+    args = [
+        f"--parallelism.tensor-parallel-degree={config.tp}",
+        f"--parallelism.pipeline-parallel-degree={config.pp}",
+        f"--parallelism.data-parallel-shard-degree={shard}",
+        f"--parallelism.data-parallel-replicate-degree={replicate}",
+    ]
+    if reshard:
+        args.append(f"--parallelism.fsdp-reshard-after-forward={reshard}")
+    args.append("--parallelism.enable-sequence-parallel" if config.sequence_parallel
+                else "--parallelism.no-enable-sequence-parallel")
+    if config.pp > 1:
+        args += [f"--parallelism.pipeline-parallel-schedule={SCHEDULES[config.pp_schedule]}",
+                 f"--parallelism.pipeline-parallel-microbatch-size={mbs}",
+                 "--training.disable-cuda-graphs"]  # Trainer.Config refuses PP with them
+        if config.pp_schedule == "interleaved":  # exactly pp x v stages of equal layers
+            per_stage = spec.model.num_layers // (config.pp * config.virtual_stages)
+            args += [f"--parallelism.pipeline-parallel-layers-per-stage={per_stage}",
+                     "--parallelism.pipeline-parallel-first-stage-less-layers=0",
+                     "--parallelism.pipeline-parallel-last-stage-less-layers=0"]
+    args += [
+        f"--training.local-batch-size={local}",
+        f"--training.global-batch-size={config.global_batch_size()}",
+        f"--training.seq-len={spec.model.seq_len}",
+        "--compile.enable" if config.compile else "--compile.no-enable",
+        f"activation-checkpoint:{config.activation_checkpointing}",
+    ]
+    return args
+
+
+def torchtitan_section(spec) -> TorchtitanTrainerSpec:
+    """The spec's `trial.torchtitan`, or its defaults for a campaign tuned with another trainer."""
+    return spec.trial.torchtitan or TorchtitanTrainerSpec()
+
+
+def torchtitan_args(spec, config, values: dict, trial_args: list[str] = ()) -> list[str]:
+    """`--module M --config C`, the user's overrides (filled), the trial's own flags, then the
+    layout: the arguments after `-m torchtitan.train`, for trials and launch files alike."""
+    section = torchtitan_section(spec)
+    return ["--module", section.module, "--config", section.config,
+            *fill(section.overrides, values), *trial_args, *layout_args(spec, config)]
+
+
+def export_values(spec, config, trial_id: str) -> dict:
+    """Placeholder values for a launch file: the spec's timed steps, run from the current folder."""
+    here = SimpleNamespace(path=Path("."), deepspeed_config=Path("ds_config.json"))
+    return placeholder_values(spec, config, trial_id, here, spec.trial.steps)
+
+
+class TorchtitanTrainer(TrainerAdapter):
+    name = "torchtitan"
+    tool = TOOL
+
+    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
+        values = placeholder_values(spec, config, trial_id, folder, steps)
+        trial = [f"--training.steps={values['total_steps']}", "--metrics.log-freq=1",
+                 f"--dump-folder={Path(folder.path) / 'outputs'}"]
+        program = ["-m", torchtitan_section(spec).entry,
+                   *torchtitan_args(spec, config, values, trial)]
+        return TrainerRun(program=program, launcher="torchrun")
+
+    def parse_log(self, text: str) -> LogMetrics:
+        metrics = LogMetrics()
+        steps: dict[int, list[re.Match]] = {}
+        for raw in text.splitlines():
+            line = ANSI.sub("", raw)
+            match = STEP.search(line)
+            if match:
+                steps.setdefault(int(match["step"]), []).append(match)
+            elif metrics.error is None and EXCEPTION.match(line):  # the first: the cause
+                metrics.error = line.strip()[:500]
+        for step in sorted(steps):
+            ranks = steps[step]  # one line per rank
+            metrics.tokens_per_s_per_gpu.append(
+                sum(float(m["tps"].replace(",", "")) for m in ranks) / len(ranks))
+            metrics.tflops_per_gpu.append(
+                sum(float(m["tflops"].replace(",", "")) for m in ranks) / len(ranks))
+            mfu = [float(m["mfu"]) / 100 for m in ranks if m["mfu"]]
+            if mfu:
+                metrics.mfu.append(sum(mfu) / len(mfu))
+            losses = [float(m["loss"]) for m in ranks if _number(m["loss"]) >= 0]
+            if losses:  # pipeline stages without the loss log -1
+                metrics.losses.append(losses[0])
+            peak = max(float(m["mem"]) for m in ranks) * GIB_IN_GB
+            metrics.peak_memory_gb = max(metrics.peak_memory_gb or 0.0, peak)
+        return metrics
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return -1.0
