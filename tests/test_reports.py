@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, write_spec
 
-FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron", "torchtitan")
+FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",
+           "megatron", "torchtitan")
+# The release each format names as the one it was written for.
+TOOLS = {"yaml": "PyTorch 2.", "torchrun": "PyTorch 2.", "sbatch": "PyTorch 2.",
+         "deepspeed": "DeepSpeed 0.19.8", "megatron-lm": "NVIDIA/Megatron-LM",
+         "megatron-deepspeed": "Megatron-DeepSpeed", "megatron": "Megatron-DeepSpeed",
+         "torchtitan": "torchtitan 0.3.0"}
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -57,13 +63,19 @@ def test_report_of_the_quickstart(quickstart):
 
 @pytest.mark.slow
 def test_every_launch_format_for_the_quickstart_winner(quickstart, tmp_path, cli):
+    best = json.loads(cli("best", "quickstart", "--json", "--runs-dir", str(quickstart))[1])
     for fmt in FORMATS:
         out = tmp_path / f"launch.{fmt}"
         code, _, err = cli("best", "quickstart", "--format", fmt, "-o", str(out),
                            "--runs-dir", str(quickstart))
+        if fmt == "megatron-lm" and best["config"]["zero_stage"] >= 2:
+            assert code == 2 and "zero_stage" in err and len(err.strip().splitlines()) == 1
+            continue  # Megatron-LM's distributed optimizer is ZeRO-1: no ZeRO-2/3 to export
         assert code == 0, err
         text = out.read_text()
         assert "quickstart" in text and re.search(r"t\d{4}", text), f"{fmt} names its origin"
+        written_for = text[text.index("written for"):].splitlines()[0]
+        assert TOOLS[fmt] in written_for, f"{fmt} names its tool's release"
     ds = json.loads((tmp_path / "launch.deepspeed").read_text())
     assert ds["zero_optimization"]["stage"] in (0, 1, 2, 3) and ds["train_batch_size"] == 8
     assert "--tensor-model-parallel-size=1" in (tmp_path / "launch.megatron").read_text()

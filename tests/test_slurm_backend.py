@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, builtin_request, journal_events, write_spec
 from test_failures_and_external import TINY, processes_naming
 
@@ -155,3 +156,27 @@ def test_resume_reattaches_a_running_job(tmp_path, runs_dir):
     assert len([e for e in events if e["event"] == "submitted"]) == 1  # not submitted again
     (done,) = [e for e in events if e["event"] == "finished"]
     assert done["result"]["status"] == "ok" and sacct_state(job) == "COMPLETED"
+
+
+def test_torchrun_trainer_runs_one_launcher_per_node(tmp_path, runs_dir, cli, monkeypatch):
+    """A DeepSpeed trial on Slurm: one task per node runs torchrun, which meets the other
+    nodes' at the allocation's first host (one node here) and starts the node's ranks."""
+    monkeypatch.chdir(ROOT)
+    data = yaml.safe_load((ROOT / "examples" / "deepspeed.yaml").read_text())
+    data.update(name="ds-on-slurm", backend={"kind": "slurm"}, search={"algorithm": "grid"},
+                budget={"max_trials": 1})
+    data["space"].update(zero_stage=[2], micro_batch_size=[1])
+    data["trial"]["env"] = {**data["trial"]["env"], "PYTHONPATH": str(ROOT)}
+    spec = tmp_path / "ds.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    code, _, err = cli("run", str(spec))
+    assert code == 0, err
+    events = journal_events(runs_dir / "ds-on-slurm")
+    (finished,) = [e for e in events if e["event"] == "finished"]
+    assert finished["result"]["status"] == "ok", finished["result"].get("error")
+    assert finished["result"]["tokens_per_s"] > 0
+    script = (runs_dir / "ds-on-slurm" / "trials" / finished["trial_id"] / "sbatch.sh").read_text()
+    assert "--ntasks-per-node=1" in script
+    log = (runs_dir / "ds-on-slurm" / "trials" / finished["trial_id"] / "trial.log").read_text()
+    assert "global_step=" in log and not (runs_dir / "ds-on-slurm" / "trials" /
+                                          finished["trial_id"] / "rank1.log").exists()
