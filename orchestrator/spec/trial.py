@@ -41,7 +41,10 @@ class DeepSpeedTrainerSpec(Strict):
     config: str | None = Field(default=None, description="base ds_config JSON (path)")
     config_arg: str = Field(default="--deepspeed_config", description="flag that takes the config")
 
-    _placeholders = field_validator("args")(classmethod(lambda cls, v: check_placeholders(v)))
+    @field_validator("args")
+    @classmethod
+    def _known_placeholders(cls, args: list[str]) -> list[str]:
+        return check_placeholders(args)
 
 
 class TorchtitanTrainerSpec(Strict):
@@ -73,7 +76,10 @@ class MegatronTrainerSpec(Strict):
     args: list[str] = Field(default_factory=list, description="base arguments; {placeholders}")
     deepspeed_config: str | None = Field(default=None, description="base ds_config (megatron-deepspeed)")
 
-    _placeholders = field_validator("args")(classmethod(lambda cls, v: check_placeholders(v)))
+    @field_validator("args")
+    @classmethod
+    def _known_placeholders(cls, args: list[str]) -> list[str]:
+        return check_placeholders(args)
 
 
 class TrialSpec(Strict):
