@@ -2,7 +2,8 @@
 
 Each line is one event, flushed and fsynced before the controller acts on it: `submitted`
 (a trial was handed to the backend), `finished` (its final result), `tracked` (its MLflow run
-exists). A torn last line, left by a kill mid-write, is ignored.
+exists). A torn last line, left by a kill mid-write, is ignored, and ended before the next
+event is appended, so that event starts on a line of its own.
 
 A trial's phase (search, screen, confirm, scaling) is stored in the event's `fidelity` key, the
 format every journal has used: "screen" and "scaling" as they are, "full" for a search trial,
@@ -81,8 +82,13 @@ class Journal:
     def append(self, event: str, **data: Any) -> None:
         line = json.dumps({"event": event, "time": time.time(), **data}, sort_keys=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        with open(self.path, "ab+") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":  # a line torn by a kill mid-write: end it first
+                    fh.write(b"\n")
+            fh.write(line.encode("utf-8") + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
 

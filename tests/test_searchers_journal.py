@@ -52,6 +52,25 @@ def test_journal_replays_trials_and_ignores_a_torn_line(tmp_path):
     assert trials["t0002"].config == b
 
 
+def test_an_event_appended_after_a_torn_line_is_readable(tmp_path):
+    """A resumed controller appends after the fragment a kill left: the fragment is ended
+    first, so every whole event reads back, the new one included."""
+    journal = Journal(tmp_path / "journal.jsonl")
+    a, b = CANDIDATES[:2]
+    journal.record_submitted(TrialRecord("t0001", a, handle={"pid": 1}))
+    with open(journal.path, "a") as fh:
+        fh.write('{"event": "finished", "trial_id": "t00')  # killed mid-write
+    second = TrialRecord("t0002", b, handle={"pid": 2})
+    journal.record_submitted(second)
+    journal.record_finished(second, TrialResult(status="ok", tokens_per_s=7.0))
+    assert [e["event"] for e in journal.events()] == ["submitted", "submitted", "finished"]
+    lines = journal.path.read_text().splitlines()
+    assert lines[1] == '{"event": "finished", "trial_id": "t00' and len(lines) == 4
+    trials = journal.trials()
+    assert trials["t0002"].done and trials["t0002"].result.tokens_per_s == 7.0
+    assert not trials["t0001"].done
+
+
 def test_result_round_trip_keeps_unknown_fields_as_extra():
     result = TrialResult.from_dict({"status": "ok", "tokens_per_s": 3.0, "my_metric": 4})
     assert result.extra == {"my_metric": 4} and result.metric("my_metric") == 4.0
