@@ -9,6 +9,7 @@ campaign needs none of this: see campaign.py.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from typing import Any
 
@@ -25,10 +26,12 @@ from orchestrator.lock import CampaignLock
 from orchestrator.proposals import ProposalSource, SearchProposals
 from orchestrator.scaling import ScalingStudy
 from orchestrator.scheduler import EventHook, SchedulingLoop, teaches_searcher
+from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers import Searcher, make_searcher
 from orchestrator.spec import SPEC_FILE, CampaignSpec
 from orchestrator.tracking_session import TrackingSession
 from orchestrator.trial_folder import TrialFolder
+from orchestrator.trial_requests import trial_request
 from orchestrator.warm_start import warm_start
 
 
@@ -47,27 +50,33 @@ class Controller:
         return self.view.dir
 
     def run(self, *, resume: bool = False) -> CampaignSummary:
+        cost_model, searcher = self._prepare()  # what can fail from the spec, before any write
+        fresh = not self.dir.exists()
         with CampaignLock(self.dir, self.spec.name):
-            if self.backend is None:
-                self.backend = make_backend(
-                    self.spec.backend, cost_model=cost_model_for(self.spec),
-                    gpus_per_node=self.spec.gpus_per_node,
-                    use_gpus=self.spec.cluster.device != "cpu")
             try:
-                return self._run(resume)
-            finally:
-                if self._own_backend:
-                    self.backend.shutdown()
+                if self.backend is None:
+                    self.backend = make_backend(
+                        self.spec.backend, cost_model=cost_model_for(self.spec),
+                        gpus_per_node=self.spec.gpus_per_node,
+                        use_gpus=self.spec.cluster.device != "cpu")
+                try:
+                    return self._run(resume, cost_model, searcher)
+                finally:
+                    if self._own_backend:
+                        self.backend.shutdown()
+            except BaseException:
+                if fresh and not self.view.journal.trials():
+                    shutil.rmtree(self.dir, ignore_errors=True)  # a failed start leaves nothing
+                raise
 
-    def _run(self, resume: bool) -> CampaignSummary:
+    def _run(self, resume: bool, cost_model: CostModel, searcher: Searcher) -> CampaignSummary:
         records = self.view.journal.trials()
         if records and not resume:
             raise CampaignStateError(
                 f"campaign {self.spec.name!r} already has trials in {self.dir}; run "
                 f"`paratune resume {self.spec.name}` or choose another name"
             )
-        self._save_spec()
-        cost_model, searcher = self._searcher()
+        self._save_spec(replace=not records and not resume)
         tracking = self._tracking(list(records.values()))
         self.loop = loop = SchedulingLoop(
             self.spec, campaign_dir=self.dir, journal=self.view.journal, backend=self.backend,
@@ -92,21 +101,34 @@ class Controller:
 
     # ------------------------------------------------------------------ setup
 
-    def _save_spec(self) -> None:
-        """A new campaign's directory gets its resolved spec and the journal's first event."""
+    def _prepare(self) -> tuple[CostModel, Searcher]:
+        """The searcher and its cost model, and the first trial's request rendered once, so a
+        spec that cannot run (a bad layout, a missing warm-start source, an unreadable base
+        config) fails here, before the campaign directory is written."""
+        candidates = self.spec.search_space().candidates()
+        cost_model, searcher = self._searcher(candidates)
+        if candidates:
+            trial_request(self.spec, TrialRecord("t0001", candidates[0]), self.dir,
+                          self.spec.trial.workdir or os.getcwd(), cost_model)
+        return cost_model, searcher
+
+    def _save_spec(self, replace: bool) -> None:
+        """The campaign's directory gets its resolved spec and the journal's first event; a
+        campaign with no trial yet is started afresh from this spec, so the saved spec is
+        always the one its trials ran with."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        if not (self.dir / SPEC_FILE).exists():
+        if replace or not (self.dir / SPEC_FILE).exists():
             (self.dir / SPEC_FILE).write_text(yaml.safe_dump(self.spec.model_dump(mode="json")))
             self.view.journal.append("campaign", name=self.spec.name, started_at=time.time())
 
-    def _searcher(self) -> tuple[CostModel, Searcher]:
+    def _searcher(self, candidates: list[ParallelConfig]) -> tuple[CostModel, Searcher]:
         """The starting cost model (seeded by a warm start) and the searcher it guides."""
         s = self.spec
         cost_model, prior = cost_model_for(s), []
         if s.search.warm_start:
             cost_model, prior = warm_start(s, s.search.warm_start, cost_model)
         searcher = make_searcher(
-            s.search.algorithm, s.search_space().candidates(), self.view.objective,
+            s.search.algorithm, candidates, self.view.objective,
             seed=s.search.seed, cost_model=cost_model, stop_margin=s.search.stop_margin,
         )
         if prior:
