@@ -168,7 +168,10 @@ class Controller:
                 continue
             handle = self.backend.reattach(record.handle, loop.request(record))
             if handle is not None:
+                record.handle = handle.info() or record.handle
+                self.view.journal.record_reattached(record)
                 loop.running[record.trial_id] = (record, handle)
+                loop.on_event("submitted", record)
             else:
                 self.backend.cleanup(record.handle, TrialFolder.of(self.dir, record.trial_id))
                 loop.queue.append(record)

@@ -1,9 +1,10 @@
 """The campaign journal: an append-only JSON-lines file, the single source of truth for resume.
 
 Each line is one event, flushed and fsynced before the controller acts on it: `submitted`
-(a trial was handed to the backend), `finished` (its final result), `tracked` (its MLflow run
-exists). A torn last line, left by a kill mid-write, is ignored, and ended before the next
-event is appended, so that event starts on a line of its own.
+(a trial was handed to the backend), `reattached` (a resumed controller took over a trial that
+still ran), `finished` (its final result), `tracked` (its MLflow run exists). A torn last line,
+left by a kill mid-write, is ignored, and ended before the next event is appended, so that
+event starts on a line of its own.
 
 A trial's phase (search, screen, confirm, scaling) is stored in the event's `fidelity` key, the
 format every journal has used: "screen" and "scaling" as they are, "full" for a search trial,
@@ -127,6 +128,8 @@ class Journal:
             if kind == "submitted":
                 record.submitted_at = event["time"]
                 record.handle = event.get("handle", {})
+            elif kind == "reattached":
+                record.handle = event.get("handle", record.handle)
             elif kind == "finished" and record.result is None:
                 record.result = TrialResult.from_dict(event["result"])
                 record.finished_at = event["time"]
@@ -137,6 +140,12 @@ class Journal:
 
     def record_submitted(self, record: TrialRecord) -> None:
         self.append("submitted", trial_id=record.trial_id, config=record.config.to_dict(),
+                    handle=record.handle, fidelity=fidelity_of(record.phase))
+
+    def record_reattached(self, record: TrialRecord) -> None:
+        """A resumed controller took over the running trial (no new submission: the first one's
+        time and budget stand)."""
+        self.append("reattached", trial_id=record.trial_id, config=record.config.to_dict(),
                     handle=record.handle, fidelity=fidelity_of(record.phase))
 
     def record_finished(self, record: TrialRecord, result: TrialResult) -> None:

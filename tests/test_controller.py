@@ -12,6 +12,7 @@ import pytest
 from orchestrator import scheduler
 from orchestrator.backends import Backend, TrialHandle, TrialRequest
 from orchestrator.controller import Controller
+from orchestrator.journal import Journal
 from orchestrator.result import TrialResult
 from orchestrator.spec import spec_from_dict
 
@@ -175,6 +176,9 @@ def test_resume_reattaches_survivors_and_reruns_the_rest(tmp_path):
     second = FakeBackend(alive={survivor})
     summary = Controller(spec, backend=second).run(resume=True)
     assert second.reattached == [survivor]
+    events = [e for e in Journal(tmp_path / "runs" / "fake" / "journal.jsonl").events()
+              if e.get("trial_id") == survivor]
+    assert [e["event"] for e in events] == ["submitted", "reattached", "finished"]
     assert survivor not in {r.trial_id for r in second.submitted}
     assert set(in_flight[1:]) <= {r.trial_id for r in second.submitted}
     assert set(second.cleaned) == set(in_flight[1:])

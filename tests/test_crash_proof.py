@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, journal_events
+from conftest import ROOT, journal_events, run_cli_process, write_spec
+
+from orchestrator.backends.trial_process import is_running, kill_tree
 
 SPACE = {"tp": [1, 2, 4, 8], "pp": [1, 2, 4, 8], "zero_stage": [0, 1, 2, 3],
          "micro_batch_size": [1, 2, 4, 8], "activation_checkpointing": ["none", "selective", "full"]}
@@ -117,3 +119,59 @@ def test_fault_injection_with_five_controller_kills(tmp_path, runs_dir, capsys):
     assert 0.1 * trials < faults < 0.3 * trials
     assert sorted(mlflow_ids) == sorted(ids)  # one to one, no duplicates
     assert all(r.info.status in ("FINISHED", "FAILED") for r in runs)
+
+
+def _alive_naming(marker: Path) -> list[int]:
+    """Live (not zombie) processes whose command line names `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            named = str(marker).encode() in (proc / "cmdline").read_bytes()
+            zombie = "State:\tZ" in (proc / "status").read_text()
+        except (OSError, ValueError):
+            continue
+        if named and not zombie:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.slow
+def test_resume_reattaches_a_local_trial_that_outlived_its_controller(tmp_path, runs_dir):
+    """SIGKILL the controller while a torchrun trial runs: the trial goes on, and `resume`
+    takes it over (no second submission) and records its result; nothing is left running."""
+    spec = write_spec(tmp_path / "c.yaml", name="orphan", search={"algorithm": "grid"},
+                      space={"zero_stage": [0], "micro_batch_size": [4],
+                             "activation_checkpointing": ["none"]},
+                      budget={"max_trials": 1}, tracking={"enabled": False},
+                      trial={"steps": 40, "warmup_steps": 1, "timeout_s": 300})
+    campaign, env = runs_dir / "orphan", {"PARATUNE_RUNS_DIR": str(runs_dir)}
+    folder = campaign / "trials" / "t0001"
+    controller = paratune("run", str(spec), env=env)
+    handle: dict = {}
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and len(_alive_naming(folder)) < 3:  # torchrun + 2 ranks
+            time.sleep(0.2)
+        controller.send_signal(signal.SIGKILL)
+        controller.wait()
+        events = journal_events(campaign)
+        handle = next(e["handle"] for e in events if e["event"] == "submitted")
+        assert is_running(handle["pid"], handle["start_time"]), "the trial outlives its controller"
+        assert len(_alive_naming(folder)) >= 3
+        assert not any(e["event"] == "finished" for e in events)
+
+        resumed = run_cli_process("resume", "orphan", env=env, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+            controller.wait()
+        if handle and is_running(handle["pid"], handle["start_time"]):
+            kill_tree(handle["pid"])
+    events = [e for e in journal_events(campaign) if e.get("trial_id") == "t0001"]
+    assert [e["event"] for e in events] == ["submitted", "reattached", "finished"]
+    assert events[1]["handle"] == handle
+    result = events[2]["result"]
+    assert result["status"] == "ok" and result["tokens_per_s"] > 0
+    assert len(result["step_times_s"]) == 40
+    assert not _alive_naming(folder), "no process of the trial is left"

@@ -2,16 +2,27 @@
 
 A trainer that starts its own ranks (`trial.command`) runs as its argv, never through a
 shell. The whole tree is what gets killed, so a timeout or a cancel leaves no rank behind.
-Logs and the result go to the trial's folder (trial_folder.py).
+Logs and the result go to the trial's folder (trial_folder.py). A trial outlives a controller
+killed with SIGKILL; the next controller re-attaches to it by its launcher's PID and start time.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
-from orchestrator.backends.trial_process import TrialProcess, kill_leftovers, local_argv, trial_env
+from orchestrator.backends.trial_process import (
+    TrialProcess,
+    is_running,
+    kill_leftovers,
+    kill_tree,
+    local_argv,
+    start_time,
+    timeout_result,
+    trial_env,
+)
 from orchestrator.result import TrialResult
 from orchestrator.trial_folder import TrialFolder
 
@@ -34,6 +45,8 @@ def start_trial(request: TrialRequest, cpu_count: int | None = None) -> TrialPro
 class LocalHandle(TrialHandle):
     def __init__(self, process: TrialProcess):
         self.process = process
+        self.start_time = start_time(process.pid)  # our child: not reaped, so still there
+        self.started_at = time.time()
 
     def poll(self) -> TrialResult | None:
         return self.process.poll()
@@ -42,7 +55,40 @@ class LocalHandle(TrialHandle):
         self.process.kill()
 
     def info(self) -> dict[str, Any]:
-        return {"pid": self.process.pid, "pgid": self.process.pid}
+        return {"pid": self.process.pid, "pgid": self.process.pid,
+                "start_time": self.start_time, "started_at": self.started_at}
+
+
+class OrphanHandle(TrialHandle):
+    """A trial whose launcher outlived the controller that started it. It is no child of ours:
+    whether it runs is read from /proc (its PID and start time), the timeout counts from its
+    journaled start, and its result is read from its folder once it ends (exit code unknown)."""
+
+    def __init__(self, info: dict[str, Any], request: TrialRequest):
+        self.saved = dict(info)
+        self.pid, self.start_time = int(info["pid"]), int(info["start_time"])
+        self.started_at = float(info.get("started_at") or time.time())
+        self.request = request
+
+    def _alive(self) -> bool:
+        return is_running(self.pid, self.start_time)
+
+    def poll(self) -> TrialResult | None:
+        if self._alive():
+            if time.time() - self.started_at <= self.request.timeout_s:
+                return None
+            self.cancel()
+            return timeout_result(self.request.timeout_s, self.request.world_size)
+        kill_leftovers(self.request.folder)  # ranks that outlived their launcher
+        return self.request.read_result(None)
+
+    def cancel(self) -> None:
+        if self._alive():
+            kill_tree(self.pid)
+        kill_leftovers(self.request.folder)
+
+    def info(self) -> dict[str, Any]:
+        return self.saved
 
 
 class LocalBackend(Backend):
@@ -51,6 +97,17 @@ class LocalBackend(Backend):
 
     def submit(self, request: TrialRequest) -> LocalHandle:
         return LocalHandle(start_trial(request, self.cpu_count))
+
+    def reattach(self, info: dict[str, Any], request: TrialRequest) -> OrphanHandle | None:
+        """The trial's launcher, if the very process that was started still runs, or its
+        result if it ended with one while no controller watched; else None (it runs again).
+        Journals of earlier releases lack the start time: their trials run again."""
+        if not info.get("pid") or info.get("start_time") is None:
+            return None
+        if is_running(int(info["pid"]), int(info["start_time"])) or \
+                request.folder.result_file.exists():
+            return OrphanHandle(info, request)
+        return None
 
     def cleanup(self, info: dict[str, Any], folder: TrialFolder) -> None:
         kill_leftovers(folder, info.get("pid"))

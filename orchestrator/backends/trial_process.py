@@ -22,12 +22,31 @@ from orchestrator.trial_folder import TrialFolder
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _parent_of(pid: int) -> int | None:
+def _stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat from its third field (the state letter) on; None if it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state letter
+    return stat.rsplit(")", 1)[1].split()  # the name, in parentheses, may hold spaces
+
+
+def _parent_of(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
+
+
+def start_time(pid: int) -> int | None:
+    """When `pid` started, in clock ticks since boot (stat field 22): with the PID, what names
+    one process for good, since PIDs are recycled."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def is_running(pid: int, started: int) -> bool:
+    """Whether the process `pid` that started at `started` still runs (a zombie has ended)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X") and int(fields[19]) == started
 
 
 def _live_pids() -> list[int]:
@@ -116,6 +135,13 @@ def trial_env(folder: TrialFolder, trial_id: str, extra: dict[str, str]) -> dict
     }
 
 
+def timeout_result(timeout_s: float, world_size: int) -> TrialResult:
+    return TrialResult(
+        status="timeout", world_size=world_size,
+        error=f"killed after trial.timeout_s={timeout_s:g}s; raise it if the trial needs longer",
+    )
+
+
 class TrialProcess:
     """A started trial program: `poll()` gives its result once it ends or outlives the timeout.
     `own_session=False` keeps it in the caller's process group, where a scheduler that stops a
@@ -158,11 +184,7 @@ class TrialProcess:
             return None
         returncode, timed_out = ended
         if timed_out:
-            return TrialResult(
-                status="timeout", world_size=self.world_size,
-                error=f"killed after trial.timeout_s={self.timeout_s:g}s; raise it if the "
-                "trial needs longer",
-            )
+            return timeout_result(self.timeout_s, self.world_size)
         return self.read_result(returncode)
 
     def kill(self) -> None:
