@@ -39,6 +39,12 @@ def calibration_input(records: list[TrialRecord]) -> list[tuple[str, ParallelCon
             if r.result is not None and r.phase != SCALING]
 
 
+def not_in_mlflow(records: list[TrialRecord]) -> list[TrialRecord]:
+    """Finished trials whose MLflow run is not journaled yet (MLflow was unreachable): their
+    results are safe in the journal and reach MLflow when the campaign is resumed."""
+    return [r for r in records if r.done and r.run_id is None]
+
+
 @dataclass
 class CampaignSummary:
     name: str

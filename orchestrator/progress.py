@@ -40,6 +40,25 @@ class CampaignProgress:
 
     _started = False
 
+    def already_done(self, records: list[TrialRecord]) -> None:
+        """On resume: start the count and the best from the trials that finished before."""
+        done = [r for r in records if r.result is not None]
+        for record in done:
+            self._note_best(record)
+        self.progress.update(
+            self.task, completed=sum(r.result.status != "infeasible" for r in done),
+            status=f"best {self.metric} {_fmt(self.best)}")
+
+    def _note_best(self, record: TrialRecord) -> float | None:
+        result = record.result
+        value = result.metric(self.metric) if result else None
+        if result and result.ok and value is not None:
+            better = self.best is None or (
+                value > self.best if self.spec.objective.mode == "max" else value < self.best
+            )
+            self.best = value if better else self.best
+        return value
+
     def update(self, kind: str, record: TrialRecord) -> None:
         if not self._started:
             self.progress.start()
@@ -48,12 +67,7 @@ class CampaignProgress:
             self.progress.update(self.task, status=f"running {record.trial_id} {record.config.key()}")
             return
         result = record.result
-        value = result.metric(self.metric) if result else None
-        if result and result.ok and value is not None:
-            better = self.best is None or (
-                value > self.best if self.spec.objective.mode == "max" else value < self.best
-            )
-            self.best = value if better else self.best
+        value = self._note_best(record)
         line = f"{record.trial_id} {record.config.key():<40} {result.status:<10}"
         if result.ok:
             line += f" {self.metric}={_fmt(value)}"

@@ -3,6 +3,7 @@ when it is back. The test starts a real `mlflow server` on 127.0.0.1 and stops i
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, journal_events
+
+from orchestrator.tracking_session import HTTP_DEFAULTS
 
 
 def free_port() -> int:
@@ -113,3 +116,73 @@ def test_results_survive_an_mlflow_outage(tmp_path, runs_dir):
     trial_ids = sorted(e["trial_id"] for e in events if e["event"] == "finished")
     assert sorted(r.data.tags["paratune.trial_id"] for r in runs) == trial_ids
     assert len(trial_ids) >= 24
+
+
+LAYOUTS = [{"tp": tp, "pp": 1, "zero_stage": 1, "micro_batch_size": 1} for tp in (1, 2, 4, 8)]
+
+
+def listed_spec(path: Path, uri: str) -> Path:
+    path.write_text(yaml.safe_dump({
+        "name": "unseen", "model": "llama-7b", "cluster": "h100-80g",
+        "scale": {"nodes": 1, "global_batch_size": 64},
+        "space": {"kind": "list", "configs": LAYOUTS}, "budget": {"max_trials": 4},
+        "backend": {"kind": "simulated"}, "tracking": {"uri": uri},
+    }))
+    return path
+
+
+@pytest.fixture
+def unreachable(monkeypatch) -> int:
+    """A port nothing listens on; MLflow's HTTP retries kept short for this test only."""
+    for key, value in HTTP_DEFAULTS.items():
+        monkeypatch.setenv(key, value)
+    return free_port()
+
+
+def warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("warning:")]
+
+
+def test_run_and_status_say_which_trials_mlflow_lacks(tmp_path, runs_dir, cli, unreachable):
+    uri = f"http://127.0.0.1:{unreachable}"
+    code, _, err = cli("run", str(listed_spec(tmp_path / "s.yaml", uri)))
+    assert code == 0, err  # the results are safe in the journal
+    [warning] = warnings(err)
+    assert "4 of 4 finished trials are not in MLflow" in warning
+    assert uri in warning and "`paratune resume unseen`" in warning
+
+    code, text, _ = cli("status", "unseen")
+    assert code == 0 and "4 of 4 finished trials are not in MLflow" in text
+    assert "paratune resume unseen" in text
+    code, text, _ = cli("status", "unseen", "--json")
+    report = json.loads(text)["mlflow"]
+    assert report["not_in_mlflow"] == 4 and report["finished"] == 4 and report["uri"] == uri
+    assert "paratune resume unseen" in report["fix"]
+
+
+def test_status_without_tracking_reports_no_backlog(tmp_path, runs_dir, cli):
+    spec = listed_spec(tmp_path / "s.yaml", "unused")
+    code, _, err = cli("run", str(spec), "--set", "tracking.enabled=false")
+    assert code == 0 and not warnings(err), err
+    assert json.loads(cli("status", "unseen", "--json")[1])["mlflow"] is None
+
+
+@pytest.mark.slow
+def test_resume_writes_the_backlog_once_mlflow_is_up(tmp_path, runs_dir, cli, unreachable):
+    uri = f"http://127.0.0.1:{unreachable}"
+    assert cli("run", str(listed_spec(tmp_path / "s.yaml", uri)))[0] == 0
+    server = MlflowServer(tmp_path, unreachable)
+    server.start()
+    try:
+        code, _, err = cli("resume", "unseen")
+        from mlflow.tracking import MlflowClient
+
+        experiment = MlflowClient(uri).get_experiment_by_name("paratune/unseen")
+        runs = MlflowClient(uri).search_runs([experiment.experiment_id],
+                                             filter_string="tags.`paratune.kind` = 'trial'")
+    finally:
+        server.stop()
+    assert code == 0 and not warnings(err), err
+    assert len(runs) == 4
+    report = json.loads(cli("status", "unseen", "--json")[1])["mlflow"]
+    assert report["not_in_mlflow"] == 0 and report["fix"] is None

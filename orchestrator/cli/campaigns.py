@@ -18,9 +18,11 @@ from orchestrator.cli.common import (
     print_ranking,
     rank_spec,
 )
+from orchestrator.campaign import not_in_mlflow
 from orchestrator.controller import Controller
 from orchestrator.errors import CampaignStateError, UserError
 from orchestrator.export import FORMATS, export
+from orchestrator.journal import TrialRecord
 from orchestrator.paths import runs_root
 from orchestrator.progress import CampaignProgress
 from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec, load_spec
@@ -28,11 +30,32 @@ from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec, load_
 # ---------------------------------------------------------------------------------- run
 
 
+def _mlflow_backlog(spec: CampaignSpec, records: list[TrialRecord]) -> dict | None:
+    """How many finished trials MLflow lacks, and the fix; None when tracking is off."""
+    if not spec.tracking.enabled:
+        return None
+    missing = len(not_in_mlflow(records))
+    return {"uri": spec.tracking_uri(), "finished": sum(r.done for r in records),
+            "not_in_mlflow": missing,
+            "fix": f"run `paratune resume {spec.name}` once MLflow is reachable" if missing else None}
+
+
+def _backlog_line(backlog: dict) -> str:
+    return (f"{backlog['not_in_mlflow']} of {backlog['finished']} finished trials are not in MLflow "
+            f"yet ({backlog['uri']}); their results are safe in the journal: {backlog['fix']}")
+
+
 def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
     with CampaignProgress(console, spec) as progress:
         controller = Controller(spec, on_event=progress.update)
+        if resume:
+            progress.already_done(controller.view.records())
         summary = controller.run(resume=resume)
     progress.print_summary(out, summary)
+    backlog = _mlflow_backlog(spec, summary.records)
+    if backlog and backlog["not_in_mlflow"]:  # a warning, not a failure: the journal has them
+        console.print(f"warning: {_backlog_line(backlog)}", markup=False, highlight=False,
+                      soft_wrap=True)
 
 
 def run(
@@ -82,6 +105,7 @@ def status(
             "max_trials": spec.budget.max_trials,
             "counts": summary.counts(),
             "budget": budget.to_dict(),
+            "mlflow": _mlflow_backlog(spec, summary.records),
             "best": None if best is None else {
                 "trial_id": best.trial_id, "config": best.config.to_dict(),
                 metric: best.result.metric(metric),
@@ -107,6 +131,9 @@ def status(
         if b["patience"] is not None:
             used.append(f"{b['since_improvement']}/{b['patience']} trials without improvement")
         out.print("  budget: " + ", ".join(used) + (f"; stopped: {b['exhausted']}" if b["exhausted"] else ""))
+        if r["mlflow"] and r["mlflow"]["not_in_mlflow"]:
+            out.print(f"  MLflow: {_backlog_line(r['mlflow'])}", markup=False, highlight=False,
+                      soft_wrap=True)
 
 
 def best(

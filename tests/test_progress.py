@@ -1,0 +1,49 @@
+"""The live display: on resume it counts the trials finished before, not only the new ones."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import yaml
+from rich.console import Console
+
+from orchestrator.controller import Controller
+from orchestrator.progress import CampaignProgress
+from orchestrator.spec import load_spec
+
+
+class Crash(Exception):
+    pass
+
+
+def test_resume_counts_the_trials_already_done(tmp_path, runs_dir, cli):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "counted", "model": "llama-7b", "cluster": "h100-80g",
+        "scale": {"nodes": 8, "global_batch_size": 512},
+        "space": {"tp": [1, 2, 4, 8], "pp": [1, 2, 4], "zero_stage": [1, 2, 3],
+                  "micro_batch_size": [1, 2], "activation_checkpointing": ["full"]},
+        "search": {"algorithm": "random", "seed": 1}, "budget": {"max_trials": 8},
+        "backend": {"kind": "simulated"}, "tracking": {"enabled": False},
+    }))
+    finished = []
+
+    def crash_after_five(kind, record):
+        if kind == "finished" and record.result.status != "infeasible":
+            finished.append(record)
+            if len(finished) == 5:
+                raise Crash
+
+    with pytest.raises(Crash):
+        Controller(load_spec(path), on_event=crash_after_five).run()
+    code, _, err = cli("resume", "counted")
+    assert code == 0, err
+    assert "8/8" in err and "3/8" not in err
+
+    screen = Console(file=io.StringIO(), width=200)
+    progress = CampaignProgress(screen, load_spec(path))
+    progress.already_done(finished)
+    assert progress.progress.tasks[0].completed == 5
+    values = [r.result.tokens_per_s for r in finished if r.result.ok]
+    assert progress.best == max(values)
