@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from orchestrator.campaign import not_in_mlflow
 from orchestrator.cli.common import (
     RUNS_DIR_OPTION,
     console,
@@ -18,7 +19,6 @@ from orchestrator.cli.common import (
     print_ranking,
     rank_spec,
 )
-from orchestrator.campaign import not_in_mlflow
 from orchestrator.controller import Controller
 from orchestrator.errors import CampaignStateError, UserError
 from orchestrator.export import FORMATS, export
