@@ -22,6 +22,7 @@ from orchestrator.errors import CampaignStateError
 from orchestrator.halving import HalvingPromotions
 from orchestrator.journal import SCREEN, SEARCH, TrialRecord
 from orchestrator.lock import CampaignLock
+from orchestrator.preflight import preflight
 from orchestrator.proposals import ProposalSource, SearchProposals
 from orchestrator.scaling import ScalingStudy
 from orchestrator.scheduler import EventHook, SchedulingLoop, teaches_searcher
@@ -47,6 +48,7 @@ class Controller:
         return self.view.dir
 
     def run(self, *, resume: bool = False) -> CampaignSummary:
+        preflight(self.spec)  # before anything is written
         with CampaignLock(self.dir, self.spec.name):
             if self.backend is None:
                 self.backend = make_backend(
@@ -106,7 +108,7 @@ class Controller:
         if s.search.warm_start:
             cost_model, prior = warm_start(s, s.search.warm_start, cost_model)
         searcher = make_searcher(
-            s.search.algorithm, s.search_space().candidates(), self.view.objective,
+            s.search.algorithm, s.candidates(), self.view.objective,
             seed=s.search.seed, cost_model=cost_model, stop_margin=s.search.stop_margin,
         )
         if prior:

@@ -14,7 +14,7 @@ import typer
 
 from orchestrator.cli import campaigns, cost_model, reports
 from orchestrator.cli.common import console
-from orchestrator.errors import UserError
+from orchestrator.errors import UserError, one_line
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -31,10 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, prog_name="paratune", standalone_mode=False)
     except UserError as exc:
-        console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        console.print(one_line(f"error: {exc}"), markup=False, highlight=False, soft_wrap=True)
         return 2
     except click.exceptions.UsageError as exc:
-        console.print(f"error: {exc.format_message()}", markup=False, highlight=False,
+        console.print(one_line(f"error: {exc.format_message()}"), markup=False, highlight=False,
                       soft_wrap=True)
         return 2
     except (click.exceptions.Abort, KeyboardInterrupt):

@@ -22,6 +22,7 @@ from orchestrator.controller import Controller
 from orchestrator.errors import CampaignStateError, UserError
 from orchestrator.export import FORMATS, export
 from orchestrator.paths import runs_root
+from orchestrator.preflight import preflight
 from orchestrator.progress import CampaignProgress
 from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec, load_spec
 
@@ -29,6 +30,7 @@ from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec, load_
 
 
 def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
+    preflight(spec)  # one-line errors before the progress display and before any file
     with CampaignProgress(console, spec) as progress:
         controller = Controller(spec, on_event=progress.update)
         summary = controller.run(resume=resume)
