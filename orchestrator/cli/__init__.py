@@ -7,6 +7,7 @@ take `--json` and then print exactly one JSON object on stdout.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import click
@@ -26,10 +27,16 @@ for command in (campaigns.run, campaigns.resume, campaigns.status, campaigns.bes
     app.command()(command)
 
 
+@functools.lru_cache(maxsize=1)
+def _command() -> click.Command:
+    """The click command Typer builds from the app: built once, not on every call."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="paratune: %(message)s")
     try:
-        app(args=argv, prog_name="paratune", standalone_mode=False)
+        _command().main(args=argv, prog_name="paratune", standalone_mode=False)
     except UserError as exc:
         console.print(one_line(f"error: {exc}"), markup=False, highlight=False, soft_wrap=True)
         return 2
