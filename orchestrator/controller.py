@@ -23,6 +23,7 @@ from orchestrator.errors import CampaignStateError
 from orchestrator.halving import HalvingPromotions
 from orchestrator.journal import SCREEN, SEARCH, TrialRecord
 from orchestrator.lock import CampaignLock
+from orchestrator.preflight import preflight
 from orchestrator.proposals import ProposalSource, SearchProposals
 from orchestrator.scaling import ScalingStudy
 from orchestrator.scheduler import EventHook, SchedulingLoop, teaches_searcher
@@ -50,6 +51,7 @@ class Controller:
         return self.view.dir
 
     def run(self, *, resume: bool = False) -> CampaignSummary:
+        preflight(self.spec)  # before anything is written
         cost_model, searcher = self._prepare()  # what can fail from the spec, before any write
         fresh = not self.dir.exists()
         with CampaignLock(self.dir, self.spec.name):
@@ -105,7 +107,7 @@ class Controller:
         """The searcher and its cost model, and the first trial's request rendered once, so a
         spec that cannot run (a bad layout, a missing warm-start source, an unreadable base
         config) fails here, before the campaign directory is written."""
-        candidates = self.spec.search_space().candidates()
+        candidates = self.spec.candidates()  # an empty space is an error that says why
         cost_model, searcher = self._searcher(candidates)
         if candidates:
             trial_request(self.spec, TrialRecord("t0001", candidates[0]), self.dir,

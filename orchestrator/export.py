@@ -19,6 +19,7 @@ import yaml
 
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import CampaignSpec, SlurmBackendSpec
+from orchestrator.spec.strings import ENV_NAME, SBATCH_OPTION, SBATCH_VALUE
 from orchestrator.trainers.builtin import BuiltinTrainer, job_flags, job_settings
 from orchestrator.trainers.deepspeed import DeepSpeedTrainer, base_config, deepspeed_config
 from orchestrator.trainers.megatron import TOOLS, megatron_args
@@ -33,11 +34,29 @@ FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-d
 
 def _origin(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
             tool: str = BUILTIN_TOOL) -> str:
-    return (
+    """Where the file came from, as one line of printable text: it goes into `#` comments, so
+    no name may end the comment line (the spec refuses such names; this holds regardless)."""
+    text = (
         f"ParaTune campaign {spec.name!r}, trial {trial_id} ({config.key()}); "
-        f"model {spec.model.name}, {spec.world_size} ranks on {spec.cluster.name}; "
+        f"model {spec.model.name!r}, {spec.world_size} ranks on {spec.cluster.name!r}; "
         f"written for {tool}"
     )
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _env_line(name: str, value: str) -> str:
+    if not ENV_NAME.fullmatch(name):  # the spec refuses these; never write one into a script
+        raise ValueError(f"trial.env: {name!r} is not an environment variable name")
+    return f"export {name}={shlex.quote(value)}"
+
+
+def _directive(option: str, value: object) -> str:
+    """One `#SBATCH --option=value` line; sbatch reads it without a shell, but a line break or
+    a quote would still change what it reads (the spec refuses those; this holds regardless)."""
+    text = str(value)
+    if not SBATCH_OPTION.fullmatch(option) or not SBATCH_VALUE.fullmatch(text):
+        raise ValueError(f"#SBATCH --{option}: {text!r} is not one word")
+    return f"#SBATCH --{option}={text}"
 
 
 def export_yaml(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
@@ -81,17 +100,17 @@ def export_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> 
     flags = " \\\n    ".join(shlex.join(pairs[i:i + 2]) for i in range(0, len(pairs), 2))
     # A campaign tuned on another backend exports with Slurm's defaults (60 min, no partition).
     b = spec.backend if isinstance(spec.backend, SlurmBackendSpec) else SlurmBackendSpec()
-    directives = [f"--job-name=paratune-{spec.name}", f"--nodes={spec.scale.nodes}",
-                  "--ntasks-per-node=1", f"--time={b.time_limit_min}"]
+    directives = [("job-name", f"paratune-{spec.name}"), ("nodes", spec.scale.nodes),
+                  ("ntasks-per-node", 1), ("time", b.time_limit_min)]
     if spec.cluster.device != "cpu":
-        directives.append(f"--gpus-per-node={spec.gpus_per_node}")
+        directives.append(("gpus-per-node", spec.gpus_per_node))
     for key in ("partition", "account", "qos", "constraint", "cpus_per_task"):
         if getattr(b, key) is not None:
-            directives.append(f"--{key.replace('_', '-')}={getattr(b, key)}")
-    directives += [f"--{k}={v}" for k, v in b.sbatch_args.items()]
-    lines = "\n".join(f"#SBATCH {d}" for d in directives)
-    setup = "\n".join(b.setup)
-    env = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in spec.trial.env.items())
+            directives.append((key.replace("_", "-"), getattr(b, key)))
+    directives += list(b.sbatch_args.items())
+    lines = "\n".join(_directive(option, value) for option, value in directives)
+    setup = "\n".join(b.setup)  # the user's own shell lines, run as written
+    env = "\n".join(_env_line(k, v) for k, v in spec.trial.env.items())
     return f"""#!/bin/bash
 {lines}
 # {_origin(spec, trial_id, config)}

@@ -7,6 +7,7 @@ take `--json` and then print exactly one JSON object on stdout.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import click
@@ -14,7 +15,7 @@ import typer
 
 from orchestrator.cli import campaigns, cost_model, reports
 from orchestrator.cli.common import console
-from orchestrator.errors import UserError
+from orchestrator.errors import UserError, one_line
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -26,15 +27,21 @@ for command in (campaigns.run, campaigns.resume, campaigns.status, campaigns.bes
     app.command()(command)
 
 
+@functools.lru_cache(maxsize=1)
+def _command() -> click.Command:
+    """The click command Typer builds from the app: built once, not on every call."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="paratune: %(message)s")
     try:
-        app(args=argv, prog_name="paratune", standalone_mode=False)
+        _command().main(args=argv, prog_name="paratune", standalone_mode=False)
     except UserError as exc:
-        console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        console.print(one_line(f"error: {exc}"), markup=False, highlight=False, soft_wrap=True)
         return 2
     except click.exceptions.UsageError as exc:
-        console.print(f"error: {exc.format_message()}", markup=False, highlight=False,
+        console.print(one_line(f"error: {exc.format_message()}"), markup=False, highlight=False,
                       soft_wrap=True)
         return 2
     except (click.exceptions.Abort, KeyboardInterrupt):

@@ -24,6 +24,7 @@ from orchestrator.errors import CampaignStateError, UserError
 from orchestrator.export import FORMATS, export
 from orchestrator.journal import TrialRecord
 from orchestrator.paths import runs_root
+from orchestrator.preflight import preflight
 from orchestrator.progress import CampaignProgress
 from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec, load_spec
 
@@ -46,6 +47,7 @@ def _backlog_line(backlog: dict) -> str:
 
 
 def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
+    preflight(spec)  # one-line errors before the progress display and before any file
     with CampaignProgress(console, spec) as progress:
         controller = Controller(spec, on_event=progress.update)
         if resume:

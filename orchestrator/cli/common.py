@@ -35,7 +35,7 @@ def open_campaign(campaign: str, runs_dir: Optional[Path]) -> CampaignView:
 
 
 def rank_spec(spec: CampaignSpec, top_k: int) -> Ranking:
-    candidates = spec.search_space().candidates()
+    candidates = spec.candidates()  # an empty space is an error that says why
     cost = cost_model_for(spec)
     if spec.space.kind == "amsp":
         return rank_amsp(cost, candidates, top_k)

@@ -69,10 +69,12 @@ def plan(
     gpus: Optional[int] = typer.Option(None, "--gpus"),
     global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size"),
     seq_len: Optional[int] = typer.Option(None, "--seq-len"),
-    top_k: int = typer.Option(5, "--top-k"),
+    top_k: int = typer.Option(5, "--top-k", help="1 to 10000"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The AMSP planner (amsp spaces) or the cost model's top-k (other spaces)."""
+    if not 1 <= top_k <= 10_000:
+        raise UserError(f"--top-k: {top_k} is out of range; give 1 to 10000")
     spec = _spec_from_options(
         spec_file, set_, model, cluster, gpus,
         {"kind": "amsp", "micro_batch_size": [1], "activation_checkpointing": ["none", "full"]},
@@ -117,7 +119,7 @@ def estimate(
              "micro_batch_size": [micro_batch_size], "activation_checkpointing": [ac]}
     spec = _spec_from_options(spec_file, set_, model, cluster, gpus, space,
                               global_batch_size, seq_len, "estimate")
-    candidates = spec.search_space().candidates()
+    candidates = spec.candidates()
     if len(candidates) != 1:
         raise UserError(
             f"{spec.name}: the space holds {len(candidates)} valid configurations; estimate "

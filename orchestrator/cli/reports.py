@@ -48,10 +48,12 @@ def _log_to_mlflow(view: CampaignView, path: Path) -> None:
 
 def ui(
     campaign: Optional[str] = typer.Argument(None, help="any campaign of the store (for its URI)"),
-    port: int = typer.Option(5000, "--port"),
+    port: int = typer.Option(5000, "--port", help="1 to 65535"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
 ) -> None:
     """Serve the MLflow UI over the campaigns' tracking store on 127.0.0.1."""
+    if not 1 <= port <= 65535:  # before anything opens the store
+        raise UserError(f"--port: {port} is not a TCP port; give 1 to 65535")
     root = runs_root(runs_dir)
     uri = open_campaign(campaign, root).spec.tracking_uri() if campaign else default_tracking_uri(root)
     if uri.startswith(("http://", "https://")):

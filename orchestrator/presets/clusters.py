@@ -13,26 +13,27 @@ from pydantic import BaseModel, ConfigDict, Field
 class Cluster(BaseModel):
     """One kind of node, repeated: what the cost model and the backends need to know."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Strict: numbers are numbers; finite and bounded far beyond any real machine.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
-    name: str = "custom"
-    device: str = "gpu"
-    gpus_per_node: int = Field(gt=0)
-    memory_gb: float = Field(gt=0, description="usable memory of one device")
-    peak_tflops: float = Field(gt=0)
-    intra_node_gbps: float = Field(gt=0)
-    inter_node_gbps: float = Field(gt=0)
-    intra_node_latency_us: float = Field(default=5.0, ge=0)
-    inter_node_latency_us: float = Field(default=10.0, ge=0)
+    name: str = Field(default="custom", max_length=200)
+    device: str = Field(default="gpu", max_length=200)
+    gpus_per_node: int = Field(gt=0, le=1_024)
+    memory_gb: float = Field(ge=1e-3, le=1e6, description="usable memory of one device")
+    peak_tflops: float = Field(ge=1e-3, le=1e6)
+    intra_node_gbps: float = Field(ge=1e-3, le=1e6)
+    inter_node_gbps: float = Field(ge=1e-3, le=1e6)
+    intra_node_latency_us: float = Field(default=5.0, ge=0, le=1e9)
+    inter_node_latency_us: float = Field(default=10.0, ge=0, le=1e9)
     # Fraction of peak a transformer step's kernels reach on average: cuBLAS reaches 70-80% of
     # peak on large BF16 GEMMs on A100/H100, and norms, softmax and element-wise kernels pull
     # the average down to about 0.6 (Megatron-LM reports 52% HFU end to end on 3,072 A100s).
     # Calibration refits it from trials.
     compute_efficiency: float = Field(default=0.6, gt=0, le=1)
     # Memory a process holds before the model exists (CUDA context, allocator, torch itself).
-    runtime_overhead_gb: float = Field(default=1.0, ge=0)
+    runtime_overhead_gb: float = Field(default=1.0, ge=0, le=1e6)
     # Communication backend the built-in trial job uses on this cluster.
-    dist_backend: str = "nccl"
+    dist_backend: str = Field(default="nccl", max_length=200)
 
 
 CLUSTER_PRESETS: dict[str, Cluster] = {

@@ -8,16 +8,18 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class ModelShape(BaseModel):
     """A decoder-only transformer, described by what memory, FLOPs and sharding depend on."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Strict: numbers are numbers (`num_layers: true` is an error); sizes are bounded far
+    # beyond any real model, so absurd ones are errors rather than overflows.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
-    name: str = "custom"
-    num_layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    num_heads: int = Field(gt=0)
-    num_kv_heads: int | None = Field(default=None, gt=0)
-    ffn_hidden: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    seq_len: int = Field(gt=0)
+    name: str = Field(default="custom", max_length=200)
+    num_layers: int = Field(gt=0, le=100_000)
+    hidden: int = Field(gt=0, le=10_000_000)
+    num_heads: int = Field(gt=0, le=100_000)
+    num_kv_heads: int | None = Field(default=None, gt=0, le=100_000)
+    ffn_hidden: int = Field(gt=0, le=100_000_000)
+    vocab_size: int = Field(gt=0, le=100_000_000)
+    seq_len: int = Field(gt=0, le=100_000_000)
     # LLaMA: SwiGLU MLP (3 matrices), RMSNorm, untied embeddings. GPT: GELU MLP (2 matrices).
     gated_mlp: bool = True
     tied_embeddings: bool = False

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator
 
-from orchestrator.spec.sections import Strict
+from orchestrator.spec.sections import MAX_COUNT, MAX_SEED, Strict
+from orchestrator.spec.strings import SBATCH_OPTION, check_sbatch_value
 
 
 class LocalBackendSpec(Strict):
@@ -27,8 +28,8 @@ class SimulatedBackendSpec(Strict):
     noise: float = Field(default=0.03, ge=0, le=1, description="relative std of throughput")
     failure_rate: float = Field(default=0.0, ge=0, le=1, description="crash, hang or oom")
     perturbation: float = Field(default=0.0, ge=0, le=1, description="per-knob factor spread")
-    seed: int = 0
-    latency_s: float = Field(default=0.0, ge=0, description="wall time a simulated trial takes")
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    latency_s: float = Field(default=0.0, ge=0, le=1e6, description="wall time a simulated trial takes")
 
 
 class RayBackendSpec(Strict):
@@ -37,8 +38,8 @@ class RayBackendSpec(Strict):
     kind: Literal["ray"] = "ray"
     # A running cluster (`auto`, `ray://host:10001`), or none to start a local runtime.
     address: str | None = None
-    num_cpus: int | None = Field(default=None, gt=0, description="local Ray runtime's CPUs")
-    gpus_per_rank: float = Field(default=0.0, ge=0, description="GPUs a trial rank asks of Ray")
+    num_cpus: int | None = Field(default=None, gt=0, le=MAX_COUNT, description="local Ray runtime's CPUs")
+    gpus_per_rank: float = Field(default=0.0, ge=0, le=1024, description="GPUs a trial rank asks of Ray")
 
 
 class SlurmBackendSpec(Strict):
@@ -48,13 +49,27 @@ class SlurmBackendSpec(Strict):
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
-    time_limit_min: int = Field(default=60, gt=0)
+    time_limit_min: int = Field(default=60, gt=0, le=MAX_COUNT)
     constraint: str | None = None
-    cpus_per_task: int | None = Field(default=None, gt=0)
+    cpus_per_task: int | None = Field(default=None, gt=0, le=MAX_COUNT)
     setup: list[str] = Field(default_factory=list, description="shell lines run before the trial")
     sbatch_args: dict[str, str] = Field(default_factory=dict, description="more #SBATCH options")
-    array_parallelism: int = Field(default=8, gt=0)
-    max_requeues: int = Field(default=2, ge=0, description="after NODE_FAIL or PREEMPTED")
+    array_parallelism: int = Field(default=8, gt=0, le=MAX_COUNT)
+    max_requeues: int = Field(default=2, ge=0, le=1000, description="after NODE_FAIL or PREEMPTED")
+
+    @field_validator("partition", "account", "qos", "constraint")
+    @classmethod
+    def _one_word(cls, value: str | None, info: Any) -> str | None:
+        return value if value is None else check_sbatch_value(info.field_name, value)
+
+    @field_validator("sbatch_args")
+    @classmethod
+    def _sbatch_options(cls, args: dict[str, str]) -> dict[str, str]:
+        for key, value in args.items():
+            if not SBATCH_OPTION.fullmatch(key):
+                raise ValueError(f"{key!r} is not a long sbatch option name (e.g. mem-per-cpu)")
+            check_sbatch_value(key, value)
+        return args
 
 
 BACKEND_MODELS: dict[str, type[Strict]] = {

@@ -8,10 +8,12 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from orchestrator.errors import SpecError, excerpt
 from orchestrator.paths import default_tracking_uri, runs_root
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
-from orchestrator.search_spaces import SearchSpace
+from orchestrator.search_spaces import ParallelConfig, SearchSpace
 from orchestrator.spec.backends import BackendSpec, LocalBackendSpec
+from orchestrator.spec.feasibility import explain_empty
 from orchestrator.spec.sections import (
     BudgetSpec,
     ObjectiveSpec,
@@ -21,6 +23,7 @@ from orchestrator.spec.sections import (
     Strict,
     TrackingSpec,
 )
+from orchestrator.spec.strings import NAME_MAX, NAME_PATTERN
 from orchestrator.spec.trial import TrialSpec
 
 
@@ -28,9 +31,12 @@ def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:
     """A preset name, or a mapping with an optional `preset:` base and overrides."""
     if isinstance(value, str):
         if value not in presets:
-            raise ValueError(f"unknown {kind} preset {value!r}; choose one of {', '.join(presets)}")
+            raise ValueError(f"unknown {kind} preset {excerpt(value, 60)}; choose one of "
+                             f"{', '.join(presets)}")
         return presets[value]
     if isinstance(value, dict) and "preset" in value:
+        if not isinstance(value["preset"], str):
+            raise ValueError(f"preset: give a {kind} preset's name, one of {', '.join(presets)}")
         base = _resolve_preset(value["preset"], presets, kind)
         overrides = {k: v for k, v in value.items() if k != "preset"}
         return {**base.model_dump(), **overrides}
@@ -38,7 +44,7 @@ def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:
 
 
 class CampaignSpec(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
+    name: str = Field(pattern=NAME_PATTERN, max_length=NAME_MAX)
     model: ModelShape
     cluster: Cluster
     scale: ScaleSpec
@@ -86,6 +92,15 @@ class CampaignSpec(Strict):
             global_batch_size=self.scale.global_batch_size,
         )
 
+    def candidates(self) -> list[ParallelConfig]:
+        """The space's valid layouts; an empty space is a SpecError that says why."""
+        space = self.search_space()
+        found = space.candidates()
+        if not found:
+            raise SpecError(f"{self.name}: the search space holds no valid layout: "
+                            f"{explain_empty(space)}")
+        return found
+
     def runs_dir(self) -> Path:
         return runs_root(None, self.tracking.runs_dir)
 
@@ -116,7 +131,7 @@ def _check_megatron_space(trainer: str | None, space: SpaceSpec) -> None:
     if space.kind == "amsp":
         raise ValueError(f"space.kind: {trainer} takes ZeRO stages, not AMSP's sharding factors; "
                          "use megatron-3d")
-    listed = [dict(c) for c in space.configs]
+    listed = [c.fields() for c in space.configs]
     stages = [c.get("zero_stage", 0) for c in listed] if listed else space.zero_stage
     schedules = [c.get("pp_schedule", "1f1b") for c in listed] if listed else space.pp_schedule
     virtual = [c.get("virtual_stages", 1) for c in listed] if listed else space.virtual_stages

@@ -8,25 +8,30 @@ import typing
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.errors import CampaignStateError, SpecError
+from orchestrator.errors import CampaignStateError, SpecError, excerpt
 from orchestrator.spec.backends import for_saved_spec
 from orchestrator.spec.campaign import CampaignSpec
+from orchestrator.spec.strings import check_campaign_name, check_strings
+from orchestrator.spec.yaml_input import load_yaml_file, load_yaml_text
 
 SPEC_FILE = "spec.yaml"  # a campaign's resolved spec, saved in its directory
+MAX_KEY_PARTS = 8  # `--set a.b.c=...`: the spec nests 4 levels deep
 
 
 def load_campaign_spec(runs_dir: Path, name: str) -> CampaignSpec:
     """The spec a campaign was started with, as saved in its directory (0.1 layouts too)."""
+    check_campaign_name(name)
     path = Path(runs_dir) / name / SPEC_FILE
-    if not path.exists():
+    if not path.is_file():
         raise CampaignStateError(
             f"no campaign {name!r} under {runs_dir}/ (missing {path}); start it with "
             "`paratune run SPEC.yaml`, or pass --runs-dir"
         )
-    data = yaml.safe_load(path.read_text())
+    data = load_yaml_file(path)
+    if not isinstance(data, dict) or not isinstance(data.get("tracking", {}), dict):
+        raise SpecError(f"{path}: not a saved campaign spec (expected a mapping of keys)")
     data.setdefault("tracking", {})["runs_dir"] = str(runs_dir)
     if "backend" in data:
         data["backend"] = for_saved_spec(data["backend"])
@@ -40,13 +45,7 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
         raise SpecError(f"{path}: file not found; pass the path of a campaign YAML file")
     if path.is_dir():
         raise SpecError(f"{path}: is a directory; pass the path of a campaign YAML file")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise SpecError(f"{path}:{where}: YAML syntax error: {problem}; fix the YAML") from None
+    data = load_yaml_file(path)
     if not isinstance(data, dict):
         raise SpecError(
             f"{path}: expected a mapping of keys (name, model, cluster, ...), "
@@ -58,6 +57,7 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
 
 
 def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> CampaignSpec:
+    check_strings(data, source)
     try:
         return CampaignSpec.model_validate(data)
     except ValidationError as exc:
@@ -68,12 +68,17 @@ def apply_override(data: dict[str, Any], item: str, source: str = "<spec>") -> N
     """Apply `a.b.c=value` (value parsed as YAML) to a raw spec mapping, in place."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
-        raise SpecError(f"--set {item!r}: expected KEY.PATH=VALUE, e.g. budget.max_trials=4")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else raw
-    except yaml.YAMLError:
-        value = raw
+        raise SpecError(f"--set {excerpt(item)}: expected KEY.PATH=VALUE, e.g. budget.max_trials=4")
     parts = key.strip().split(".")
+    if len(parts) > MAX_KEY_PARTS or not all(parts):
+        raise SpecError(f"--set {excerpt(key)}: expected a key path like trial.env.NAME "
+                        f"(at most {MAX_KEY_PARTS} parts, none empty)")
+    try:
+        value = load_yaml_text(raw, f"--set {excerpt(key, 40, quote=False)}") if raw.strip() else raw
+    except SpecError as exc:
+        if "YAML syntax error" not in str(exc):
+            raise  # bounded structure refused: say so rather than take the text
+        value = raw
     node = data
     for depth, part in enumerate(parts[:-1]):
         child = node.get(part)
@@ -83,7 +88,8 @@ def apply_override(data: dict[str, Any], item: str, source: str = "<spec>") -> N
             child = {}
         elif not isinstance(child, dict):
             path = ".".join(parts[: depth + 1])
-            raise SpecError(f"{source}: --set {key}: {path} is not a mapping; set {path} itself")
+            raise SpecError(f"{source}: --set {excerpt(key, 60, quote=False)}: "
+                            f"{excerpt(path, 60, quote=False)} is not a mapping; set it itself")
         node[part] = child
         node = child
     node[parts[-1]] = value
@@ -101,7 +107,7 @@ def _describe(exc: ValidationError, source: str) -> str:
         return f"{source}: {msg}"
     if err["type"] == "extra_forbidden":
         path, model, tagged = _walk(err["loc"][:-1])
-        key = ".".join(path + [str(err["loc"][-1])])
+        key = ".".join(path + [excerpt(str(err["loc"][-1]), 40, quote=False)])
         allowed = list(getattr(model, "model_fields", {}))
         hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
         of_kind = f" for {path[-1]} {tagged[0]} {tagged[1]!r}" if tagged and path else ""
@@ -117,7 +123,7 @@ def _describe(exc: ValidationError, source: str) -> str:
     if err["type"] == "missing":
         return f"{source}: {key}: required key is missing; add it"
     if "input" in err and err["type"] not in ("value_error",):
-        msg = f"{msg} (got {err['input']!r})"
+        msg = f"{msg} (got {excerpt(err['input'])})"
     if msg.startswith(key + "."):  # a section's cross-field check names the key itself
         return f"{source}: {msg}"
     return f"{source}: {key}: {msg}"
@@ -133,7 +139,7 @@ def _walk(loc: tuple) -> tuple[list[str], Any, tuple[str, str] | None]:
     path: list[str] = []
     model: Any = CampaignSpec
     tagged = None
-    parts = [str(p) for p in loc]
+    parts = [excerpt(str(p), 40, quote=False) for p in loc]
     index = 0
     while index < len(parts):
         part = parts[index]

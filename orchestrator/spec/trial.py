@@ -13,8 +13,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from orchestrator.errors import excerpt
 from orchestrator.placeholders import PLACEHOLDERS, placeholders_in
-from orchestrator.spec.sections import Strict
+from orchestrator.spec.sections import MAX_COUNT, Strict
+from orchestrator.spec.strings import check_env_name
 
 TRAINERS = ("builtin", "deepspeed", "torchtitan", "megatron-lm", "megatron-deepspeed", "command")
 # The result fields a user's regex may read from a `command` trainer's log.
@@ -83,9 +85,9 @@ class MegatronTrainerSpec(Strict):
 
 
 class TrialSpec(Strict):
-    steps: int = Field(default=10, gt=0, description="timed steps after warm-up")
-    warmup_steps: int = Field(default=2, ge=0)
-    timeout_s: float = Field(default=600.0, gt=0)
+    steps: int = Field(default=10, gt=0, le=MAX_COUNT, description="timed steps after warm-up")
+    warmup_steps: int = Field(default=2, ge=0, le=MAX_COUNT)
+    timeout_s: float = Field(default=600.0, gt=0, le=1e8)
     env: dict[str, str] = Field(default_factory=dict)
     # The trainer keeps no s x s attention scores (FlashAttention, SDPA): the cost model drops them.
     flash_attention: bool = True
@@ -127,9 +129,18 @@ class TrialSpec(Strict):
     @field_validator("env", mode="before")
     @classmethod
     def _env_as_text(cls, env: Any) -> Any:
-        if isinstance(env, dict):  # YAML reads `OMP_NUM_THREADS: 4` as an int
-            return {k: v if isinstance(v, str) else str(v) for k, v in env.items()}
-        return env
+        if not isinstance(env, dict):
+            return env
+        text = {}
+        for key, value in env.items():  # YAML reads `OMP_NUM_THREADS: 4` as an int
+            if not isinstance(key, str):
+                raise ValueError(f"{excerpt(key, 40)}: a variable name is text")
+            check_env_name(key)
+            if isinstance(value, (list, dict)) or value is None:
+                raise ValueError(f"{key}: give a string, number or true/false, not "
+                                 f"{excerpt(value, 40)}")
+            text[key] = value if isinstance(value, str) else str(value)
+        return text
 
     @model_validator(mode="after")
     def _trainer_and_its_section(self) -> "TrialSpec":

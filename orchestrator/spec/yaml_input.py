@@ -1,0 +1,132 @@
+"""Reading YAML a user wrote, with bounds: a size cap, UTF-8 only, a nesting limit, duplicate
+keys refused and aliases allowed only while their expansion stays small (no alias bombs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, SequenceNode
+
+from orchestrator.errors import SpecError, excerpt
+
+MAX_BYTES = 1 << 20  # a spec is a few KB; 1 MiB leaves room for long space.configs lists
+MAX_DEPTH = 32  # the spec nests 4 levels deep
+MAX_NODES = 20_000  # scalars, lists and mappings after aliases are expanded
+
+
+class _Refused(Exception):
+    """A structure the bounded loader refuses; the message says why (no file name yet)."""
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that counts depth while composing and refuses duplicate mapping keys."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):  # noqa: ANN001 (PyYAML's signature)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _Refused(f"line {mark.line + 1}: nested more than {MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):  # noqa: ANN001
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    raise _Refused(f"line {key_node.start_mark.line + 1}: duplicate key "
+                                   f"{excerpt(key)} (first on line {seen[key]}); keep one")
+            except TypeError:
+                continue  # an unhashable key: SafeLoader reports it
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(root: Any) -> int:
+    """Nodes in the document once every alias is expanded; refuses recursive anchors."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        kids = []
+        if isinstance(node, SequenceNode):
+            kids = list(node.value)
+        elif isinstance(node, MappingNode):
+            kids = [n for pair in node.value for n in pair]
+        if children_done:
+            on_path.discard(id(node))
+            total = 1 + sum(sizes[id(k)] for k in kids)
+            if total > MAX_NODES:
+                raise _Refused(f"line {node.start_mark.line + 1}: the aliases expand to more "
+                               f"than {MAX_NODES} values; write the values out or drop aliases")
+            sizes[id(node)] = total
+            continue
+        if id(node) in on_path:
+            raise _Refused(f"line {node.start_mark.line + 1}: a recursive alias (an anchor "
+                           "used inside itself); drop it")
+        on_path.add(id(node))
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in sizes)
+    return sizes[id(root)]
+
+
+def parse_yaml(text: str) -> Any:
+    """The YAML value of `text`, bounded; raises _Refused or yaml.YAMLError."""
+    loader = BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def load_yaml_text(text: str, source: str) -> Any:
+    """`text` as YAML; every failure one SpecError naming `source`."""
+    try:
+        return parse_yaml(text)
+    except _Refused as exc:
+        raise SpecError(f"{source}: {exc}") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise SpecError(f"{source}: a value YAML cannot read ({excerpt(str(exc), 120, quote=False)})"
+                        "; shorten it") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f" line {mark.line + 1}:" if mark else ""
+        problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or "invalid YAML"
+        raise SpecError(f"{source}:{where} YAML syntax error: {excerpt(problem, 120, quote=False)}"
+                        "; fix the YAML") from None
+
+
+def load_yaml_file(path: Path) -> Any:
+    """A YAML file a user wrote or a campaign saved: size, encoding and structure bounded."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if len(raw) > MAX_BYTES:
+        raise SpecError(f"{path}: larger than {MAX_BYTES // 1024} KiB; a campaign spec is a few KB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SpecError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
+                        "save the file as UTF-8") from None
+    return load_yaml_text(text, str(path))

@@ -1,0 +1,142 @@
+"""Launch files cannot be broken out of: names, env values, trainer arguments and Slurm fields
+holding `$(...)`, backticks, `;` and quotes are exported as data (every shell export passes
+`bash -n`; the torchrun, torchtitan, megatron and sbatch exports are run with stand-ins for
+torchrun, srun and scontrol, and the injected commands never run), and line breaks are refused
+in the spec with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.errors import SpecError
+from orchestrator.export import FORMATS, _origin, export
+from orchestrator.spec import spec_from_dict
+from orchestrator.trainers.builtin import job_flags, job_settings
+from orchestrator.trainers.megatron import megatron_args
+
+SHELL_FORMATS = ("torchrun", "sbatch", "megatron-lm", "megatron-deepspeed", "megatron",
+                 "torchtitan")
+
+
+def hostile(marker: Path) -> list[str]:
+    """Strings that run `touch marker` if a shell ever evaluates them."""
+    m = shlex.quote(str(marker))
+    return [f"$(touch {m})", f"`touch {m}`", f"x; touch {m}", f"x' ; touch {m} ; '",
+            f'x" ; touch {m} ; "', f"x && touch {m} #"]
+
+
+def base(**sections) -> dict:
+    data = {"name": "x", "model": "tiny", "cluster": "cpu-local",
+            "scale": {"nodes": 1, "gpus_per_node": 2, "global_batch_size": 8},
+            "tracking": {"enabled": False}}
+    data.update(sections)
+    return data
+
+
+def hostile_specs(marker: Path) -> list[dict]:
+    bad = hostile(marker)
+    one_word = f"$(touch${{IFS}}{marker})"  # a #SBATCH value holds no spaces or quotes
+    env = {f"V{i}": v for i, v in enumerate(bad)}
+    return [
+        base(model={"preset": "tiny", "name": bad[0]}, cluster={"preset": "cpu-local",
+             "name": bad[1]}, trial={"env": env},
+             backend={"kind": "slurm", "partition": one_word, "account": "`touch`;x",
+                      "sbatch_args": {"comment": one_word}}),
+        base(model={"preset": "tiny", "name": bad[3]}, cluster={"preset": "cpu-local",
+             "name": bad[4]}, trial={"trainer": "megatron-lm", "megatron": {"args": bad}}),
+        base(model={"preset": "tiny", "name": bad[2]},
+             trial={"trainer": "torchtitan", "torchtitan": {"overrides": bad}}),
+    ]
+
+
+def stand_ins(tmp_path: Path) -> dict[str, str]:
+    """torchrun prints its arguments one per line; srun runs its command; scontrol names a host."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scripts = {"torchrun": 'printf "%s\\n" "$@" > "$ARGV_FILE"',
+               "srun": 'shift; exec "$@"', "scontrol": "echo localhost"}
+    for name, body in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "ARGV_FILE": str(tmp_path / "argv"), "SLURM_JOB_NODELIST": "localhost",
+            "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_ID": "1"}
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_hostile_values_stay_data_in_every_export(tmp_path, index):
+    marker = tmp_path / "INJECTED"
+    spec = spec_from_dict(hostile_specs(marker)[index])
+    config = spec.candidates()[0]
+    env = stand_ins(tmp_path)
+    for fmt in FORMATS:
+        text = export(fmt, spec, "t0001", config)
+        path = tmp_path / f"launch-{fmt}"
+        path.write_text(text)
+        if fmt in SHELL_FORMATS:
+            check = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+            assert check.returncode == 0, (fmt, check.stderr)
+        if fmt in ("torchrun", "sbatch", "torchtitan"):
+            (tmp_path / "argv").unlink(missing_ok=True)
+            run = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True,
+                                 cwd=tmp_path, timeout=30)
+            assert run.returncode == 0, (fmt, run.stderr)
+            argv = (tmp_path / "argv").read_text().splitlines()
+            assert "-m" in argv, (fmt, argv)
+        if fmt in ("megatron-lm", "megatron-deepspeed", "megatron"):
+            tool = "megatron-deepspeed" if fmt == "megatron" else fmt
+            shown = subprocess.run(["bash", "-c", f'source {shlex.quote(str(path))}; '
+                                    'printf "%s\\n" "${MEGATRON_ARGS[@]}"'],
+                                   capture_output=True, text=True, env=env)
+            assert shown.stdout.splitlines() == megatron_args(tool, spec, config)
+        assert not marker.exists(), f"{fmt}: an injected command ran"
+        if fmt == "yaml":
+            assert yaml.safe_load(text) == job_settings(spec, config, "t0001")
+            assert text.splitlines()[0] == "# " + _origin(spec, "t0001", config)
+        if fmt == "deepspeed":
+            origin = json.loads(text)["_paratune"]
+            assert repr(spec.model.name) in origin and repr(spec.cluster.name) in origin
+
+
+def test_torchrun_export_passes_the_values_through_unchanged(tmp_path):
+    marker = tmp_path / "INJECTED"
+    spec = spec_from_dict(hostile_specs(marker)[0])
+    config = spec.candidates()[0]
+    path = tmp_path / "launch.sh"
+    path.write_text(export("torchrun", spec, "t0001", config))
+    env = stand_ins(tmp_path)
+    subprocess.run(["bash", str(path), "--extra", "$(touch x)"], env=env, check=True, cwd=tmp_path)
+    argv = (tmp_path / "argv").read_text().splitlines()
+    flags = job_flags(job_settings(spec, config, "t0001"))
+    assert argv[-len(flags) - 2:] == [*flags, "--extra", "$(touch x)"]
+    assert not marker.exists() and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("change,key", [
+    ({"model": {"preset": "tiny", "name": "a\n$(touch /tmp/x)"}}, "model.name"),
+    ({"cluster": {"preset": "cpu-local", "name": "a\rb"}}, "cluster.name"),
+    ({"trial": {"env": {"A": "x\ntouch y"}}}, "trial.env.A"),
+    ({"trial": {"env": {"A B": "x"}}}, "trial.env"),
+    ({"trial": {"env": {"A;touch x": "x"}}}, "trial.env"),
+    ({"trial": {"env": {"1A": "x"}}}, "trial.env"),
+    ({"backend": {"kind": "slurm", "partition": "gpu\n#SBATCH --x"}}, "backend.partition"),
+    ({"backend": {"kind": "slurm", "partition": "a b"}}, "backend.partition"),
+    ({"backend": {"kind": "slurm", "qos": "'q'"}}, "backend.qos"),
+    ({"backend": {"kind": "slurm", "sbatch_args": {"mem": "1G\nx"}}}, "backend.sbatch_args"),
+    ({"backend": {"kind": "slurm", "sbatch_args": {"mem x": "1G"}}}, "backend.sbatch_args"),
+    ({"backend": {"kind": "slurm", "sbatch_args": {"comment": '"a"'}}}, "backend.sbatch_args"),
+    ({"backend": {"kind": "slurm", "setup": ["ok", "a\u2028b"]}}, "backend.setup[1]"),
+])
+def test_line_breaks_and_unsafe_names_are_refused(change, key):
+    with pytest.raises(SpecError) as info:
+        spec_from_dict(base(**change), source="s.yaml")
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 500
+    assert message.startswith(f"s.yaml: {key}"), message
