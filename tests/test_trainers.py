@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from conftest import EXAMPLES
+
 from orchestrator.errors import SpecError
 from orchestrator.spec import spec_from_dict
 from orchestrator.trainers import CommandTrainer, Measure, trainer_for
