@@ -42,7 +42,7 @@ def calibration_input(records: list[TrialRecord]) -> list[tuple[str, ParallelCon
 def not_in_mlflow(records: list[TrialRecord]) -> list[TrialRecord]:
     """Finished trials whose MLflow run is not journaled yet (MLflow was unreachable): their
     results are safe in the journal and reach MLflow when the campaign is resumed."""
-    return [r for r in records if r.done and r.run_id is None]
+    return [r for r in records if r.done and r.run_id is None and not r.pruned]
 
 
 @dataclass

@@ -143,7 +143,7 @@ class Controller:
         tracking = TrackingSession(
             self.spec.tracking_uri(), self.spec.name, self.view.journal, self.dir,
             self.spec.runs_dir() / "mlartifacts", self._campaign_params(),
-            retry_s=self.spec.tracking.retry_s)
+            retry_s=self.spec.tracking.retry_s, objective=self.view.objective)
         tracking.sync(records)
         return tracking
 

@@ -61,6 +61,11 @@ class TrialRecord:
             raise ValueError(f"phase {self.phase!r} is not one of {', '.join(PHASES)}")
 
     @property
+    def pruned(self) -> bool:
+        """Pruned as infeasible by the memory model: recorded, never run."""
+        return self.result is not None and self.result.status == "infeasible"
+
+    @property
     def screening(self) -> bool:
         """Measured with few steps: comparable only with other screens."""
         return self.phase == SCREEN

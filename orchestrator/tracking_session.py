@@ -1,6 +1,13 @@
 """A campaign's link to MLflow that never loses a result: the journal is the record, MLflow a
 mirror. If MLflow is unreachable, trials stay journaled without a `tracked` event and are
 written when it answers again (on the next trial, or on resume).
+
+Layouts pruned as infeasible never ran, so they get no run: MLflow 3.17 draws FAILED and KILLED
+runs with the same red cross and has no status for "not run", and a FINISHED run would show a
+green tick and a zero duration among the measured trials (in a Frontier campaign, 124 of 145
+rows). The trial table therefore lists what ran, and the campaign's run summarises the pruned
+layouts: a `trials_infeasible` metric and `pruned_layouts.json` (layout, predicted memory,
+reason). The journal keeps them as before.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.journal import Journal, TrialRecord, fidelity_of
+from orchestrator.objective import Objective
 from orchestrator.tracking import Tracker
 from orchestrator.trial_folder import TrialFolder
 
@@ -25,7 +33,8 @@ HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TI
 
 class TrackingSession:
     def __init__(self, uri: str, campaign: str, journal: Journal, campaign_dir: Path,
-                 artifact_root: Path, campaign_params: dict[str, Any], retry_s: float = 30.0):
+                 artifact_root: Path, campaign_params: dict[str, Any], retry_s: float = 30.0,
+                 objective: Objective | None = None):
         if uri.startswith(("http://", "https://")):
             for key, value in HTTP_DEFAULTS.items():
                 os.environ.setdefault(key, value)
@@ -36,6 +45,7 @@ class TrackingSession:
         self.campaign_dir = campaign_dir
         self.artifact_root = artifact_root
         self.campaign_params = campaign_params
+        self.objective = objective  # orders the saved trial view of the experiment
         self.tracker: Tracker | None = None
         self.parent_run_id: str | None = journal.campaign_info().get("parent_run_id")
         self._down_since: float | None = None
@@ -46,7 +56,7 @@ class TrackingSession:
         try:
             if self.tracker is None:
                 self.tracker = Tracker(self.uri, f"paratune/{self.campaign}",
-                                       artifact_root=self.artifact_root)
+                                       artifact_root=self.artifact_root, objective=self.objective)
             if self.parent_run_id is None:
                 self.parent_run_id = self.tracker.start_campaign(self.campaign, self.campaign_params)
                 self.journal.append("campaign", parent_run_id=self.parent_run_id)
@@ -78,6 +88,8 @@ class TrackingSession:
             return None
 
     def track(self, record: TrialRecord) -> None:
+        if record.pruned:
+            return  # never ran: summarised on the campaign's run at the end
         if not self._available():
             self.behind = True
             return
@@ -85,6 +97,7 @@ class TrackingSession:
             self.tracker.log_trial, self.parent_run_id, record.trial_id, record.config,
             record.result, artifacts=TrialFolder.of(self.campaign_dir, record.trial_id).artifacts(),
             extra_params={"fidelity": fidelity_of(record.phase)},
+            started_at=record.submitted_at, ended_at=record.finished_at,
         )
         if run_id:
             record.run_id = run_id
@@ -98,7 +111,7 @@ class TrackingSession:
         A controller killed between creating a trial's run and journaling `tracked` left a run
         behind: a finished one is adopted, an unfinished one deleted and written again, so
         MLflow ends with exactly one run per trial."""
-        missing = [r for r in records if r.done and r.run_id is None]
+        missing = [r for r in records if r.done and r.run_id is None and not r.pruned]
         self.behind = False
         if not missing or not self._available():
             self.behind = bool(missing)
@@ -126,9 +139,21 @@ class TrackingSession:
             metric: [r.result.metric(metric) if r.result else None for r in records],
             "peak_memory_gb": [r.result.peak_memory_gb if r.result else None for r in records],
         }
+        layouts = [r for r in records if r.pruned]
+        pruned_table = {
+            "trial_id": [r.trial_id for r in layouts],
+            "config": [r.config.key() for r in layouts],
+            "predicted_memory_gb": [r.result.extra.get("predicted_memory_gb") for r in layouts],
+            "reason": [r.result.error for r in layouts],
+        }
         best = summary.get("best_config")
         note = (f"ParaTune campaign **{self.campaign}**: best `{best}` (trial "
                 f"{summary.get('best_trial')}). Export it with `paratune best {self.campaign} "
                 f"--format torchrun|sbatch|deepspeed|megatron-lm|megatron-deepspeed|torchtitan`; "
                 f"every trial is in `campaign_summary.json`.") if best else None
-        self._call(self.tracker.finish_campaign, self.parent_run_id, summary, table, note)
+        if layouts:
+            note = (note or f"ParaTune campaign **{self.campaign}**.") + (
+                f" {len(layouts)} layouts were pruned as infeasible (predicted not to fit) and "
+                f"never ran: they are in `pruned_layouts.json`, not among the trial runs.")
+        self._call(self.tracker.finish_campaign, self.parent_run_id, summary, table, note,
+                   pruned_table if layouts else None)

@@ -22,13 +22,15 @@ from orchestrator.tracking import Tracker
 
 
 def source_results(spec: CampaignSpec, source: str) -> list[tuple[str, ParallelConfig, TrialResult]]:
-    """The source campaign's full-fidelity trials, read back from MLflow."""
+    """The source campaign's full-fidelity trials that ran, read back from MLflow."""
     tracker = Tracker(spec.tracking_uri(), f"paratune/{source}")
     found = []
     for params, metrics, tags in tracker.trials():
         if params.get("fidelity", "full") != "full":
             continue
         status = tags.get("paratune.status", "failed")
+        if status == "infeasible":
+            continue  # pruned without running (earlier campaigns logged those as runs too)
         result = TrialResult.from_dict({"status": status, **metrics})
         found.append((tags.get("paratune.trial_id", ""), ParallelConfig.from_params(params), result))
     return found

@@ -113,9 +113,10 @@ def test_results_survive_an_mlflow_outage(tmp_path, runs_dir):
         runs = client.search_runs([experiment.experiment_id],
                                   filter_string="tags.`paratune.kind` = 'trial'")
         server.stop()
-    trial_ids = sorted(e["trial_id"] for e in events if e["event"] == "finished")
-    assert sorted(r.data.tags["paratune.trial_id"] for r in runs) == trial_ids
-    assert len(trial_ids) >= 24
+    finished = [e for e in events if e["event"] == "finished"]
+    ran = sorted(e["trial_id"] for e in finished if e["result"]["status"] != "infeasible")
+    assert sorted(r.data.tags["paratune.trial_id"] for r in runs) == ran  # pruned: no run
+    assert len(ran) >= 24
 
 
 LAYOUTS = [{"tp": tp, "pp": 1, "zero_stage": 1, "micro_batch_size": 1} for tp in (1, 2, 4, 8)]

@@ -1,5 +1,6 @@
 """`paratune report` (the campaign's HTML report, also logged to MLflow) and `paratune ui`
-(the MLflow UI over the campaign's tracking store, on 127.0.0.1)."""
+(the MLflow UI over the campaign's tracking store, on 127.0.0.1, with a link to each campaign's
+trial table)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ from dashboards.report_data import report_data
 from orchestrator.campaign import CampaignView
 from orchestrator.cli.common import RUNS_DIR_OPTION, console, open_campaign, out
 from orchestrator.errors import UserError
+from orchestrator.objective import Objective
 from orchestrator.paths import default_tracking_uri, runs_root
+from orchestrator.spec import load_campaign_spec
 from orchestrator.tracking import Tracker
+from orchestrator.tracking_view import VIEW_TAG, trials_link
 
 
 def report(
@@ -47,19 +51,56 @@ def _log_to_mlflow(view: CampaignView, path: Path) -> None:
 
 
 def ui(
-    campaign: Optional[str] = typer.Argument(None, help="any campaign of the store (for its URI)"),
+    campaign: Optional[str] = typer.Argument(None, help="a campaign (default: every campaign of the store)"),
     port: int = typer.Option(5000, "--port", help="1 to 65535"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
 ) -> None:
-    """Serve the MLflow UI over the campaigns' tracking store on 127.0.0.1."""
+    """Serve the MLflow UI over the campaigns' tracking store on 127.0.0.1 and print the link
+    that opens each campaign's trials, sorted by its objective."""
     if not 1 <= port <= 65535:  # before anything opens the store
         raise UserError(f"--port: {port} is not a TCP port; give 1 to 65535")
     root = runs_root(runs_dir)
     uri = open_campaign(campaign, root).spec.tracking_uri() if campaign else default_tracking_uri(root)
     if uri.startswith(("http://", "https://")):
         raise UserError(f"the campaigns track to the server {uri}; open it in a browser")
-    console.print(f"MLflow UI for {uri}: http://127.0.0.1:{port}  (Ctrl-C stops it)", markup=False)
+    server = f"http://127.0.0.1:{port}"
+    console.print(f"MLflow UI for {uri}: {server}  (Ctrl-C stops it)", markup=False)
+    try:
+        links = trial_links(uri, root, server, campaign)
+    except Exception as exc:  # the UI is still worth serving
+        links = []
+        console.print(f"note: could not read the MLflow store ({exc})", markup=False)
+    for name, link in links:  # plain lines on stdout: a terminal must not wrap the URL
+        sys.stdout.write(f"{name}: {link}\n")
+    if campaign and not links:
+        console.print(f"note: campaign {campaign!r} has no MLflow experiment yet", markup=False)
+    sys.stdout.flush()  # before the process becomes the server
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     # Become the server (same PID), so whoever started `paratune ui` can stop it by that PID.
     os.execve(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
                                "--host", "127.0.0.1", "--port", str(port)], env)
+
+
+def trial_links(uri: str, root: Path, server: str, campaign: str | None) -> list[tuple[str, str]]:
+    """(campaign, link to its trial table on `server`) for `campaign`, or for every campaign
+    experiment in the store. Experiments of campaigns found under `root` get the experiment
+    kind and the saved trial view first, so campaigns tracked before them open the same way."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    if campaign:
+        found = [client.get_experiment_by_name(f"paratune/{campaign}")]
+    else:
+        found = client.search_experiments(filter_string="name LIKE 'paratune/%'", max_results=1000)
+    links = []
+    for experiment in sorted((e for e in found if e is not None), key=lambda e: e.name):
+        name = experiment.name.removeprefix("paratune/")
+        try:
+            objective = Objective.of(load_campaign_spec(root, name).objective)
+        except UserError:  # its folder is gone (or unreadable): link what the store has
+            objective = None
+        if objective is not None:
+            Tracker(uri, experiment.name, objective=objective)
+        has_view = objective is not None or VIEW_TAG in experiment.tags
+        links.append((name, trials_link(server, experiment.experiment_id, view=has_view)))
+    return links
