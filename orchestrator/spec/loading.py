@@ -143,6 +143,10 @@ def _walk(loc: tuple) -> tuple[list[str], Any, tuple[str, str] | None]:
     index = 0
     while index < len(parts):
         part = parts[index]
+        if isinstance(loc[index], int) and path:  # an item of a list: `configs[0]`
+            path[-1] += f"[{part}]"
+            index += 1
+            continue
         field = getattr(model, "model_fields", {}).get(part)
         path.append(part)
         index += 1
@@ -177,8 +181,12 @@ def _tagged_members(field: Any) -> dict[str, type[BaseModel]]:
 
 
 def _model_of(annotation: Any) -> Any:
-    """The model an annotation names, also when optional (`FidelitySpec | None`)."""
+    """The model an annotation names, also when optional (`FidelitySpec | None`) or the items
+    of a list (`list[LayoutSpec]`)."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         models = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return models[0] if len(models) == 1 else None
+        return _model_of(models[0]) if len(models) == 1 else None
+    if typing.get_origin(annotation) is list:
+        (item,) = typing.get_args(annotation)
+        return item
     return annotation
