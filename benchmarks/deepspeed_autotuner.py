@@ -8,7 +8,7 @@ autotuner gets them as `zero_optimization.stage: [0, 1, 2, 3]` and
 with `budget.max_trials=8` (grid) and again with `search.algorithm=cost-guided`. Results go to
 a table: trials, wall time to the best, total wall time, best config, samples/s and tokens/s.
 
-Run by hand from the repository root (not in tests; ~15 min on a 2-core CPU machine):
+Run by hand from the repository root (not in tests; 15-20 min on a 2-core CPU machine):
 
     .venv/bin/python benchmarks/deepspeed_autotuner.py [--workdir /tmp/ds-autotune]
         [--skip-autotuner] [--skip-paratune] [--json out.json]
