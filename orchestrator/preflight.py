@@ -1,5 +1,6 @@
 """Checks a campaign passes before it starts, against this machine rather than the spec alone:
-a non-empty space, the trial's working directory and program, a usable runs directory. Each
+a non-empty space, the trial's working directory, program or training script, a usable runs
+directory. Each
 failure is one UserError line naming the key, raised before anything is written."""
 
 from __future__ import annotations
@@ -18,7 +19,21 @@ def preflight(spec: CampaignSpec) -> None:
         workdir = _check_workdir(spec.trial.workdir)
         if spec.trial.command:
             _check_program(spec.trial.command[0], workdir, spec.trial.env.get("PATH"))
+        script = _trainer_script(spec)
+        if script is not None and not (workdir / script[1]).is_file():
+            raise UserError(f"{script[0]}: {excerpt(script[1])} is not a file (relative paths "
+                            f"start at trial.workdir, {excerpt(str(workdir))}); give the "
+                            "training script's path")
     _check_runs_dir(spec)
+
+
+def _trainer_script(spec: CampaignSpec) -> tuple[str, str] | None:
+    """(spec key, path) of the script a torchrun-launched trainer runs, if it has one."""
+    if spec.trial.trainer == "deepspeed":
+        return "trial.deepspeed.script", spec.trial.deepspeed.script
+    if spec.trial.trainer in ("megatron-lm", "megatron-deepspeed"):
+        return "trial.megatron.script", spec.trial.megatron.script
+    return None
 
 
 def _check_workdir(workdir: str | None) -> Path:

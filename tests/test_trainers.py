@@ -67,3 +67,14 @@ def test_no_metrics_or_a_nonzero_exit_is_failed_with_the_log_tail():
     assert empty.status == "failed" and "no step metrics" in empty.error and "bad shape" in empty.error
     crashed = result_from_log(trainer, "tps: 10\ntps: 11\nSegmentation fault", 139, MEASURE)
     assert crashed.status == "failed" and "exit code 139" in crashed.error
+
+
+def test_a_missing_training_script_is_refused_before_the_run(tmp_path, runs_dir, cli):
+    data = yaml.safe_load((EXAMPLES / "deepspeed.yaml").read_text())
+    data["trial"]["workdir"] = str(EXAMPLES / "deepspeed")
+    data["trial"]["deepspeed"]["script"] = "no_such_train.py"
+    spec = tmp_path / "ds.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    code, _, err = cli("run", str(spec))
+    assert code == 2 and "trial.deepspeed.script" in err and len(err.strip().splitlines()) == 1
+    assert not (runs_dir / "deepspeed-gpt").exists()
