@@ -66,11 +66,6 @@ class TrialRecord:
         return self.result is not None and self.result.status == "infeasible"
 
     @property
-    def screening(self) -> bool:
-        """Measured with few steps: comparable only with other screens."""
-        return self.phase == SCREEN
-
-    @property
     def done(self) -> bool:
         return self.result is not None
 
