@@ -15,14 +15,12 @@ from typing import Any
 from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
 from orchestrator.backends.trial_process import (
     TrialProcess,
-    is_running,
     kill_leftovers,
-    kill_tree,
     local_argv,
-    start_time,
     timeout_result,
     trial_env,
 )
+from orchestrator.processes import is_running, kill_tree, start_time
 from orchestrator.result import TrialResult
 from orchestrator.trial_folder import TrialFolder
 

@@ -8,75 +8,18 @@ them: everything below the launcher is found through /proc and killed with it.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from orchestrator.processes import descendants, kill_tree, live_pids
 from orchestrator.result import TrialResult
 from orchestrator.trainers import TrainerRun
 from orchestrator.trial_folder import TrialFolder
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _stat(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat from its third field (the state letter) on; None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()  # the name, in parentheses, may hold spaces
-
-
-def _parent_of(pid: int) -> int | None:
-    fields = _stat(pid)
-    return int(fields[1]) if fields else None
-
-
-def start_time(pid: int) -> int | None:
-    """When `pid` started, in clock ticks since boot (stat field 22): with the PID, what names
-    one process for good, since PIDs are recycled."""
-    fields = _stat(pid)
-    return int(fields[19]) if fields else None
-
-
-def is_running(pid: int, started: int) -> bool:
-    """Whether the process `pid` that started at `started` still runs (a zombie has ended)."""
-    fields = _stat(pid)
-    return fields is not None and fields[0] not in ("Z", "X") and int(fields[19]) == started
-
-
-def _live_pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process below `pid`."""
-    children: dict[int, list[int]] = {}
-    for child in _live_pids():
-        parent = _parent_of(child)
-        if parent is not None:
-            children.setdefault(parent, []).append(child)
-    found, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL a trial's launcher, its process group and every process below it."""
-    below = descendants(pid)  # before the kill: orphans lose their parent link
-    for target in [pid, *below]:
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(target, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 def _names(pid: int, marker: bytes) -> bool:
@@ -93,7 +36,7 @@ def kill_leftovers(folder: TrialFolder, pid: int | None = None) -> None:
     name the trial folder, since PIDs are recycled."""
     marker = str(folder.path).encode()
     suspects = set(descendants(pid)) | {pid} if pid else set()
-    suspects |= {p for p in _live_pids() if _names(p, marker)}
+    suspects |= {p for p in live_pids() if _names(p, marker)}
     for target in suspects:
         if _names(target, marker):
             kill_tree(target)
