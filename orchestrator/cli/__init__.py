@@ -15,6 +15,7 @@ import typer
 
 from orchestrator.cli import campaigns, cost_model, reports
 from orchestrator.cli.common import console
+from orchestrator.cli.service import server_app
 from orchestrator.errors import UserError, one_line
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ for command in (campaigns.run, campaigns.resume, campaigns.status, campaigns.bes
                 cost_model.plan, cost_model.estimate, cost_model.calibrate,
                 reports.report, reports.ui):
     app.command()(command)
+app.add_typer(server_app, name="server")
 
 
 @functools.lru_cache(maxsize=1)

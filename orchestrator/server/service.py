@@ -1,0 +1,51 @@
+"""One service's parts, made once and shared by the API and the supervisor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.server.config import ServiceConfig
+from orchestrator.server.db import FINAL_STATES, Campaign, Database
+from orchestrator.server.links import MlflowLinks
+from orchestrator.server.progress import ProgressCache
+from orchestrator.server.slots import TrialSlots
+from orchestrator.server.supervisor import Supervisor
+
+
+@dataclass
+class Service:
+    config: ServiceConfig
+    base_url: str  # how controllers reach the API (slot requests)
+    mlflow_ui: str | None = None
+    db: Database = field(init=False)
+    slots: TrialSlots = field(init=False)
+    progress: ProgressCache = field(init=False)
+    links: MlflowLinks = field(init=False)
+    supervisor: Supervisor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.config.state_dir.mkdir(parents=True, exist_ok=True)
+        self.config.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.db = Database(self.config.url)
+        self.slots = TrialSlots(self.db, self.config.max_trials)
+        self.progress = ProgressCache(self.config.runs_dir)
+        self.links = MlflowLinks(self.mlflow_ui)
+        self.supervisor = Supervisor(self.db, self.config, self.slots, self.progress, self.base_url)
+
+    def used_gpu_hours(self, row: Campaign) -> float:
+        return self.progress.progress(row.name).gpu_hours
+
+    def describe(self, row: Campaign) -> dict[str, Any]:
+        """A campaign as the API shows it: the service's record and its journal's progress."""
+        progress = self.progress.progress(row.name, row.max_trials)
+        return {
+            "name": row.name, "owner": row.owner, "project": row.project,
+            "priority": row.priority, "state": row.state, "reason": row.reason,
+            "final": row.state in FINAL_STATES, "cancel_requested": row.cancel_requested,
+            "submitted_at": row.submitted_at, "started_at": row.started_at,
+            "ended_at": row.ended_at, "restarts": row.restarts,
+            **progress.to_dict(), "gpu_hours_budget": row.gpu_hours_budget,
+            "report_url": f"/api/campaigns/{row.name}/report",
+            "mlflow_url": self.links.link(progress.mlflow_uri, progress.experiment),
+        }

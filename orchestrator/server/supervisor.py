@@ -1,0 +1,198 @@
+"""Runs the admitted campaigns' controllers: starts them in queue order, restarts the ones
+that die (resume, with back-off), cancels on request, and on its own start resumes or adopts
+every campaign that was running. It reads the database and the campaign views; it never
+schedules a trial.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+
+from sqlalchemy import func, select
+
+from orchestrator.server.auth import new_token
+from orchestrator.server.config import ServiceConfig
+from orchestrator.server.controller_process import (
+    CANCEL,
+    GONE,
+    ControllerProcess,
+    controller_argv,
+)
+from orchestrator.server.db import (
+    CANCELLED,
+    FAILED,
+    FINISHED,
+    QUEUED,
+    RUNNING,
+    Campaign,
+    Database,
+)
+from orchestrator.server.progress import ProgressCache
+from orchestrator.server.slots import TrialSlots
+from orchestrator.spec import SPEC_FILE
+
+log = logging.getLogger("paratune.server")
+EXIT_USAGE, EXIT_CANCELLED, EXIT_DETACHED = 2, 130, 143
+DETACH_WAIT_S = 30.0
+
+
+class Supervisor:
+    def __init__(self, db: Database, config: ServiceConfig, slots: TrialSlots,
+                 progress: ProgressCache, slots_url: str):
+        self.db = db
+        self.config = config
+        self.slots = slots
+        self.progress = progress
+        self.slots_url = slots_url  # the API's base URL, for the controllers' slot requests
+        self.processes: dict[str, ControllerProcess] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="supervisor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Detach every controller (SIGTERM): trials keep running, campaigns stay `running`
+        in the database and are resumed by the next service."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for process in self.processes.values():
+            process.signal(signal.SIGTERM)
+        for name, process in self.processes.items():
+            if not process.wait(DETACH_WAIT_S):
+                log.warning("controller of %s (PID %d) did not detach in %.0f s",
+                            name, process.pid, DETACH_WAIT_S)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # the database may be away for a moment; the next tick retries
+                log.exception("supervisor tick failed")
+            self._stop.wait(self.config.tick_s)
+
+    def tick(self) -> None:
+        with self.db.session() as s:
+            for row in s.scalars(select(Campaign).where(Campaign.state == RUNNING)).all():
+                self._watch(row)
+            self._admit(s)
+
+    # ------------------------------------------------------------------ running campaigns
+
+    def _watch(self, row: Campaign) -> None:
+        process = self.processes.get(row.name)
+        if process is None and row.cancel_requested and not row.controller_pid:
+            self._ended(row, GONE)  # cancelled while no controller ran (in back-off)
+            return
+        if process is None:
+            process = ControllerProcess.adopt(row.controller_pid, row.controller_start)
+            if process is not None:
+                self.processes[row.name] = process
+            elif time.time() >= row.next_start_at:
+                self._launch(row)
+            return
+        code = process.poll()
+        if code is None:
+            if row.cancel_requested and not process.interrupted:
+                process.interrupt()
+            return
+        del self.processes[row.name]
+        row.controller_pid = row.controller_start = None
+        if process.purpose == CANCEL:
+            self._final(row, CANCELLED, "cancelled")
+        else:
+            self._ended(row, code)
+
+    def _ended(self, row: Campaign, code: int | object) -> None:
+        journal_state = self.progress.progress(row.name).journal_state
+        if row.cancel_requested or code == EXIT_CANCELLED or journal_state == "cancelled":
+            if code != EXIT_CANCELLED and journal_state != "cancelled" \
+                    and self._cancel_leftovers(row):
+                return  # cancelled once `paratune cancel` has ended the trials
+            self._final(row, CANCELLED, "cancelled" if row.cancel_requested
+                        else "the controller was interrupted; its trials were cancelled")
+        elif code == 0 or journal_state == "finished":
+            self._final(row, FINISHED, None)
+        elif code == EXIT_USAGE:
+            self._final(row, FAILED, self._last_line(row.name) or "the controller refused the spec")
+        elif code is GONE or code in (EXIT_DETACHED, -signal.SIGTERM):
+            row.next_start_at = 0.0  # detached (a service stopped): resume now, no back-off
+        else:
+            row.restarts += 1
+            last = self._last_line(row.name)
+            if row.restarts > self.config.max_restarts:
+                self._final(row, FAILED, f"the controller died {row.restarts} times; last: {last}")
+                return
+            delay = min(60.0, self.config.backoff_s * 2 ** (row.restarts - 1))
+            row.next_start_at = time.time() + delay
+            row.reason = f"controller exited with {code}; restart {row.restarts} in {delay:.0f} s"
+            log.warning("%s: %s", row.name, row.reason)
+
+    def _final(self, row: Campaign, state: str, reason: str | None) -> None:
+        row.state, row.reason, row.ended_at = state, reason, time.time()
+        row.held_slots, row.waiting_since, row.slot_digest = 0, None, None
+
+    def _cancel_leftovers(self, row: Campaign) -> bool:
+        """A controller that did not cancel its own trials (it had died, or detached):
+        start `paratune cancel`, which re-attaches to them and ends them. False when the
+        campaign never started a trial."""
+        if not (self.config.runs_dir / row.name / SPEC_FILE).exists():
+            return False
+        process = ControllerProcess.launch(controller_argv("cancel", row.name), self._env(),
+                                           self.config.log_path(row.name), os.getcwd(),
+                                           purpose=CANCEL)
+        self.processes[row.name] = process
+        row.controller_pid, row.controller_start = process.pid, process.started
+        return True
+
+    def _launch(self, row: Campaign) -> None:
+        resume = (self.config.runs_dir / row.name / SPEC_FILE).exists()
+        spec_file = self.config.spec_path(row.name)
+        if not resume:
+            spec_file.parent.mkdir(parents=True, exist_ok=True)
+            spec_file.write_text(row.spec_yaml)
+        argv = controller_argv("resume", row.name) if resume else controller_argv("run", str(spec_file))
+        token, row.slot_digest = new_token()
+        env = self._env({"PARATUNE_SLOTS_URL": f"{self.slots_url}/api/slots/{row.name}",
+                         "PARATUNE_SLOTS_TOKEN": token})
+        process = ControllerProcess.launch(argv, env, self.config.log_path(row.name), os.getcwd())
+        self.processes[row.name] = process
+        row.controller_pid, row.controller_start = process.pid, process.started
+        row.started_at = row.started_at or time.time()
+        log.info("%s: controller PID %d (%s)", row.name, process.pid, argv[3])
+
+    def _env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PARATUNE_SLOTS_")}
+        env["PARATUNE_RUNS_DIR"] = str(self.config.runs_dir)
+        return {**env, **(extra or {})}
+
+    def _last_line(self, name: str) -> str:
+        try:
+            with open(self.config.log_path(name), "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+                lines = [x for x in f.read().decode(errors="replace").splitlines() if x.strip()]
+        except OSError:
+            return ""
+        return lines[-1].strip() if lines else ""
+
+    # ------------------------------------------------------------------ the queue
+
+    def _admit(self, s) -> None:
+        running = s.scalar(select(func.count()).select_from(Campaign)
+                           .where(Campaign.state == RUNNING))
+        queued = s.scalars(select(Campaign).where(Campaign.state == QUEUED)
+                           .order_by(Campaign.priority.desc(), Campaign.submitted_at)).all()
+        for row in queued:
+            if running >= self.config.max_running:
+                row.reason = (f"waiting: {running} of {self.config.max_running} campaigns "
+                              "running (server --max-running)")
+                continue
+            row.state, row.reason = RUNNING, None
+            running += 1
+            self._launch(row)
