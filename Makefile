@@ -23,15 +23,26 @@ demo: $(STAMP)
 
 # The Slurm backend tests need a real Slurm: started here (as root, from Debian's packages)
 # and stopped by the PIDs it recorded; without root they are skipped with the reason printed.
+# Likewise the campaign service's database tests get a real PostgreSQL (its URL passed to
+# pytest in PARATUNE_TEST_POSTGRES_URL), stopped by its PID when this run started it.
 SLURM_STATE := /tmp/paratune-slurm
+POSTGRES_STATE := /tmp/paratune-postgres
 
 test: $(STAMP)
-	@started=0; \
+	@started=0; pg_started=0; \
 	if [ -s $(SLURM_STATE)/pids ]; then echo "using the local Slurm already running"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  bash tests/slurm/start_local_slurm.sh $(SLURM_STATE) && started=1 || echo "local Slurm did not start: its tests will be skipped"; \
 	else echo "not root: the Slurm tests will be skipped"; fi; \
+	pg_up() { [ -s $(POSTGRES_STATE)/url ] && kill -0 "$$(cat $(POSTGRES_STATE)/pid 2>/dev/null)" 2>/dev/null; }; \
+	if [ -n "$${PARATUNE_TEST_POSTGRES_URL:-}" ]; then echo "using the PostgreSQL at $$PARATUNE_TEST_POSTGRES_URL"; \
+	elif pg_up; then echo "using the local PostgreSQL already running"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  bash tests/postgres/start_local_postgres.sh $(POSTGRES_STATE) && pg_started=1 || echo "local PostgreSQL did not start: its tests will be skipped"; \
+	else echo "not root: the PostgreSQL tests will be skipped"; fi; \
+	if [ -z "$${PARATUNE_TEST_POSTGRES_URL:-}" ] && pg_up; then export PARATUNE_TEST_POSTGRES_URL="$$(cat $(POSTGRES_STATE)/url)"; fi; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider -rs; status=$$?; \
+	if [ $$pg_started = 1 ]; then bash tests/postgres/stop_local_postgres.sh $(POSTGRES_STATE); fi; \
 	if [ $$started = 1 ]; then bash tests/slurm/stop_local_slurm.sh $(SLURM_STATE); fi; \
 	exit $$status
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,46 @@ def builtin_request(folder_path: Path, trial_id: str, settings: dict, *, timeout
     return TrialRequest(trial_id=trial_id, config=config, folder=folder, trainer=BuiltinTrainer(),
                         run=builtin_run(folder, settings), measure=measure,
                         steps=settings.get("steps", 2), timeout_s=timeout_s, env=dict(env or {}))
+
+
+POSTGRES_SKIP_REASON = ("no PostgreSQL: run `make test` as root, which starts one from the "
+                        "distribution's packages (or set PARATUNE_TEST_POSTGRES_URL)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """A SQLAlchemy URL to an empty database of its own, once per backend.
+
+    sqlite: a file in this test's tmp_path. postgresql: a fresh database created for this test
+    on the server $PARATUNE_TEST_POSTGRES_URL names (`make test` starts one as root; see
+    tests/postgres/) and dropped, sessions and all, when the test ends; skipped when unset.
+    """
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/server.db"
+        return
+    server_url = os.environ.get("PARATUNE_TEST_POSTGRES_URL")
+    if not server_url:
+        pytest.skip(POSTGRES_SKIP_REASON)
+    import psycopg
+    from psycopg import sql
+    from sqlalchemy.engine import make_url
+
+    url = make_url(server_url)
+    libpq_url = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    name = f"paratune_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(libpq_url, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        error = str(exc).strip().splitlines()[0]
+    else:
+        error = None
+    if error:
+        shown = url.render_as_string(hide_password=True)
+        pytest.fail(f"PARATUNE_TEST_POSTGRES_URL={shown} does not answer: {error}", pytrace=False)
+    database = sql.Identifier(name)
+    with admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(database))
+        try:
+            yield url.set(database=name).render_as_string(hide_password=False)
+        finally:  # WITH (FORCE): sessions the test left open do not keep it
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(database))
