@@ -88,6 +88,10 @@ class CampaignView:
         records = self.records()
         return CampaignSummary(self.spec.name, records, self.best(records))
 
+    def state(self) -> str:
+        """finished | cancelled | incomplete (running, stopped or crashed: resumable)."""
+        return self.journal.state()
+
     def started_at(self) -> float:
         return self.journal.campaign_info().get("started_at") or time.time()
 

@@ -4,6 +4,11 @@ It owns the campaign's lifetime: the lock, the backend, the searcher (with its w
 the MLflow session and resume. The work itself is the scheduling loop's (scheduler.py), fed by
 proposal sources: the searcher, successive-halving promotions and the scaling study. Reading a
 campaign needs none of this: see campaign.py.
+
+How a run ends decides what happens to running trials: completion journals `campaign_end`;
+an exception or interrupt cancels them (the campaign stays resumable); `Detached` (SIGTERM,
+raised by the CLI's handler) leaves them running for the next controller to re-attach.
+`cancel()` ends the trials a dead controller left behind and journals the campaign cancelled.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import yaml
@@ -19,9 +26,9 @@ from orchestrator.backends import Backend, make_backend
 from orchestrator.budget import Tally
 from orchestrator.campaign import CampaignSummary, CampaignView
 from orchestrator.costmodel import CostModel, cost_model_for
-from orchestrator.errors import CampaignStateError
+from orchestrator.errors import CampaignStateError, Detached
 from orchestrator.halving import HalvingPromotions
-from orchestrator.journal import SCREEN, SEARCH, TrialRecord
+from orchestrator.journal import FINISHED, SCREEN, SEARCH, TrialRecord
 from orchestrator.lock import CampaignLock
 from orchestrator.preflight import preflight
 from orchestrator.proposals import ProposalSource, SearchProposals
@@ -29,6 +36,7 @@ from orchestrator.scaling import ScalingStudy
 from orchestrator.scheduler import EventHook, SchedulingLoop, teaches_searcher
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers import Searcher, make_searcher
+from orchestrator.slots import NoSlotLimit, TrialSlots
 from orchestrator.spec import SPEC_FILE, CampaignSpec
 from orchestrator.tracking_session import TrackingSession
 from orchestrator.trial_folder import TrialFolder
@@ -38,12 +46,13 @@ from orchestrator.warm_start import warm_start
 
 class Controller:
     def __init__(self, spec: CampaignSpec, *, backend: Backend | None = None,
-                 on_event: EventHook | None = None):
+                 on_event: EventHook | None = None, slots: TrialSlots | None = None):
         self.spec = spec
         self.view = CampaignView(spec)
         self.backend = backend
         self._own_backend = backend is None  # made here, so shut down here
         self.on_event = on_event
+        self.slots = slots or NoSlotLimit()
         self.loop: SchedulingLoop | None = None
 
     @property
@@ -56,20 +65,49 @@ class Controller:
         fresh = not self.dir.exists()
         with CampaignLock(self.dir, self.spec.name):
             try:
-                if self.backend is None:
-                    self.backend = make_backend(
-                        self.spec.backend, cost_model=cost_model_for(self.spec),
-                        gpus_per_node=self.spec.gpus_per_node,
-                        use_gpus=self.spec.cluster.device != "cpu")
-                try:
+                with self._backend():
                     return self._run(resume, cost_model, searcher)
-                finally:
-                    if self._own_backend:
-                        self.backend.shutdown()
-            except BaseException:
-                if fresh and not self.view.journal.trials():
+            except BaseException as exc:
+                kept = isinstance(exc, Detached) and (self.dir / SPEC_FILE).exists()
+                if fresh and not kept and not self.view.journal.trials():
                     shutil.rmtree(self.dir, ignore_errors=True)  # a failed start leaves nothing
                 raise
+
+    def cancel(self) -> int:
+        """Stop every trial the campaign's last controller left running (re-attached, or its
+        leftovers cleaned up) and journal the campaign as cancelled; how many were running.
+        While a controller runs the campaign, its lock refuses this with a one-line error."""
+        if self.view.state() == FINISHED:
+            raise CampaignStateError(f"campaign {self.spec.name!r} has finished; nothing to cancel")
+        with CampaignLock(self.dir, self.spec.name), self._backend():
+            workdir = self.spec.trial.workdir or os.getcwd()
+            cost_model, stopped = cost_model_for(self.spec), 0
+            for record in self.view.records():
+                if record.done:
+                    continue
+                request = trial_request(self.spec, record, self.dir, workdir, cost_model)
+                handle = self.backend.reattach(record.handle, request)
+                if handle is not None:
+                    handle.cancel()
+                    stopped += 1
+                else:
+                    self.backend.cleanup(record.handle, request.folder)
+            self.view.journal.record_cancelled(stopped)
+        return stopped
+
+    @contextmanager
+    def _backend(self) -> Iterator[Backend]:
+        """The backend trials run on; one made here is shut down here (a Ray runtime it
+        started goes with it, and its trials are run again on resume)."""
+        if self.backend is None:
+            self.backend = make_backend(
+                self.spec.backend, cost_model=cost_model_for(self.spec),
+                gpus_per_node=self.spec.gpus_per_node, use_gpus=self.spec.cluster.device != "cpu")
+        try:
+            yield self.backend
+        finally:
+            if self._own_backend:
+                self.backend.shutdown()
 
     def _run(self, resume: bool, cost_model: CostModel, searcher: Searcher) -> CampaignSummary:
         records = self.view.journal.trials()
@@ -85,17 +123,20 @@ class Controller:
             searcher=searcher, cost_model=cost_model,
             tally=Tally.of(list(records.values()), self.view.objective), records=records,
             started_at=self.view.started_at(), tracking=tracking, on_event=self.on_event,
-            workdir=self.spec.trial.workdir or os.getcwd(),
+            workdir=self.spec.trial.workdir or os.getcwd(), slots=self.slots,
         )
-        self._replay(loop, searcher)
         try:
+            self._replay(loop, searcher)
             loop.run(self._sources(searcher))
+        except Detached:
+            raise  # the trials run on; the next controller re-attaches them
         except BaseException:
             loop.cancel_running()
             raise
         summary = self.view.summary()
         summary.complete = True
         summary.stop_reason = loop.stop_reason or "search space exhausted"
+        self.view.journal.record_end(summary.stop_reason)
         if tracking is not None:
             tracking.finish(self._summary_metrics(summary, loop), summary.records,
                             self.view.objective.metric)

@@ -26,3 +26,13 @@ def one_line(message: str, limit: int = 480) -> str:
     """A message printed as one line of at most `limit` chars, whatever went into it."""
     text = " ".join("".join(c if c.isprintable() else " " for c in message).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Detached(BaseException):
+    """SIGTERM: the controller leaves at once and its trials run on, to be re-attached by
+    `paratune resume`. A BaseException, so that nothing on the way out mistakes it for a
+    failure (and cancels the trials, as an interrupt does)."""
+
+    def __init__(self, campaign: str = ""):
+        super().__init__(campaign)
+        self.campaign = campaign

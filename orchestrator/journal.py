@@ -2,9 +2,10 @@
 
 Each line is one event, flushed and fsynced before the controller acts on it: `submitted`
 (a trial was handed to the backend), `reattached` (a resumed controller took over a trial that
-still ran), `finished` (its final result), `tracked` (its MLflow run exists). A torn last line,
-left by a kill mid-write, is ignored, and ended before the next event is appended, so that
-event starts on a line of its own.
+still ran), `finished` (its final result), `tracked` (its MLflow run exists); for the campaign,
+`campaign` (started), `campaign_end` (completed, with its stop reason) and `campaign_cancelled`
+(`paratune cancel` ended it). A torn last line, left by a kill mid-write, is ignored, and ended
+before the next event is appended, so that event starts on a line of its own.
 
 A trial's phase (search, screen, confirm, scaling) is stored in the event's `fidelity` key, the
 format every journal has used: "screen" and "scaling" as they are, "full" for a search trial,
@@ -31,6 +32,9 @@ CONFIRM = "confirm"  # a screened layout promoted to a full measurement
 SCALING = "scaling"  # the best layout re-run at another node count
 PHASES = (SEARCH, SCREEN, CONFIRM, SCALING)
 _FULL = "full"  # the journal's word for a search or confirm trial
+
+# The states of a campaign, from its journal.
+FINISHED, CANCELLED, INCOMPLETE = "finished", "cancelled", "incomplete"
 
 
 def fidelity_of(phase: str) -> str:
@@ -151,6 +155,26 @@ class Journal:
     def record_finished(self, record: TrialRecord, result: TrialResult) -> None:
         self.append("finished", trial_id=record.trial_id, config=record.config.to_dict(),
                     result=result.to_dict(), fidelity=fidelity_of(record.phase))
+
+    def state(self) -> str:
+        """finished | cancelled | incomplete: the campaign's last ending, unless a trial was
+        started after it (a resume); journals older than these events read as incomplete."""
+        state = INCOMPLETE
+        for event in self.events():
+            kind = event.get("event")
+            if kind == "campaign_end":
+                state = FINISHED
+            elif kind == "campaign_cancelled":
+                state = CANCELLED
+            elif kind in ("submitted", "reattached"):
+                state = INCOMPLETE
+        return state
+
+    def record_end(self, stop_reason: str | None) -> None:
+        self.append("campaign_end", stop_reason=stop_reason)
+
+    def record_cancelled(self, trials_stopped: int) -> None:
+        self.append("campaign_cancelled", trials_stopped=trials_stopped)
 
     def record_tracked(self, trial_id: str, config: ParallelConfig, run_id: str) -> None:
         self.append("tracked", trial_id=trial_id, config=config.to_dict(), run_id=run_id)

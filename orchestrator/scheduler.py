@@ -5,13 +5,20 @@ Each result is journaled before anything else is done with it (the searcher told
 written), so a controller killed at any point resumes without losing or repeating a trial.
 Proposals the (calibrated) memory model says cannot fit are recorded as `infeasible` and never
 run. The loop never sleeps while results are arriving.
+
+When campaigns share machines each trial also needs a slot (slots.py): a campaign refused one
+waits with its next trial in hand and asks again, and reports slots free only once their
+trials are journaled as ended, so the journals never show more trials at once than granted.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.backends import Backend, TrialHandle
@@ -23,11 +30,13 @@ from orchestrator.proposals import Proposal, ProposalSource
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers import Searcher
+from orchestrator.slots import NoSlotLimit, TrialSlots
 from orchestrator.spec import CampaignSpec
 from orchestrator.tracking_session import TrackingSession
 from orchestrator.trial_requests import trial_request
 
 POLL_INTERVAL_S = 0.2
+SLOT_RETRY_S = 1.0  # a refused campaign asks again this often, or as soon as a trial of its ends
 
 # Called with ("submitted" | "finished", record) so a front end can show progress.
 EventHook = Callable[[str, TrialRecord], None]
@@ -38,7 +47,7 @@ class SchedulingLoop:
                  backend: Backend, searcher: Searcher, cost_model: CostModel, tally: Tally,
                  records: dict[str, TrialRecord], started_at: float,
                  tracking: TrackingSession | None = None, on_event: EventHook | None = None,
-                 workdir: str | None = None):
+                 workdir: str | None = None, slots: TrialSlots | None = None):
         self.spec = spec
         self.campaign_dir = campaign_dir
         self.journal = journal
@@ -53,10 +62,13 @@ class SchedulingLoop:
         self.tracking = tracking
         self.on_event = on_event or (lambda kind, record: None)
         self.workdir = workdir
+        self.slots = slots or NoSlotLimit()
         self.queue: deque[TrialRecord] = deque()  # trials to run before asking any source
         self.running: dict[str, tuple[TrialRecord, TrialHandle]] = {}
         self.stop_reason: str | None = None
         self._pending: list[TrialRecord] = []
+        self._waiting: tuple[TrialRecord, bool] | None = None  # (trial, budgeted) refused a slot
+        self._retry_at = 0.0
         self._seen = {(r.config, r.phase) for r in records.values()}
         self.recalibrate()
 
@@ -72,35 +84,61 @@ class SchedulingLoop:
     # ------------------------------------------------------------- the loop
 
     def run(self, sources: list[ProposalSource]) -> None:
-        """Until nothing runs and no source has anything more."""
+        """Until nothing runs, nothing waits for a slot and no source has anything more."""
+        self.slots.report(self.busy)  # trials re-attached on resume hold slots already
         while True:
             self._fill(sources)
-            if not self.running:
-                return
+            if not self.running and self._waiting is None:
+                break
             if not self._collect():
                 time.sleep(POLL_INTERVAL_S)
+        self.slots.report(self.busy)
 
     def _fill(self, sources: list[ProposalSource]) -> None:
         self._pending = []
-        while self.busy < self.spec.budget.max_concurrent:
-            record = self.queue.popleft() if self.queue else self._propose(sources)
-            if record is None:
+        while self.busy < self.spec.budget.max_concurrent and time.monotonic() >= self._retry_at:
+            entry = self._next(sources)
+            if entry is None:
                 break
-            if not record.done:  # infeasible ones are recorded without running
-                self._pending.append(record)
+            record, budgeted = entry
+            if record.done:  # infeasible ones are recorded without running
+                continue
+            if not self.slots.acquire(self.busy):
+                self._waiting = entry  # first in line when a slot is granted
+                self._retry_at = time.monotonic() + SLOT_RETRY_S
+                break
+            self._pending.append(record)
         if self._pending:
             self._submit(self._pending)
         self._pending = []
 
-    def _propose(self, sources: list[ProposalSource]) -> TrialRecord | None:
+    def _next(self, sources: list[ProposalSource]) -> tuple[TrialRecord, bool] | None:
+        """The trial refused a slot last time, else the queue's next (already counted in the
+        budget), else a new proposal; with whether the budget applies to it."""
+        if self._waiting is not None:
+            entry, self._waiting = self._waiting, None
+            if not (entry[1] and self._budget_spent()):
+                return entry
+            record = entry[0]  # the budget ran out while it waited: it never runs
+            del self.records[record.trial_id]
+            self._seen.discard((record.config, record.phase))
+        if self.queue:
+            return self.queue.popleft(), False
+        return self._propose(sources)
+
+    def _budget_spent(self) -> str | None:
         budget = self.tally.state(self.spec.budget, self.started_at, pending=len(self._pending))
         self.stop_reason = budget.exhausted()  # patience can recover as running trials improve
+        return self.stop_reason
+
+    def _propose(self, sources: list[ProposalSource]) -> tuple[TrialRecord, bool] | None:
+        spent = self._budget_spent()
         for source in sources:
-            if source.budgeted and self.stop_reason:
+            if source.budgeted and spent:
                 continue
             proposal = source.propose(self)
             if proposal is not None:
-                return self._record(proposal)
+                return self._record(proposal), source.budgeted
         return None
 
     def _record(self, proposal: Proposal) -> TrialRecord:
@@ -129,9 +167,10 @@ class SchedulingLoop:
         return trial_request(self.spec, record, self.campaign_dir, self.workdir, self.base_model)
 
     def _submit(self, records: list[TrialRecord]) -> None:
-        handles = self.backend.submit_many([self.request(r) for r in records])
-        for record, handle in zip(records, handles):
-            self.started(record, handle)
+        with signals_deferred():
+            handles = self.backend.submit_many([self.request(r) for r in records])
+            for record, handle in zip(records, handles):
+                self.started(record, handle)
 
     def started(self, record: TrialRecord, handle: TrialHandle) -> None:
         """Journal a trial as running on `handle` (submitted now, or re-attached on resume)."""
@@ -157,6 +196,8 @@ class SchedulingLoop:
             self._finish(record, result)
             ended += 1
         if ended:
+            self.slots.report(self.busy)  # after the journal has them as ended
+            self._retry_at = 0.0  # a slot of ours is free: ask for it at once
             self.recalibrate()
         return ended
 
@@ -192,6 +233,27 @@ class SchedulingLoop:
         for _, handle in self.running.values():
             handle.cancel()
         self.running.clear()
+        self.slots.report(0)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM wait while trials are started and journaled: a trial started but
+    not yet journaled would be lost to both the cancel and the resume that follow them. The
+    handlers are swapped, not the signal mask, which the trials would inherit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are handled in the main thread only
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for sig in caught:
+            signal.raise_signal(sig)  # now, to the handler it was meant for
 
 
 def teaches_searcher(record: TrialRecord) -> bool:

@@ -2,7 +2,8 @@
 
 Each command is a plain function in one of the command modules (campaigns, cost_model,
 reports); this module registers them on the Typer app. `status`, `best`, `plan` and `estimate`
-take `--json` and then print exactly one JSON object on stdout.
+take `--json` and then print exactly one JSON object on stdout. An interrupt exits with 130,
+a controller detached by SIGTERM with 143 (128 + the signal, as a shell reports it).
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import typer
 from orchestrator.cli import campaigns, cost_model, reports
 from orchestrator.cli.common import console
 from orchestrator.cli.service import server_app
-from orchestrator.errors import UserError, one_line
+from orchestrator.errors import Detached, UserError, one_line
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
     help="Find the fastest parallelism and sharding for training an LLM on a cluster.",
 )
-for command in (campaigns.run, campaigns.resume, campaigns.status, campaigns.best,
-                cost_model.plan, cost_model.estimate, cost_model.calibrate,
+for command in (campaigns.run, campaigns.resume, campaigns.cancel, campaigns.status,
+                campaigns.best, cost_model.plan, cost_model.estimate, cost_model.calibrate,
                 reports.report, reports.ui):
     app.command()(command)
 app.add_typer(server_app, name="server")
@@ -38,7 +39,7 @@ def _command() -> click.Command:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="paratune: %(message)s")
     try:
-        _command().main(args=argv, prog_name="paratune", standalone_mode=False)
+        code = _command().main(args=argv, prog_name="paratune", standalone_mode=False)
     except UserError as exc:
         console.print(one_line(f"error: {exc}"), markup=False, highlight=False, soft_wrap=True)
         return 2
@@ -46,7 +47,13 @@ def main(argv: list[str] | None = None) -> int:
         console.print(one_line(f"error: {exc.format_message()}"), markup=False, highlight=False,
                       soft_wrap=True)
         return 2
+    except Detached as exc:  # SIGTERM: the trials run on
+        console.print(f"detached; continue with `paratune resume {exc.campaign}`", markup=False,
+                      highlight=False)
+        return 143
     except (click.exceptions.Abort, KeyboardInterrupt):
+        code = 130
+    if code == 130:  # an interrupt, which Typer turns into this exit code
         console.print("interrupted; continue with `paratune resume CAMPAIGN`", markup=False)
         return 130
-    return 0
+    return code if isinstance(code, int) else 0

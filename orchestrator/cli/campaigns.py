@@ -1,9 +1,19 @@
-"""`paratune run`, `resume`, `status` and `best`: start and continue campaigns, read their
-results and export the winner."""
+"""`paratune run`, `resume`, `cancel`, `status` and `best`: start, continue and cancel
+campaigns, read their results and export the winner.
+
+A controller run here answers signals as the campaign service expects of its children: SIGTERM
+detaches (trials run on, `resume` re-attaches them; exit code 143), SIGINT cancels the running
+trials (exit code 130). The service's trial slots come from $PARATUNE_SLOTS_URL and
+$PARATUNE_SLOTS_TOKEN, which it sets for the controllers it starts."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -20,12 +30,13 @@ from orchestrator.cli.common import (
     rank_spec,
 )
 from orchestrator.controller import Controller
-from orchestrator.errors import CampaignStateError, UserError
+from orchestrator.errors import CampaignStateError, Detached, UserError
 from orchestrator.export import FORMATS, export
 from orchestrator.journal import TrialRecord
 from orchestrator.paths import runs_root
 from orchestrator.preflight import preflight
 from orchestrator.progress import CampaignProgress
+from orchestrator.slots import NoSlotLimit, ServiceSlots, TrialSlots
 from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec, load_spec
 
 # ---------------------------------------------------------------------------------- run
@@ -46,13 +57,46 @@ def _backlog_line(backlog: dict) -> str:
             f"yet ({backlog['uri']}); their results are safe in the journal: {backlog['fix']}")
 
 
+def trial_slots() -> TrialSlots:
+    """The campaign service's slots when it started this controller (it sets both variables);
+    else no limit but the spec's `max_concurrent`."""
+    url, token = os.environ.get("PARATUNE_SLOTS_URL"), os.environ.get("PARATUNE_SLOTS_TOKEN")
+    return ServiceSlots(url, token) if url and token else NoSlotLimit()
+
+
+@contextmanager
+def controller_signals(campaign: str) -> Iterator[None]:
+    """SIGTERM raises `Detached` (once: a second one while leaving is ignored); SIGINT raises
+    KeyboardInterrupt even where the parent started us with it ignored. Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    detaching = False
+
+    def detach(signum, frame) -> None:
+        nonlocal detaching
+        if not detaching:
+            detaching = True
+            raise Detached(campaign)
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, detach)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
 def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
-    preflight(spec)  # one-line errors before the progress display and before any file
-    with CampaignProgress(console, spec) as progress:
-        controller = Controller(spec, on_event=progress.update)
-        if resume:
-            progress.already_done(controller.view.records())
-        summary = controller.run(resume=resume)
+    with controller_signals(spec.name):
+        preflight(spec)  # one-line errors before the progress display and before any file
+        with CampaignProgress(console, spec) as progress:
+            controller = Controller(spec, on_event=progress.update, slots=trial_slots())
+            if resume:
+                progress.already_done(controller.view.records())
+            summary = controller.run(resume=resume)
     progress.print_summary(out, summary)
     backlog = _mlflow_backlog(spec, summary.records)
     if backlog and backlog["not_in_mlflow"]:  # a warning, not a failure: the journal has them
@@ -79,6 +123,16 @@ def resume(
 ) -> None:
     """Continue a stopped or crashed campaign; finished trials are not run again."""
     _run_campaign(load_campaign_spec(runs_root(runs_dir), campaign), resume=True)
+
+
+def cancel(
+    campaign: str = typer.Argument(..., help="campaign name"),
+    runs_dir: Optional[Path] = RUNS_DIR_OPTION,
+) -> None:
+    """Cancel a campaign whose controller has stopped: end the trials it left running."""
+    stopped = Controller(load_campaign_spec(runs_root(runs_dir), campaign)).cancel()
+    out.print(f"cancelled {campaign}: stopped {stopped} running trial{'s' * (stopped != 1)}",
+              markup=False, highlight=False, soft_wrap=True)
 
 
 # ---------------------------------------------------------------------------------- results
