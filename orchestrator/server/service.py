@@ -45,6 +45,7 @@ class Service:
             "final": row.state in FINAL_STATES, "cancel_requested": row.cancel_requested,
             "submitted_at": row.submitted_at, "started_at": row.started_at,
             "ended_at": row.ended_at, "restarts": row.restarts,
+            "controller_pid": row.controller_pid,
             **progress.to_dict(), "gpu_hours_budget": row.gpu_hours_budget,
             "report_url": f"/api/campaigns/{row.name}/report",
             "mlflow_url": self.links.link(progress.mlflow_uri, progress.experiment),

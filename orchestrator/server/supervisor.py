@@ -18,6 +18,7 @@ from orchestrator.server.auth import new_token
 from orchestrator.server.config import ServiceConfig
 from orchestrator.server.controller_process import (
     CANCEL,
+    CONTROL,
     GONE,
     ControllerProcess,
     controller_argv,
@@ -99,21 +100,21 @@ class Supervisor:
             return
         code = process.poll()
         if code is None:
-            if row.cancel_requested and not process.interrupted:
+            if row.cancel_requested and process.purpose == CONTROL and not process.interrupted:
                 process.interrupt()
             return
         del self.processes[row.name]
         row.controller_pid = row.controller_start = None
-        if process.purpose == CANCEL:
-            self._final(row, CANCELLED, "cancelled")
+        if process.purpose == CANCEL:  # a campaign that finished first stays finished
+            finished = self.progress.progress(row.name).journal_state == "finished"
+            self._final(row, FINISHED if finished else CANCELLED, None if finished else "cancelled")
         else:
             self._ended(row, code)
 
     def _ended(self, row: Campaign, code: int | object) -> None:
         journal_state = self.progress.progress(row.name).journal_state
         if row.cancel_requested or code == EXIT_CANCELLED or journal_state == "cancelled":
-            if code != EXIT_CANCELLED and journal_state != "cancelled" \
-                    and self._cancel_leftovers(row):
+            if journal_state != "cancelled" and self._cancel_leftovers(row):
                 return  # cancelled once `paratune cancel` has ended the trials
             self._final(row, CANCELLED, "cancelled" if row.cancel_requested
                         else "the controller was interrupted; its trials were cancelled")
@@ -139,9 +140,9 @@ class Supervisor:
         row.held_slots, row.waiting_since, row.slot_digest = 0, None, None
 
     def _cancel_leftovers(self, row: Campaign) -> bool:
-        """A controller that did not cancel its own trials (it had died, or detached):
-        start `paratune cancel`, which re-attaches to them and ends them. False when the
-        campaign never started a trial."""
+        """Start `paratune cancel`: it ends the trials a dead or detached controller left
+        running, and journals the campaign as cancelled (a controller interrupted with SIGINT
+        stops its trials but leaves its campaign resumable). False when nothing was started."""
         if not (self.config.runs_dir / row.name / SPEC_FILE).exists():
             return False
         process = ControllerProcess.launch(controller_argv("cancel", row.name), self._env(),

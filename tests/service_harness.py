@@ -1,0 +1,121 @@
+"""A real `paratune server` process on a loopback port, for the service tests: started with
+the CLI, talked to over HTTP, stopped by its PID (SIGTERM, or SIGKILL to test a crash)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from conftest import ROOT
+
+from orchestrator.processes import descendants
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServiceProcess:
+    def __init__(self, state_dir: Path, database_url: str, *extra: str):
+        self.state_dir = state_dir
+        self.database_url = database_url
+        self.extra = list(extra)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
+        self.env.pop("PARATUNE_RUNS_DIR", None)
+        self.env.pop("MLFLOW_TRACKING_URI", None)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.state_dir / "runs"
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT,
+                              env=self.env, capture_output=True, text=True, timeout=120)
+
+    def token(self, user: str, admin: bool = False) -> str:
+        done = self.cli("server", "token", "create", "--user", user, "--state-dir",
+                        str(self.state_dir), "--database", self.database_url,
+                        *(["--admin"] if admin else []))
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def start(self) -> "ServiceProcess":
+        log = open(self.state_dir / "server.log", "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "server", "--port", str(self.port),
+             "--state-dir", str(self.state_dir), "--database", self.database_url, *self.extra],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, (self.state_dir / "server.log").read_text()
+            try:
+                httpx.get(f"{self.url}/openapi.json", timeout=1)
+                return self
+            except httpx.TransportError:
+                time.sleep(0.2)
+        raise AssertionError("the server did not answer in 60 s")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: no shutdown code runs."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        """SIGTERM (controllers detach), then wait for every controller it ran to end."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        below = descendants(self.process.pid)
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(90)
+        deadline = time.monotonic() + 60
+        while any(_alive(pid) for pid in below) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def api(self, method: str, path: str, token: str, **kw) -> httpx.Response:
+        return httpx.request(method, f"{self.url}{path}", timeout=30,
+                             headers={"Authorization": f"Bearer {token}"}, **kw)
+
+    def submit(self, token: str, spec: Path, *overrides: str, **body) -> httpx.Response:
+        return self.api("POST", "/api/campaigns", token, json={
+            "spec_yaml": spec.read_text(), "set": list(overrides), "workdir": str(ROOT), **body})
+
+    def campaign(self, token: str, name: str) -> dict:
+        response = self.api("GET", f"/api/campaigns/{name}", token)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def wait_final(self, token: str, names: list[str], timeout_s: float = 240) -> dict[str, dict]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = {n: self.campaign(token, n) for n in names}
+            if all(c["final"] for c in found.values()):
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(json.dumps(found, indent=1)[:3000] + self.logs())
+            time.sleep(0.5)
+
+    def logs(self) -> str:
+        parts = [(self.state_dir / "server.log").read_text(errors="replace")[-3000:]]
+        for log in sorted((self.state_dir / "logs").glob("*.log")):
+            parts.append(f"--- {log.name}\n" + log.read_text(errors="replace")[-2000:])
+        return "\n".join(parts)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").exists() and " Z " not in Path(f"/proc/{pid}/stat").read_text()

@@ -1,0 +1,200 @@
+"""The campaign service against a real server process, on SQLite and on a real PostgreSQL:
+crash and restart, supervised controllers, the cluster-wide trial limit, quotas, cancel and
+authentication."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, ROOT, journal_events
+from service_harness import ServiceProcess
+
+from orchestrator.journal import Journal
+from orchestrator.processes import live_pids
+
+SIMULATED = EXAMPLES / "frontier-175b.yaml"
+QUICKSTART = EXAMPLES / "quickstart.yaml"
+
+
+def simulated(name: str, trials: int = 8, concurrent: int = 2, latency: float = 0.4,
+              tracking: bool = True) -> list[str]:
+    return [f"name={name}", f"budget.max_trials={trials}", f"budget.max_concurrent={concurrent}",
+            f"backend.latency_s={latency}", f"tracking.enabled={str(tracking).lower()}",
+            "backend.noise=0.0"]
+
+
+@pytest.fixture
+def service(tmp_path, database_url):
+    started: list[ServiceProcess] = []
+
+    def make(*extra: str) -> ServiceProcess:
+        server = ServiceProcess(tmp_path / "service", database_url, *extra)
+        server.state_dir.mkdir(exist_ok=True)
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+def finished_events(runs: Path, name: str) -> collections.Counter:
+    return collections.Counter(e["trial_id"] for e in journal_events(runs / name)
+                               if e["event"] == "finished")
+
+
+def mlflow_trial_ids(runs: Path, name: str) -> collections.Counter:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name(f"paratune/{name}")
+    found = client.search_runs([experiment.experiment_id],
+                               filter_string="tags.`paratune.kind` = 'trial'", max_results=5000)
+    return collections.Counter(r.data.tags["paratune.trial_id"] for r in found)
+
+
+def test_server_killed_midway_resumes_every_campaign(service):
+    server = service("--max-running", "4").start()
+    token = server.token("alice")
+    names = ["sim-a", "sim-b", "sim-c"]
+    for name in names:
+        assert server.submit(token, SIMULATED, *simulated(name, trials=10, latency=0.6)
+                             ).status_code == 201
+    real = server.submit(token, QUICKSTART, "name=real-trials", "budget.max_trials=2",
+                         "trial.steps=4", "trial.warmup_steps=1")
+    assert real.status_code == 201, real.text
+    names.append("real-trials")
+    deadline = time.monotonic() + 120  # mid-way: every campaign has started some trials
+    while not all(server.campaign(token, n)["trials"] >= 1 for n in names):
+        assert time.monotonic() < deadline, server.logs()
+        time.sleep(0.3)
+    server.kill()
+
+    server = service("--max-running", "4").start()
+    done = server.wait_final(token, names)
+    for name, campaign in done.items():
+        assert campaign["state"] == "finished", (name, campaign, server.logs())
+        records = Journal(server.runs_dir / name / "journal.jsonl").trials()
+        finished = finished_events(server.runs_dir, name)
+        ran = [r.trial_id for r in records.values() if r.result.status != "infeasible"]
+        assert set(finished) == set(records) and max(finished.values()) == 1, finished
+        assert mlflow_trial_ids(server.runs_dir, name) == collections.Counter(ran), name
+    assert done["real-trials"]["counts"].get("ok", 0) >= 1
+
+
+def test_a_killed_controller_is_restarted(service):
+    server = service().start()
+    token = server.token("alice")
+    server.submit(token, SIMULATED, *simulated("restarted", trials=8, latency=0.5))
+    deadline = time.monotonic() + 60
+    while not server.campaign(token, "restarted")["trials"]:
+        assert time.monotonic() < deadline, server.logs()
+        time.sleep(0.2)
+    pid = server.campaign(token, "restarted")["controller_pid"]
+    os.kill(pid, signal.SIGKILL)
+    campaign = server.wait_final(token, ["restarted"])["restarted"]
+    assert campaign["state"] == "finished", server.logs()
+    assert campaign["restarts"] == 1
+    assert max(finished_events(server.runs_dir, "restarted").values()) == 1
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    running = peak = 0
+    for _, step in edges:  # at equal times an end (-1) sorts before a start
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def test_cluster_wide_trial_limit_is_shared(service):
+    server = service("--max-trials", "2").start()
+    token = server.token("alice")
+    names = ["share-a", "share-b", "share-c"]
+    for name in names:
+        server.submit(token, SIMULATED, *simulated(name, trials=6, latency=0.5, tracking=False))
+    server.wait_final(token, names)
+    intervals, per_campaign = [], {}
+    for name in names:
+        records = Journal(server.runs_dir / name / "journal.jsonl").trials().values()
+        ran = [r for r in records if r.submitted_at is not None]
+        intervals += [(r.submitted_at, r.finished_at) for r in ran]
+        per_campaign[name] = len(ran)
+    assert max_overlap(intervals) <= 2
+    assert all(n >= 1 for n in per_campaign.values()), per_campaign
+    assert max_overlap(intervals) == 2  # the limit is used, not just respected
+
+
+def test_quota_refuses_admission(service):
+    server = service().start()
+    admin = server.token("root", admin=True)
+    token = server.token("bob")
+    assert server.api("POST", "/api/quotas", admin, json={
+        "scope": "user", "name": "bob", "gpu_hours": 1.0}).status_code == 200
+    refused = server.submit(token, SIMULATED, *simulated("too-big"), "budget.gpu_hours=5")
+    assert refused.status_code == 403
+    assert "quota of user 'bob': 1 GPU-hours" in refused.json()["detail"]
+    unbounded = server.submit(token, SIMULATED, *simulated("unbounded"))
+    assert unbounded.status_code == 403 and "budget.gpu_hours" in unbounded.json()["detail"]
+    fits = server.submit(token, SIMULATED, *simulated("fits"), "budget.gpu_hours=0.5")
+    assert fits.status_code == 201
+    again = server.submit(token, SIMULATED, *simulated("no-room"), "budget.gpu_hours=0.6")
+    assert again.status_code == 403, again.text  # 0.5 reserved by the queued one
+    assert server.api("POST", "/api/quotas", token, json={
+        "scope": "user", "name": "bob", "gpu_hours": 99}).status_code == 403
+
+
+def trial_processes(folder: Path) -> list[int]:
+    marker = str(folder).encode()
+    found = []
+    for pid in live_pids():
+        try:
+            if marker in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+def test_cancel_stops_running_trials(service):
+    server = service().start()
+    token = server.token("alice")
+    response = server.submit(token, QUICKSTART, "name=cancel-me", "trial.steps=100000",
+                             "trial.timeout_s=600", "tracking.enabled=false")
+    assert response.status_code == 201, response.text
+    campaign_dir = server.runs_dir / "cancel-me"
+    deadline = time.monotonic() + 120
+    while not trial_processes(campaign_dir / "trials"):
+        assert time.monotonic() < deadline, server.logs()
+        time.sleep(0.3)
+    assert server.api("POST", "/api/campaigns/cancel-me/cancel", token).status_code == 200
+    campaign = server.wait_final(token, ["cancel-me"], timeout_s=60)["cancel-me"]
+    assert campaign["state"] == "cancelled"
+    time.sleep(0.5)
+    assert trial_processes(campaign_dir / "trials") == []
+    events = [e["event"] for e in journal_events(campaign_dir)]
+    assert "campaign_cancelled" in events, server.logs()
+
+
+def test_authentication_and_one_line_errors(service):
+    server = service().start()
+    alice, bob = server.token("alice"), server.token("bob")
+    assert server.api("GET", "/api/campaigns", "not-a-token").status_code == 401
+    assert server.api("GET", "/api/whoami", alice).json() == {"user": "alice", "admin": False}
+    assert server.submit(alice, SIMULATED, *simulated("alices", latency=5)).status_code == 201
+    forbidden = server.api("POST", "/api/campaigns/alices/cancel", bob)
+    assert forbidden.status_code == 403 and "belongs to 'alice'" in forbidden.json()["detail"]
+    malformed = server.api("POST", "/api/campaigns", alice,
+                           json={"spec_yaml": "name: x\nmodel: [unclosed\n", "workdir": str(ROOT)})
+    assert malformed.status_code == 422
+    detail = malformed.json()["detail"]
+    assert "\n" not in detail and detail.startswith("submitted spec: line")
+    wrong_key = server.submit(alice, SIMULATED, "budget.max_trails=3")
+    assert wrong_key.status_code == 422 and "max_trails" in wrong_key.json()["detail"]
+    assert server.api("GET", "/api/campaigns/alices", bob).json()["owner"] == "alice"
+    assert server.api("POST", "/api/campaigns/alices/cancel", alice).status_code == 200
