@@ -1,5 +1,6 @@
 """`paratune run`, `resume`, `status` and `best`: start and continue campaigns, read their
-results and export the winner."""
+results and export the winner (`status` and `best` are registered through cli.remote, which
+asks a server instead when one is given)."""
 
 from __future__ import annotations
 
@@ -173,3 +174,12 @@ def best(
         sys.stdout.write(text)
     else:
         console.print(f"wrote {output}")
+
+
+# ---------------------------------------------------------------------------------- cancel
+
+
+def cancel_local(campaign: str, runs_dir: Optional[Path]) -> None:
+    """Cancel a campaign of the local runs directory (`paratune cancel` without a server)."""
+    raise UserError(f"cancel: cancelling {campaign!r} needs --server URL (or $PARATUNE_SERVER); "
+                    "a campaign running here stops with Ctrl-C in its terminal")
