@@ -1,9 +1,10 @@
 """The `paratune` command line. Bad input is one line on stderr and exit code 2, never a traceback.
 
-Each command is a plain function in one of the command modules (campaigns, cost_model,
-reports); this module registers them on the Typer app. `status`, `best`, `plan` and `estimate`
-take `--json` and then print exactly one JSON object on stdout. An interrupt exits with 130,
-a controller detached by SIGTERM with 143 (128 + the signal, as a shell reports it).
+Each command is a plain function in one of the command modules (campaigns, cost_model, reports,
+and remote: the ones that may go through the campaign service); this module registers them on
+the Typer app. `status`, `best`, `plan`, `estimate`, `submit`, `ls` and `cancel` take `--json`
+and then print exactly one JSON object on stdout. An interrupt exits with 130, a controller
+detached by SIGTERM with 143 (128 + the signal, as a shell reports it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import click
 import typer
 
-from orchestrator.cli import campaigns, cost_model, reports
+from orchestrator.cli import campaigns, cost_model, remote, reports
 from orchestrator.cli.common import console
 from orchestrator.cli.service import server_app
 from orchestrator.errors import Detached, UserError, one_line
@@ -23,9 +24,9 @@ app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
     help="Find the fastest parallelism and sharding for training an LLM on a cluster.",
 )
-for command in (campaigns.run, campaigns.resume, campaigns.cancel, campaigns.status,
-                campaigns.best, cost_model.plan, cost_model.estimate, cost_model.calibrate,
-                reports.report, reports.ui):
+for command in (campaigns.run, campaigns.resume, remote.status, remote.best,
+                cost_model.plan, cost_model.estimate, cost_model.calibrate,
+                reports.report, reports.ui, remote.submit, remote.ls, remote.cancel, remote.logs):
     app.command()(command)
 app.add_typer(server_app, name="server")
 

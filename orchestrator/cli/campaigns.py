@@ -1,5 +1,6 @@
 """`paratune run`, `resume`, `cancel`, `status` and `best`: start, continue and cancel
-campaigns, read their results and export the winner.
+campaigns, read their results and export the winner. `cancel`, `status` and `best` are
+registered through cli.remote, which asks a campaign service instead when one is given.
 
 A controller run here answers signals as the campaign service expects of its children: SIGTERM
 detaches (trials run on, `resume` re-attaches them; exit code 143), SIGINT cancels the running
@@ -125,11 +126,9 @@ def resume(
     _run_campaign(load_campaign_spec(runs_root(runs_dir), campaign), resume=True)
 
 
-def cancel(
-    campaign: str = typer.Argument(..., help="campaign name"),
-    runs_dir: Optional[Path] = RUNS_DIR_OPTION,
-) -> None:
-    """Cancel a campaign whose controller has stopped: end the trials it left running."""
+def cancel_local(campaign: str, runs_dir: Optional[Path]) -> None:
+    """`paratune cancel` without a server: end the trials a stopped controller left running
+    (a running controller holds the lock, and is named in the error)."""
     stopped = Controller(load_campaign_spec(runs_root(runs_dir), campaign)).cancel()
     out.print(f"cancelled {campaign}: stopped {stopped} running trial{'s' * (stopped != 1)}",
               markup=False, highlight=False, soft_wrap=True)

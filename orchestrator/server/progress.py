@@ -18,7 +18,7 @@ from orchestrator.spec import load_campaign_spec
 
 @dataclass
 class Progress:
-    trials: int = 0
+    trials: int = 0  # run or running (of max_trials); pruned layouts are only in counts
     max_trials: int = 0
     running: int = 0
     counts: dict[str, int] = field(default_factory=dict)
@@ -74,10 +74,11 @@ def _read(view: CampaignView) -> Progress:
     records = summary.records
     metric = view.objective.metric
     best = summary.best
+    budget = view.budget(records)  # trials as the budget counts them: pruned layouts never ran
     return Progress(
-        trials=len(records), max_trials=view.spec.budget.max_trials,
+        trials=budget.trials, max_trials=view.spec.budget.max_trials,
         running=sum(1 for r in records if r.submitted_at is not None and not r.done),
-        counts=summary.counts(), gpu_hours=view.budget(records).gpu_hours,
+        counts=summary.counts(), gpu_hours=budget.gpu_hours,
         best=None if best is None else {
             "trial_id": best.trial_id, "config": best.config.to_dict(), "metric": metric,
             "value": best.result.metric(metric)},
