@@ -19,11 +19,11 @@ import statistics
 import time
 from multiprocessing import Pool
 
-from orchestrator.objective import Objective
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.costmodel import cost_model_for
-from orchestrator.searchers import make_searcher
+from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
+from orchestrator.searchers import make_searcher
 from orchestrator.spec import load_spec
 
 MAX_TRIALS = 60

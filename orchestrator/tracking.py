@@ -8,7 +8,10 @@ run starts and ends when the trial did (the journal's times), not when it is wri
 
 from __future__ import annotations
 
+import fcntl
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,24 @@ def _fast_sqlite() -> None:
     _fast_sqlite.done = True
 
 
+@contextmanager
+def _first_use(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock on `<store>.lock` while a SQLite store is opened: MLflow creates
+    and migrates its tables on first use, and two controllers doing so at once (a service
+    starting campaigns together) leave a store that fails with "table already exists"."""
+    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if not path or path == ":memory:":
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else int(seconds * 1000)
 
@@ -55,8 +76,10 @@ class Tracker:
         if uri.startswith("sqlite:"):
             _fast_sqlite()
         self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
-        self.experiment_id = self._experiment(experiment, artifact_root, experiment_tags(objective))
+        with _first_use(uri):
+            self.client = MlflowClient(tracking_uri=uri)
+            self.experiment_id = self._experiment(experiment, artifact_root,
+                                                  experiment_tags(objective))
 
     def _experiment(self, name: str, artifact_root: Path | None, tags: dict[str, str]) -> str:
         found = self.client.get_experiment_by_name(name)

@@ -116,7 +116,10 @@ class TrackingSession:
         if not missing or not self._available():
             self.behind = bool(missing)
             return 0
-        existing = self._call(self.tracker.trial_runs) or {}
+        existing = self._call(self.tracker.trial_runs)
+        if existing is None:  # unknown which runs exist: writing now could duplicate one
+            self.behind = True
+            return 0
         for record in missing:
             run_id, finished = existing.get(record.trial_id, (None, False))
             if run_id and finished:
@@ -129,6 +132,8 @@ class TrackingSession:
         return sum(1 for r in missing if r.run_id is not None)
 
     def finish(self, summary: dict[str, Any], records: list[TrialRecord], metric: str) -> None:
+        self._down_since = None  # the end is worth one more try, whatever the retry interval
+        self.sync(records)
         if not self._available():
             return
         table = {

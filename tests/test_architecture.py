@@ -94,6 +94,11 @@ FORBIDDEN = [
     ("orchestrator.searchers", "orchestrator.backends"),  # searchers propose, backends run
     ("orchestrator.backends", "orchestrator.searchers"),
     ("orchestrator.", "orchestrator.cli"),  # the core knows no screen
+    ("orchestrator.", "orchestrator.server"),  # ... and no HTTP
+    ("orchestrator.server", "orchestrator.controller"),  # controllers run as child processes
+    ("orchestrator.server", "orchestrator.scheduler"),  # the service never schedules trials
+    ("orchestrator.server", "orchestrator.backends"),
+    ("orchestrator.server", "orchestrator.cli"),
     ("dashboards", "orchestrator.cli"),
     ("jobs", "orchestrator.spec"),  # a trial runs with only torch installed
     ("jobs", "orchestrator.controller"),
@@ -103,8 +108,9 @@ FORBIDDEN = [
 @pytest.mark.parametrize("importer,imported", FORBIDDEN)
 def test_forbidden_imports(importer, imported):
     graph = import_graph()
-    if importer == "orchestrator.":  # everything but the CLI itself
-        graph = {k: v for k, v in graph.items() if not k.startswith("orchestrator.cli")}
+    if importer == "orchestrator.":  # everything but the CLI and the service themselves
+        graph = {k: v for k, v in graph.items()
+                 if not k.startswith(("orchestrator.cli", "orchestrator.server"))}
     assert _imports(graph, importer, imported) == []
 
 

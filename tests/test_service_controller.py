@@ -20,12 +20,12 @@ from conftest import ROOT, journal_events, run_cli_process, write_spec
 from test_controller import FakeBackend
 
 from orchestrator import scheduler
-from orchestrator.backends.trial_process import is_running, kill_tree
 from orchestrator.campaign import CampaignView
 from orchestrator.cli.campaigns import trial_slots
 from orchestrator.controller import Controller
 from orchestrator.errors import CampaignStateError, Detached
 from orchestrator.journal import Journal
+from orchestrator.processes import is_running, kill_tree
 from orchestrator.slots import NoSlotLimit, ServiceSlots, TrialSlots
 from orchestrator.spec import spec_from_dict
 
