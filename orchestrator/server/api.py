@@ -22,7 +22,7 @@ from dashboards.report import render
 from dashboards.report_data import report_data
 from orchestrator.errors import UserError, one_line
 from orchestrator.export import FORMATS, export
-from orchestrator.server.auth import digest, user_for
+from orchestrator.server.auth import Authenticator, digest
 from orchestrator.server.db import CANCELLED, QUEUED, RUNNING, Campaign, User
 from orchestrator.server.quotas import refusal, set_quota
 from orchestrator.server.service import Service
@@ -55,9 +55,12 @@ def create_app(service: Service) -> FastAPI:
     app = FastAPI(title="ParaTune campaign service",
                   description="Submit, watch and cancel tuning campaigns on a shared cluster.")
     bearer = HTTPBearer(auto_error=False)
+    authenticate = Authenticator(service.db)
 
-    def user(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> User:
-        found = user_for(service.db, credentials.credentials) if credentials else None
+    # The polled paths (user, campaign, campaigns) are async: their work is a cache hit or one
+    # short read, cheaper on the event loop than a hand-off to the thread pool.
+    async def user(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> User:
+        found = authenticate(credentials.credentials) if credentials else None
         if found is None:
             raise HTTPException(401, "missing or unknown token; create one with "
                                      "`paratune server token create --user NAME`",
@@ -82,7 +85,7 @@ def create_app(service: Service) -> FastAPI:
         return FileResponse(WEB_PAGE, media_type="text/html")
 
     @app.get("/api/whoami")
-    def whoami(me: User = Depends(user)):
+    async def whoami(me: User = Depends(user)):
         return {"user": me.name, "admin": me.admin}
 
     @app.post("/api/campaigns", status_code=201)
@@ -108,13 +111,13 @@ def create_app(service: Service) -> FastAPI:
         return service.describe(row)
 
     @app.get("/api/campaigns")
-    def campaigns(_me: User = Depends(user)):
+    async def campaigns(_me: User = Depends(user)):
         with service.db.session() as s:
             rows = s.scalars(select(Campaign).order_by(Campaign.submitted_at)).all()
         return {"campaigns": [service.describe(r) for r in rows]}
 
     @app.get("/api/campaigns/{name}")
-    def campaign(name: str, _me: User = Depends(user)):
+    async def campaign(name: str, _me: User = Depends(user)):
         return service.describe(campaign_row(name))
 
     @app.post("/api/campaigns/{name}/cancel")

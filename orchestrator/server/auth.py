@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import threading
+import time
 
 from sqlalchemy import select
 
@@ -53,4 +55,29 @@ def user_for(db: Database, token: str) -> User | None:
                         .where(Token.digest == digest(token)))
         if user is not None:
             s.expunge(user)
+        return user
+
+
+class Authenticator:
+    """`user_for` with each answer kept for `ttl_s`: every poll of every client is
+    authenticated, and one lookup a few seconds is enough (a token is never edited, only
+    created)."""
+
+    def __init__(self, db: Database, ttl_s: float = 5.0):
+        self.db = db
+        self.ttl_s = ttl_s
+        self._known: dict[str, tuple[float, User]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, token: str) -> User | None:
+        key = digest(token)
+        now = time.monotonic()
+        with self._lock:
+            hit = self._known.get(key)
+        if hit and now - hit[0] < self.ttl_s:
+            return hit[1]
+        user = user_for(self.db, token)
+        if user is not None:
+            with self._lock:
+                self._known[key] = (now, user)
         return user

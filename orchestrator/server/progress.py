@@ -37,14 +37,23 @@ class ProgressCache:
     def __init__(self, runs_dir: Path):
         self.runs_dir = runs_dir
         self._cache: dict[str, tuple[tuple[int, int], Progress]] = {}
+        self._views: dict[str, CampaignView] = {}
+        self._reading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def view(self, name: str) -> CampaignView | None:
-        """The campaign's view once its controller has saved the spec; None before."""
-        try:
-            return CampaignView(load_campaign_spec(self.runs_dir, name))
-        except UserError:
-            return None
+        """The campaign's view once its controller has saved the spec; None before. A saved
+        spec never changes, so its view is read once."""
+        with self._lock:
+            view = self._views.get(name)
+        if view is None:
+            try:
+                view = CampaignView(load_campaign_spec(self.runs_dir, name))
+            except UserError:
+                return None
+            with self._lock:
+                self._views[name] = view
+        return view
 
     def progress(self, name: str, max_trials: int = 0) -> Progress:
         view = self.view(name)
@@ -53,11 +62,17 @@ class ProgressCache:
         stamp = _stamp(view.journal.path)
         with self._lock:
             cached = self._cache.get(name)
+            reading = self._reading.setdefault(name, threading.Lock())
         if cached and cached[0] == stamp:
             return cached[1]
-        progress = _read(view)
-        with self._lock:
-            self._cache[name] = (stamp, progress)
+        with reading:  # one reader per campaign; the others wait and take its answer
+            with self._lock:
+                cached = self._cache.get(name)
+            if cached and cached[0] == stamp:
+                return cached[1]
+            progress = _read(view)
+            with self._lock:
+                self._cache[name] = (stamp, progress)
         return progress
 
 
