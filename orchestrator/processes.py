@@ -18,7 +18,7 @@ def _stat(pid: int) -> list[str] | None:
     return stat.rsplit(")", 1)[1].split()  # the name, in parentheses, may hold spaces
 
 
-def _parent_of(pid: int) -> int | None:
+def parent_of(pid: int) -> int | None:
     fields = _stat(pid)
     return int(fields[1]) if fields else None
 
@@ -44,7 +44,7 @@ def descendants(pid: int) -> list[int]:
     """Every live process below `pid`."""
     children: dict[int, list[int]] = {}
     for child in live_pids():
-        parent = _parent_of(child)
+        parent = parent_of(child)
         if parent is not None:
             children.setdefault(parent, []).append(child)
     found, stack = [], [pid]

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 from conftest import ROOT
 
-from orchestrator.processes import descendants
+from orchestrator.processes import live_pids, parent_of
 
 
 def free_port() -> int:
@@ -73,14 +73,15 @@ class ServiceProcess:
         self.process.wait(30)
 
     def stop(self) -> None:
-        """SIGTERM (controllers detach), then wait for every controller it ran to end."""
+        """SIGTERM (controllers detach), then wait for the controllers it ran (its children;
+        their trials may run on) to end."""
         if self.process is None or self.process.poll() is not None:
             return
-        below = descendants(self.process.pid)
+        controllers = [p for p in live_pids() if parent_of(p) == self.process.pid]
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(90)
         deadline = time.monotonic() + 60
-        while any(_alive(pid) for pid in below) and time.monotonic() < deadline:
+        while any(_alive(pid) for pid in controllers) and time.monotonic() < deadline:
             time.sleep(0.2)
 
     def api(self, method: str, path: str, token: str, **kw) -> httpx.Response:

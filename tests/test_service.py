@@ -198,3 +198,42 @@ def test_authentication_and_one_line_errors(service):
     assert wrong_key.status_code == 422 and "max_trails" in wrong_key.json()["detail"]
     assert server.api("GET", "/api/campaigns/alices", bob).json()["owner"] == "alice"
     assert server.api("POST", "/api/campaigns/alices/cancel", alice).status_code == 200
+
+
+def test_sigterm_detaches_and_the_next_server_reattaches(service):
+    """A graceful stop leaves the running trial alive; the next server resumes the campaign,
+    which takes the trial over instead of running it again."""
+    server = service().start()
+    token = server.token("alice")
+    server.submit(token, QUICKSTART, "name=detach", "budget.max_trials=1", "trial.steps=30",
+                  "trial.warmup_steps=1", "tracking.enabled=false")
+    campaign_dir = server.runs_dir / "detach"
+    deadline = time.monotonic() + 120
+    while not trial_processes(campaign_dir / "trials"):
+        assert time.monotonic() < deadline, server.logs()
+        time.sleep(0.2)
+    server.stop()
+    assert trial_processes(campaign_dir / "trials"), "the trial died with the service"
+    server = service().start()
+    done = server.wait_final(token, ["detach"])["detach"]
+    assert done["state"] == "finished" and done["counts"] == {"ok": 1}, server.logs()
+    events = [e["event"] for e in journal_events(campaign_dir)]
+    assert events.count("submitted") == 1 and "reattached" in events
+
+
+def test_queue_starts_higher_priority_first(service):
+    server = service("--max-running", "1").start()
+    token = server.token("alice")
+    server.submit(token, SIMULATED, *simulated("first", trials=3, latency=0.5, tracking=False))
+    deadline = time.monotonic() + 30
+    while server.campaign(token, "first")["state"] == "queued":  # the queue is read each tick
+        assert time.monotonic() < deadline, server.logs()
+        time.sleep(0.1)
+    server.submit(token, SIMULATED, *simulated("low", trials=2, tracking=False), priority=0)
+    server.submit(token, SIMULATED, *simulated("high", trials=2, tracking=False), priority=5)
+    waiting = server.campaign(token, "low")
+    assert waiting["state"] == "queued"
+    done = server.wait_final(token, ["first", "low", "high"])
+    assert done["high"]["started_at"] < done["low"]["started_at"]
+    assert done["high"]["started_at"] >= done["first"]["ended_at"], (done, server.logs())
+    assert all(c["state"] == "finished" for c in done.values())
