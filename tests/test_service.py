@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from conftest import EXAMPLES, ROOT, journal_events
 from service_harness import ServiceProcess
@@ -147,6 +148,16 @@ def test_quota_refuses_admission(service):
     assert again.status_code == 403, again.text  # 0.5 reserved by the queued one
     assert server.api("POST", "/api/quotas", token, json={
         "scope": "user", "name": "bob", "gpu_hours": 99}).status_code == 403
+    carol = server.token("carol")  # no quota of her own, but her project has one
+    assert server.api("POST", "/api/quotas", admin, json={
+        "scope": "project", "name": "llm", "gpu_hours": 2.0}).status_code == 200
+    assert server.submit(carol, SIMULATED, *simulated("in-project"), "budget.gpu_hours=1.5",
+                         project="llm").status_code == 201
+    over = server.submit(carol, SIMULATED, *simulated("over-project"), "budget.gpu_hours=1",
+                         project="llm")
+    assert over.status_code == 403 and "quota of project 'llm'" in over.json()["detail"]
+    assert server.submit(carol, SIMULATED, *simulated("no-project"),
+                         "budget.gpu_hours=1").status_code == 201
 
 
 def trial_processes(folder: Path) -> list[int]:
@@ -185,6 +196,10 @@ def test_authentication_and_one_line_errors(service):
     server = service().start()
     alice, bob = server.token("alice"), server.token("bob")
     assert server.api("GET", "/api/campaigns", "not-a-token").status_code == 401
+    assert httpx.get(f"{server.url}/api/campaigns").status_code == 401  # no token at all
+    paths = httpx.get(f"{server.url}/openapi.json").json()["paths"]
+    assert {"/api/campaigns", "/api/campaigns/{name}/cancel", "/api/campaigns/{name}/logs",
+            "/api/campaigns/{name}/best", "/api/quotas"} <= set(paths)
     assert server.api("GET", "/api/whoami", alice).json() == {"user": "alice", "admin": False}
     assert server.submit(alice, SIMULATED, *simulated("alices", latency=5)).status_code == 201
     forbidden = server.api("POST", "/api/campaigns/alices/cancel", bob)
