@@ -63,6 +63,20 @@ def journal_events(campaign_dir: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
+def alive_naming(marker: Path) -> list[int]:
+    """Live (not zombie) processes whose command line names `marker` (a trial's folder)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            named = str(marker).encode() in (proc / "cmdline").read_bytes()
+            zombie = "State:\tZ" in (proc / "status").read_text()
+        except (OSError, ValueError):
+            continue
+        if named and not zombie:
+            found.append(int(proc.name))
+    return found
+
+
 def builtin_request(folder_path: Path, trial_id: str, settings: dict, *, timeout_s: float = 120,
                     env: dict | None = None, config=None):
     """A TrialRequest running the built-in job with these settings, for backend tests."""

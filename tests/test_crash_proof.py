@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, journal_events, run_cli_process, write_spec
+from conftest import ROOT, alive_naming, journal_events, run_cli_process, write_spec
 
 from orchestrator.processes import is_running, kill_tree
 
@@ -122,20 +122,6 @@ def test_fault_injection_with_five_controller_kills(tmp_path, runs_dir, capsys):
     assert all(r.info.status in ("FINISHED", "FAILED") for r in runs)
 
 
-def _alive_naming(marker: Path) -> list[int]:
-    """Live (not zombie) processes whose command line names `marker`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            named = str(marker).encode() in (proc / "cmdline").read_bytes()
-            zombie = "State:\tZ" in (proc / "status").read_text()
-        except (OSError, ValueError):
-            continue
-        if named and not zombie:
-            found.append(int(proc.name))
-    return found
-
-
 @pytest.mark.slow
 def test_resume_reattaches_a_local_trial_that_outlived_its_controller(tmp_path, runs_dir):
     """SIGKILL the controller while a torchrun trial runs: the trial goes on, and `resume`
@@ -151,14 +137,14 @@ def test_resume_reattaches_a_local_trial_that_outlived_its_controller(tmp_path, 
     handle: dict = {}
     try:
         deadline = time.time() + 120
-        while time.time() < deadline and len(_alive_naming(folder)) < 3:  # torchrun + 2 ranks
+        while time.time() < deadline and len(alive_naming(folder)) < 3:  # torchrun + 2 ranks
             time.sleep(0.2)
         controller.send_signal(signal.SIGKILL)
         controller.wait()
         events = journal_events(campaign)
         handle = next(e["handle"] for e in events if e["event"] == "submitted")
         assert is_running(handle["pid"], handle["start_time"]), "the trial outlives its controller"
-        assert len(_alive_naming(folder)) >= 3
+        assert len(alive_naming(folder)) >= 3
         assert not any(e["event"] == "finished" for e in events)
 
         resumed = run_cli_process("resume", "orphan", env=env, timeout=300)
@@ -175,4 +161,4 @@ def test_resume_reattaches_a_local_trial_that_outlived_its_controller(tmp_path, 
     result = events[2]["result"]
     assert result["status"] == "ok" and result["tokens_per_s"] > 0
     assert len(result["step_times_s"]) == 40
-    assert not _alive_naming(folder), "no process of the trial is left"
+    assert not alive_naming(folder), "no process of the trial is left"

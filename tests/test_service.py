@@ -12,11 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import EXAMPLES, ROOT, journal_events
+from conftest import EXAMPLES, ROOT, alive_naming, journal_events
 from service_harness import ServiceProcess
 
 from orchestrator.journal import Journal
-from orchestrator.processes import live_pids
 
 SIMULATED = EXAMPLES / "frontier-175b.yaml"
 QUICKSTART = EXAMPLES / "quickstart.yaml"
@@ -160,18 +159,6 @@ def test_quota_refuses_admission(service):
                          "budget.gpu_hours=1").status_code == 201
 
 
-def trial_processes(folder: Path) -> list[int]:
-    marker = str(folder).encode()
-    found = []
-    for pid in live_pids():
-        try:
-            if marker in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-        except OSError:
-            pass
-    return found
-
-
 def test_cancel_stops_running_trials(service):
     server = service().start()
     token = server.token("alice")
@@ -180,14 +167,14 @@ def test_cancel_stops_running_trials(service):
     assert response.status_code == 201, response.text
     campaign_dir = server.runs_dir / "cancel-me"
     deadline = time.monotonic() + 120
-    while not trial_processes(campaign_dir / "trials"):
+    while not alive_naming(campaign_dir / "trials"):
         assert time.monotonic() < deadline, server.logs()
         time.sleep(0.3)
     assert server.api("POST", "/api/campaigns/cancel-me/cancel", token).status_code == 200
     campaign = server.wait_final(token, ["cancel-me"], timeout_s=60)["cancel-me"]
     assert campaign["state"] == "cancelled"
     time.sleep(0.5)
-    assert trial_processes(campaign_dir / "trials") == []
+    assert alive_naming(campaign_dir / "trials") == []
     events = [e["event"] for e in journal_events(campaign_dir)]
     assert "campaign_cancelled" in events, server.logs()
 
@@ -224,11 +211,11 @@ def test_sigterm_detaches_and_the_next_server_reattaches(service):
                   "trial.warmup_steps=1", "tracking.enabled=false")
     campaign_dir = server.runs_dir / "detach"
     deadline = time.monotonic() + 120
-    while not trial_processes(campaign_dir / "trials"):
+    while not alive_naming(campaign_dir / "trials"):
         assert time.monotonic() < deadline, server.logs()
         time.sleep(0.2)
     server.stop()
-    assert trial_processes(campaign_dir / "trials"), "the trial died with the service"
+    assert alive_naming(campaign_dir / "trials"), "the trial died with the service"
     server = service().start()
     done = server.wait_final(token, ["detach"])["detach"]
     assert done["state"] == "finished" and done["counts"] == {"ok": 1}, server.logs()

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, journal_events, run_cli_process, write_spec
+from conftest import ROOT, alive_naming, journal_events, run_cli_process, write_spec
 from test_controller import FakeBackend
 
 from orchestrator import scheduler
@@ -339,20 +339,6 @@ def gone(marker: Path, within_s: float = 15.0) -> bool:
     while alive_naming(marker) and time.time() < deadline:
         time.sleep(0.1)
     return not alive_naming(marker)
-
-
-def alive_naming(marker: Path) -> list[int]:
-    """Live (not zombie) processes whose command line names `marker`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            named = str(marker).encode() in (proc / "cmdline").read_bytes()
-            zombie = "State:\tZ" in (proc / "status").read_text()
-        except (OSError, ValueError):
-            continue
-        if named and not zombie:
-            found.append(int(proc.name))
-    return found
 
 
 class RealTrial:

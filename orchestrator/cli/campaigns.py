@@ -137,12 +137,9 @@ def cancel_local(campaign: str, runs_dir: Optional[Path]) -> None:
 # ---------------------------------------------------------------------------------- results
 
 
-def status(
-    campaign: Optional[str] = typer.Argument(None, help="campaign name; all campaigns if omitted"),
-    runs_dir: Optional[Path] = RUNS_DIR_OPTION,
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Trials done / running / failed, and the best so far."""
+def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> None:
+    """`paratune status` on the local runs directory: trials done / running / failed, and the
+    best so far."""
     root = runs_root(runs_dir)
     names = [campaign] if campaign else sorted(
         p.name for p in root.glob("*") if (p / SPEC_FILE).exists()
@@ -191,16 +188,9 @@ def status(
                       soft_wrap=True)
 
 
-def best(
-    campaign: str = typer.Argument(..., help="campaign name"),
-    fmt: str = typer.Option("yaml", "--format",
-                            help="yaml | torchrun | sbatch | deepspeed | megatron-lm | "
-                                 "megatron-deepspeed (megatron: its old name) | torchtitan"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="write to this file"),
-    runs_dir: Optional[Path] = RUNS_DIR_OPTION,
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """The best configuration, as a launch file."""
+def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Path],
+         as_json: bool) -> None:
+    """`paratune best` on the local runs directory: the best configuration, as a launch file."""
     if fmt not in FORMATS:
         raise UserError(f"--format: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     view = open_campaign(campaign, runs_dir)
