@@ -166,6 +166,7 @@ class Supervisor:
         self.processes[row.name] = process
         row.controller_pid, row.controller_start = process.pid, process.started
         row.started_at = row.started_at or time.time()
+        row.reason = None  # a restart's back-off note no longer applies
         log.info("%s: controller PID %d (%s)", row.name, process.pid, argv[3])
 
     def _env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
