@@ -140,7 +140,7 @@ def estimate(
         out.print(table)
     verdict = "fits" if result.fits else "[red]does NOT fit[/]"
     out.print(f"{verdict}; {result.tokens_per_s:,.0f} tokens/s, "
-              f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}")
+              f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}")
 
 
 def calibrate(

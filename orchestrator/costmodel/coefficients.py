@@ -23,18 +23,23 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class Coefficients:
-    overlap_grad: float = 0.8
+    # AMSP/InternEvo and PyTorch (DDP, FSDP) engines: gradient reduction hides behind the
+    # backward that produces it, weight gathers behind the previous module's compute.
+    overlap_grad: float = 0.6
     overlap_params: float = 0.0
     overlap_broadcast: float = 0.0
+    # DeepSpeed's ZeRO/MiCS/ZeRO++: measured to hide little (AMSP §III, Fig. 2: ZeRO-3 and
+    # MiCS lose most of their MFU to communication at scale).
+    overlap_grad_deepspeed: float = 0.0
+    overlap_params_deepspeed: float = 0.0
     # NCCL bus bandwidth reaches ~80% of the link rate for large messages (nccl-tests on
     # DGX A100/H100 and Slingshot report 75-85%).
     bandwidth_efficiency: float = 0.8
     # Gradient bucket size U: PyTorch DDP's default bucket_cap_mb = 25.
     bucket_bytes: float = 25e6
-    # Weight gathers per layer under ZeRO-3/FSDP/MiCS: one per wrapped unit. FSDP wrapping per
-    # block gives 1, DeepSpeed ZeRO-3 gathers per submodule (up to 7); 2 (attention, MLP) is
-    # the common Megatron-DeepSpeed/InternEvo granularity. Each gather pays its own latency.
-    gathers_per_layer: int = 2
+    # DeepSpeed's allgather_bucket_size default, 5e8 elements of 2 bytes: ZeRO-1/2 gather
+    # updated weights in buckets this size (one all-gather each, not AMSP's broadcasts).
+    gather_bucket_bytes: float = 1e9
     # Fixed time per layer per micro-batch (kernel launches, Python); ~0 for large models.
     launch_overhead_s: float = 20e-6
     # Set by calibration: the measured fraction of raw data-parallel communication that stays
@@ -48,3 +53,8 @@ class Coefficients:
 
     def with_(self, **changes: float) -> "Coefficients":
         return replace(self, **changes)
+
+    def without_overlap(self) -> "Coefficients":
+        """Every collective on the critical path (AMSP Table V's "no overlap" column)."""
+        return replace(self, overlap_grad=0.0, overlap_params=0.0, overlap_broadcast=0.0,
+                       overlap_grad_deepspeed=0.0, overlap_params_deepspeed=0.0)
