@@ -21,6 +21,7 @@ from orchestrator.cli.common import (
     print_ranking,
     rank_spec,
 )
+from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
 from orchestrator.costmodel import cost_model_for
 from orchestrator.errors import UserError
 from orchestrator.spec import CampaignSpec, load_spec, spec_from_dict
@@ -70,11 +71,21 @@ def plan(
     global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size"),
     seq_len: Optional[int] = typer.Option(None, "--seq-len"),
     top_k: int = typer.Option(5, "--top-k", help="1 to 10000"),
+    compare: bool = typer.Option(False, "--compare",
+                                 help="AMSP's plan, MiCS, ZeRO++, ZeRO-1, ZeRO-3 side by side"),
+    nodes: Optional[str] = typer.Option(None, "--nodes", help="sweep node counts: 1,16,128"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The AMSP planner (amsp spaces) or the cost model's top-k (other spaces)."""
     if not 1 <= top_k <= 10_000:
         raise UserError(f"--top-k: {top_k} is out of range; give 1 to 10000")
+    if compare or nodes:
+        if spec_file is None:
+            raise UserError("--compare and --nodes need a SPEC file")
+        node_counts = parse_nodes(nodes) if nodes else None
+        plan_sweep(lambda extra: load_spec(spec_file, [*set_, *extra]), node_counts, compare,
+                   as_json)
+        return
     spec = _spec_from_options(
         spec_file, set_, model, cluster, gpus,
         {"kind": "amsp", "micro_batch_size": [1], "activation_checkpointing": ["none", "full"]},
@@ -120,18 +131,22 @@ def estimate(
     spec = _spec_from_options(spec_file, set_, model, cluster, gpus, space,
                               global_batch_size, seq_len, "estimate")
     candidates = spec.candidates()
-    if len(candidates) != 1:
-        raise UserError(
-            f"{spec.name}: the space holds {len(candidates)} valid configurations; estimate "
-            "needs exactly one (one value per space key, and mbs·dp dividing the global batch)"
-        )
-    result = cost_model_for(spec).estimate(candidates[0])
-    data = {**_describe_spec(spec), **result.to_dict()}
+    chosen = None
+    if len(candidates) == 1:
+        result = cost_model_for(spec).estimate(candidates[0])
+    else:  # a space: the configuration the cost model ranks first (AMSP's plan on amsp spaces)
+        result = rank_spec(spec, 1).best
+        if result is None:
+            raise UserError(f"{spec.name}: none of the space's {len(candidates)} configurations "
+                            f"fits in {spec.cluster.memory_gb:g} GB")
+        chosen = f"the cost model's best of {len(candidates)} configurations"
+    data = {**_describe_spec(spec), **result.to_dict(), "chosen": chosen or "pinned"}
     if as_json:
         print_json(data)
         return
     out.print(f"[bold]{spec.model.name}[/] ({spec.model.num_params / 1e9:.2f}B params) on "
-              f"{spec.world_size} × {spec.cluster.device}: {result.config.key()}")
+              f"{spec.world_size} × {spec.cluster.device}: {result.config.key()}"
+              + (f" ({chosen})" if chosen else ""))
     for title, section, unit in (("memory per device", "memory", "GB"),
                                  ("time per step", "time", "seconds")):
         table = Table(title, unit)

@@ -8,7 +8,7 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
 - PP: one send forward and one backward per micro-batch and stage boundary, v times more when
   interleaved; each TP rank sends 1/t of the activation (Megatron's scatter/gather, §4.1). Bubble (p-1)/(m+p-1) of the step, i.e. (p-1)/(v·m) of the compute.
 - DP and sharding: AMSP's terms (arXiv 2311.00257, §IV-C) on the two-level DP mesh:
-  T_p = M·[2·AG + RS](2Ψ) over (s0p, s1p)                     weights gathered, grads scattered
+  T_p = M·Σ_modules [2·AG + RS](2Ψ_i) over (s0p, s1p)        per module and micro-batch
   T_g = (M-1)·(2Ψ/(U·s_p))·t(AR, U, s0g/s0p × s1g/s1p)          gradient sync when s_g > s_p
   T_os0 = (2Ψ/(U·s_p))·t(AR, U, s0dp/s0p × s1dp/s1p)            gradient sync for the optimizer
   T_os1 = (s_os/s_p)·t(BC, 2Ψ/s_os, s0os/s0p × s1os/s1p)        updated weights spread
@@ -93,7 +93,12 @@ def data_parallel_comm(
         # ZeRO++ hpZ gathers the backward's weights from the node-local secondary shard.
         backward_gather = (fabric.all_gather(unit, f.secondary) if f.secondary > 1
                            else fabric.all_gather(unit, f.s0p, f.s1p))
-        per_unit = (fabric.all_gather(unit, f.s0p, f.s1p) + backward_gather
+        forward_gather = fabric.all_gather(unit, f.s0p, f.s1p)
+        # Full recompute replays the forward: AMSP keeps the weights it gathers for the
+        # replay until the backward (§V-C); DeepSpeed releases them after each module's
+        # forward, so the replay gathers once more.
+        replays = config.activation_checkpointing == "full" and f.engine == "deepspeed"
+        per_unit = (forward_gather * (2 if replays else 1) + backward_gather
                     + fabric.reduce_scatter(unit, f.s0p, f.s1p))
         t_p = m * units * per_unit
     grads = full / f.sp
