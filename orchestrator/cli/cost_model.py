@@ -74,6 +74,7 @@ def plan(
     compare: bool = typer.Option(False, "--compare",
                                  help="AMSP's plan, MiCS, ZeRO++, ZeRO-1, ZeRO-3 side by side"),
     nodes: Optional[str] = typer.Option(None, "--nodes", help="sweep node counts: 1,16,128"),
+    weak: bool = typer.Option(False, "--weak", help="with --nodes: keep the batch per node"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The AMSP planner (amsp spaces) or the cost model's top-k (other spaces)."""
@@ -84,7 +85,7 @@ def plan(
             raise UserError("--compare and --nodes need a SPEC file")
         node_counts = parse_nodes(nodes) if nodes else None
         plan_sweep(lambda extra: load_spec(spec_file, [*set_, *extra]), node_counts, compare,
-                   as_json)
+                   as_json, weak)
         return
     spec = _spec_from_options(
         spec_file, set_, model, cluster, gpus,
@@ -99,9 +100,16 @@ def plan(
         print_ranking(spec, ranking)
         return
     best = ranking.best
+    runner_up = None
+    if ranking.plan and len(ranking.top) > 1:  # AMSP's runner-up plan, for the tie rule
+        second = ranking.top[1]
+        runner_up = {"plan": second.config.sharding.to_dict(),
+                     "exposed_comm_ms": second.time.dp_exposed_s * 1e3,
+                     "step_time_s": second.step_time_s}
     print_json({
         **_describe_spec(spec), "planner": ranking.planner,
         "plan": ranking.plan.factors.to_dict() if ranking.plan else None,
+        "exposed_comm_ms": best.time.dp_exposed_s * 1e3, "runner_up": runner_up,
         "mfu": best.mfu, "hfu": best.hfu, "tokens_per_s": best.tokens_per_s,
         "tflops_per_gpu": best.tflops_per_gpu, "best": best.to_dict(),
         "candidates": ranking.candidates, "feasible": ranking.feasible,

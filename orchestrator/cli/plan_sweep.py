@@ -3,7 +3,8 @@
 `--compare` takes the best layout the cost model finds for the spec and prints AMSP's plan,
 MiCS, ZeRO++, ZeRO-1 and ZeRO-3 on it side by side (memory, MFU, HFU, and MFU with every
 collective exposed). `--nodes 1,16,128` repeats the plan (or the comparison) at each node
-count with the spec's global batch, so the trends of AMSP §VI-B print from one command.
+count with the spec's global batch (strong scaling, as AMSP §VI-B keeps 4M tokens), or with
+the batch per node kept (`--weak`), so the papers' trends print from one command.
 """
 
 from __future__ import annotations
@@ -33,23 +34,31 @@ def parse_nodes(text: str) -> list[int]:
 def _rows_for(spec: CampaignSpec, compare: bool) -> list[dict[str, Any]]:
     ranking = rank_spec(spec, 1)
     best = ranking.best
-    where = {"nodes": spec.scale.nodes, "world_size": spec.world_size}
+    where = {"nodes": spec.scale.nodes, "world_size": spec.world_size,
+             "global_batch_size": spec.scale.global_batch_size}
     if best is None:
         return [{**where, "scheme": None, "fits": False}]
     if not compare:
         factors = ranking.plan.factors.to_dict() if ranking.plan else None
         return [{**where, "config": best.config.key(), "factors": factors,
                  "memory_gb": best.memory_gb, "mfu": best.mfu, "hfu": best.hfu,
-                 "tokens_per_s": best.tokens_per_s}]
+                 "tokens_per_s": best.tokens_per_s,
+                 "tokens_per_s_per_gpu": best.tokens_per_s / spec.world_size}]
     base = dataclasses.replace(best.config, sharding=None, zero_stage=0)
     rows = compare_schemes(cost_model_for(spec), base)
     return [{**where, "config": base.key(), **row.to_dict()} for row in rows]
 
 
 def plan_sweep(load: Callable[[list[str]], CampaignSpec], nodes: list[int] | None,
-               compare: bool, as_json: bool) -> None:
+               compare: bool, as_json: bool, weak: bool = False) -> None:
     """Rows for each node count (or the spec's own); `load` builds the spec with overrides."""
     specs = [load([f"scale.nodes={n}"]) for n in nodes] if nodes else [load([])]
+    if weak:
+        own = load([])
+        per_node = own.scale.global_batch_size / own.scale.nodes
+        specs = [load([f"scale.nodes={s.scale.nodes}",
+                       f"scale.global_batch_size={round(per_node * s.scale.nodes)}"])
+                 for s in specs]
     rows = [row for spec in specs for row in _rows_for(spec, compare)]
     if as_json:
         print_json({"model": specs[0].model.name, "cluster": specs[0].cluster.name,
