@@ -169,13 +169,27 @@ def estimate(
 def calibrate(
     campaign: str = typer.Argument(..., help="campaign name"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
+    cluster: Optional[str] = typer.Option(
+        None, "--cluster", help="no refit: the errors of this preset (name or YAML file) as is"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Refit the cost model to a campaign's measured trials; show predicted against measured."""
-    result = open_campaign(campaign, runs_dir).calibration()
+    """Refit the cost model to a campaign's measured trials; show predicted against measured.
+    With --cluster, the errors of that preset's predictions before any calibration."""
+    view = open_campaign(campaign, runs_dir)
+    if cluster is None:
+        result = view.calibration()
+    else:
+        from orchestrator.campaign import calibration_input
+        from orchestrator.costmodel import CostModel
+        from orchestrator.costmodel.calibration import evaluate
+
+        spec = view.spec
+        cost = CostModel(spec.model, _cluster_named(cluster), spec.gpus_per_node,
+                         spec.trial.flash_attention)
+        result = evaluate(cost, calibration_input(view.records()))
     if result is None:
         raise UserError(f"campaign {campaign!r} has fewer than 3 successful trials to fit on")
-    data = {"campaign": campaign, **result.to_dict()}
+    data = {"campaign": campaign, "cluster": cluster or "calibrated", **result.to_dict()}
     if as_json:
         print_json(data)
         return
@@ -186,3 +200,52 @@ def calibrate(
     out.print(table)
     out.print(f"median |error| {data['median_abs_error']:.1%}, Spearman {data['spearman']:.2f} "
               f"over {data['trials']} trials; memory measured/predicted {data['memory_scale']:.2f}")
+
+
+def profile(
+    cluster: str = typer.Option("cpu-local", "--cluster", help="preset to start from"),
+    gpus: int = typer.Option(2, "--gpus", help="ranks of the profiling job (one node)"),
+    out_file: Path = typer.Option(Path("presets/profiled.yaml"), "--out",
+                                  help="where to write the cluster preset"),
+    runs_dir: Optional[Path] = RUNS_DIR_OPTION,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Measure GEMMs and collectives here (a job on the local backend); write a cluster preset
+    that a spec names with `cluster: FILE`."""
+    from orchestrator.backends import LocalBackend
+    from orchestrator.paths import runs_root
+    from orchestrator.presets import CLUSTER_PRESETS
+    from orchestrator.profiling import run_profile, write_preset
+    from orchestrator.trial_folder import TrialFolder
+
+    if cluster not in CLUSTER_PRESETS:
+        raise UserError(f"--cluster: unknown preset {cluster!r}; choose one of "
+                        f"{', '.join(CLUSTER_PRESETS)}")
+    if not 1 <= gpus <= CLUSTER_PRESETS[cluster].gpus_per_node:
+        raise UserError(f"--gpus: {gpus} is not 1..{CLUSTER_PRESETS[cluster].gpus_per_node} "
+                        "(the profile runs on one node)")
+    folder = TrialFolder(runs_root(runs_dir) / "_profile" / f"profile-{cluster}")
+    measured = run_profile(LocalBackend(), folder, gpus)
+    preset = write_preset(CLUSTER_PRESETS[cluster], measured, out_file)
+    if as_json:
+        print_json({"preset": str(out_file), "cluster": preset.model_dump(), "profile": measured})
+        return
+    out.print(f"wrote {out_file}: compute efficiency {preset.compute_efficiency:.2f} "
+              f"(halves m {preset.gemm_half_m:g}, n {preset.gemm_half_n:g}), intra-node "
+              f"{preset.intra_node_gbps:.2f} GB/s, {preset.intra_node_latency_us:.0f} us per step")
+
+
+def _cluster_named(name: str):
+    """A cluster preset by name, or a preset YAML file (`paratune profile` writes one)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from orchestrator.presets import CLUSTER_PRESETS, Cluster
+
+    if name in CLUSTER_PRESETS:
+        return CLUSTER_PRESETS[name]
+    try:
+        return Cluster.model_validate(yaml.safe_load(Path(name).read_text()))
+    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
+        raise UserError(f"--cluster {name}: not a preset name ({', '.join(CLUSTER_PRESETS)}) "
+                        f"nor a readable preset file: {str(exc).splitlines()[0]}") from None
