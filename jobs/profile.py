@@ -1,8 +1,8 @@
 """The profiling job `paratune profile` submits: GEMM speed by shape, collective time by size.
 
 Run under torchrun like a trial (`torchrun --nproc_per_node=W -m jobs.profile`). Every rank
-times fp32 (CPU) or bf16 (GPU) matmuls of m rows × k × n columns at once, as a trial's ranks
-share the machine; then the ranks time all-reduce and all-gather over every group size that
+times fp32 (CPU) or bf16 (GPU) forward and backward passes of a layer's GEMMs at m tokens and
+width n at once, as a trial's ranks share the machine; then the ranks time all-reduce and all-gather over every group size that
 divides the world, for message sizes from 4 KB to 16 MB. Rank 0 writes a trial result whose
 `extra.profile` holds the measurements; the cost model's fit (costmodel/profile_fit.py) turns
 them into a cluster preset. As Galvatron and Alpa profile before they plan.
@@ -42,20 +42,32 @@ def timed(fn, min_time_s: float = 0.02, repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
-def gemm_rates(device: torch.device, dtype: torch.dtype, k: int) -> list[dict]:
+def layer_rates(device: torch.device, dtype: torch.dtype) -> list[dict]:
+    """Forward and backward of one LLaMA-style layer's linear work at m tokens and width n
+    (QKV and output projections, gated MLP of 8n/3, two norms, SiLU, residuals): the kernels
+    a trial's step is made of, with autograd, at the shapes the cost model keys on. FLOPs are
+    counted as the cost model counts them: 3 × 2·m·(4n² + 3·n·f)."""
     out = []
     for m in ROWS:
         for n in COLUMNS:
-            a = torch.randn(m, k, device=device, dtype=dtype)
-            b = torch.randn(k, n, device=device, dtype=dtype)
+            f = max(1, round(8 * n / 3))
+            x = torch.randn(m, n, device=device, dtype=dtype, requires_grad=True)
+            qkv, proj = torch.nn.Linear(n, 3 * n, bias=False), torch.nn.Linear(n, n, bias=False)
+            up, down = torch.nn.Linear(n, 2 * f, bias=False), torch.nn.Linear(f, n, bias=False)
+            for layer in (qkv, proj, up, down):
+                layer.to(device=device, dtype=dtype)
 
-            def run(a=a, b=b):
-                torch.matmul(a, b)
+            def run(x=x, qkv=qkv, proj=proj, up=up, down=down, n=n, f=f):
+                h = torch.nn.functional.layer_norm(x, (n,))
+                o = x + proj(qkv(h)[:, :n])
+                gate, value = up(torch.nn.functional.layer_norm(o, (n,))).split(f, dim=1)
+                (o + down(torch.nn.functional.silu(gate) * value)).sum().backward()
                 if device.type == "cuda":
                     torch.cuda.synchronize()
 
             seconds = timed(run)
-            out.append({"m": m, "n": n, "k": k, "tflops": 2 * m * n * k / seconds / 1e12})
+            flops = 3 * 2 * m * (4 * n * n + 3 * n * f)
+            out.append({"m": m, "n": n, "tflops": flops / seconds / 1e12})
     return out
 
 
@@ -88,9 +100,7 @@ def collective_times(device: torch.device, world: int) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--k", type=int, default=512, help="inner dimension of the GEMMs")
-    args = parser.parse_args()
+    argparse.ArgumentParser(description=__doc__).parse_args()
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -99,12 +109,12 @@ def main() -> None:
         torch.cuda.set_device(device)
     dtype = torch.bfloat16 if cuda else torch.float32
     dist.barrier()
-    gemms = gemm_rates(device, dtype, args.k)
+    layers = layer_rates(device, dtype)
     collectives = collective_times(device, world)
     if rank == 0:
         result = TrialResult(status="ok", world_size=world, extra={"profile": {
             "device": torch.cuda.get_device_name(device) if cuda else "cpu",
-            "world_size": world, "dtype": str(dtype), "gemm": gemms,
+            "world_size": world, "dtype": str(dtype), "layers": layers,
             "collectives": collectives}})
         with open(os.environ["PARATUNE_RESULT_FILE"], "w") as f:
             json.dump(result.to_dict(), f)

@@ -1,6 +1,7 @@
 """Fit a cluster preset to what `paratune profile` measured (jobs/profile.py): pure arithmetic.
 
-- GEMMs: the measured fraction of peak at each (m, n) against compute.py's shape model
+- Layers: the measured fraction of peak of a layer's GEMMs, forward and backward, at each
+  (m tokens, width n) against compute.py's shape model
   `E · m/(m + half_m) · n/(n + half_n)`: a grid over the two halves, E in closed form by
   relative least squares.
 - Collectives: collectives.py's ring model inside a node, all-reduce `2(p-1)/p · v/bw +
@@ -77,7 +78,7 @@ def fit_link(rows: list[dict]) -> LinkFit:
 
 def profiled_cluster(base: Cluster, profile: dict, name: str | None = None) -> Cluster:
     """`base` with the compute and intra-node link constants the profile measured."""
-    gemm = fit_gemm(profile["gemm"], base.peak_tflops)
+    gemm = fit_gemm(profile["layers"], base.peak_tflops)
     changes: dict = {"name": name or f"{base.name}-profiled",
                      "compute_efficiency": float(gemm.efficiency),
                      "gemm_half_m": float(gemm.half_m), "gemm_half_n": float(gemm.half_n)}
