@@ -1,13 +1,17 @@
 """The cost model's free coefficients: defaults with their reasons, refit by calibration.
 
-The overlap model (how much communication hides behind compute):
-- DP gradient reduction (AMSP T_os0, T_g) overlaps the backward pass that produces the
-  gradients: up to `overlap_grad` of the last micro-batch's backward time (T_os0) or of the
-  earlier micro-batches' backward (T_g). DDP and FSDP bucket gradients for exactly this.
-- Parameter gathers (T_p: ZeRO-3/FSDP/MiCS all-gathers and reduce-scatters per module and
-  micro-batch) hide behind compute only in part, `overlap_params`: the next module's gather is
-  prefetched, but gathers and reduce-scatters share the links, and overlapped NCCL kernels
-  take SMs and memory bandwidth from the matmuls.
+The overlap model (how much communication hides behind compute), per engine:
+- AMSP/InternEvo, DDP and FSDP: DP gradient reduction (AMSP T_os0, T_g) overlaps the backward
+  that produces the gradients, up to `overlap_grad` of the last micro-batch's backward (T_os0)
+  or of the earlier micro-batches' backward (T_g). 0.6, not 1: overlapped NCCL kernels take
+  SMs and memory bandwidth from the matmuls, and AMSP Table V's 7B ablation (0.57 with
+  overlap, 0.45 without, at 64 GPUs and M = 1) puts the hidden share near 0.6.
+- DeepSpeed (ZeRO-1/2/3, MiCS, ZeRO++): none (`overlap_grad_deepspeed` = 0). AMSP measured
+  these engines losing most of their MFU to communication at scale (§III, §VI-B).
+- Weight gathers (T_p: all-gathers and reduce-scatters per module and micro-batch) stay on
+  the critical path in every engine (`overlap_params` = 0): prefetching the next module
+  competes with the current one's reduce-scatter for the links; crediting AMSP's prefetch
+  makes the planner contradict AMSP's Table IV (docs/costmodel.md, Table V).
 - The optimizer's parameter broadcast (T_os1) is exposed (`overlap_broadcast` = 0): AMSP
   turned its overlap off in the end-to-end runs (AMSP §VI-A).
 - TP collectives sit between dependent matmuls and are exposed; PP sends are small and counted.
@@ -23,8 +27,8 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class Coefficients:
-    # AMSP/InternEvo and PyTorch (DDP, FSDP) engines: gradient reduction hides behind the
-    # backward that produces it, weight gathers behind the previous module's compute.
+    # AMSP/InternEvo and PyTorch (DDP, FSDP) engines: the share of the backward that hides
+    # gradient reduction, of compute that hides weight gathers, of a forward the broadcast.
     overlap_grad: float = 0.6
     overlap_params: float = 0.0
     overlap_broadcast: float = 0.0

@@ -12,6 +12,7 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
   T_g = (M-1)·(2Ψ/(U·s_p))·t(AR, U, s0g/s0p × s1g/s1p)          gradient sync when s_g > s_p
   T_os0 = (2Ψ/(U·s_p))·t(AR, U, s0dp/s0p × s1dp/s1p)            gradient sync for the optimizer
   T_os1 = (s_os/s_p)·t(BC, 2Ψ/s_os, s0os/s0p × s1os/s1p)        updated weights spread
+          (DeepSpeed: bucketed all-gathers of 2Ψ/s_p instead of one broadcast per owner)
   with Ψ the parameters a rank holds after TP and PP. DDP and ZeRO-1/2/3 are points of this
   space (search_spaces/sharding.py). Overlap: see coefficients.py.
 """
