@@ -78,14 +78,48 @@ def test_pipeline_schedules_hold_different_micro_batches():
 
 def test_collectives_two_level():
     fabric = Fabric.of(A800, 8, bandwidth_efficiency=1.0)
+    step_intra = 5.7e-6 + 65536 / 200e9  # α + the half-bandwidth chunk, per ring step
+    step_inter = 6.6e-6 + 65536 / 12.5e9
     v = 1e9
-    # Inside a node: ring all-reduce moves 2(p-1)/p of the buffer at NVLink speed.
-    assert fabric.all_reduce(v, 8) == pytest.approx(2 * 7 / 8 * v / 200e9 + 14 * 5e-6)
-    # Across 16 nodes the node's NICs (100 GB/s shared by 8 GPUs) bound a flat ring.
-    nic_bound = 127 / 128 * v / (8 * 12.5e9) + 7 * 5e-6 + 15 * 10e-6
-    assert fabric.all_gather(v, 8, 16) == pytest.approx(nic_bound)
+    # Inside a node: ring all-reduce moves 2(p-1)/p of the buffer at NVLink speed; the tree's
+    # latency 2·(p0-1) steps equals the ring's inside one node.
+    assert fabric.all_reduce(v, 8) == pytest.approx(2 * 7 / 8 * v / 200e9 + 14 * step_intra)
+    # Across 16 nodes the node's NICs (100 GB/s shared by 8 GPUs) bound a flat ring, and every
+    # one of its 127 steps waits on a network hop.
+    nic_bound = 127 / 128 * v / (8 * 12.5e9)
+    assert fabric.all_gather(v, 8, 16) == pytest.approx(nic_bound + 127 * step_inter)
     assert fabric.all_gather(v, 8, 16) > 2 * fabric.all_gather(v, 8)
+    # All-reduce across nodes takes the double binary tree: log2 latency, not (p-1).
+    tree = 2 * (7 * step_intra + 4 * step_inter)
+    assert fabric.all_reduce(v, 8, 16) == pytest.approx(2 * nic_bound + tree)
     assert fabric.all_reduce(v, 1) == 0.0 and fabric.broadcast(v, 1) == 0.0
+
+
+def test_ring_latency_grows_with_ring_length():
+    """A small all-gather over 1,024 ranks costs ~100x one over 8 nodes' worth of a node."""
+    fabric = Fabric.of(A800, 8, bandwidth_efficiency=0.8)
+    small = 1e6
+    assert fabric.all_gather(small, 8, 128) > 10 * fabric.all_gather(small, 8, 8)
+    assert fabric.all_gather(small, 8, 128) > 1e-3  # ms-scale: 1,023 network steps
+    assert fabric.all_reduce(small, 8, 128) < fabric.all_gather(small, 8, 128)  # tree wins
+
+
+def test_compute_efficiency_grows_with_the_gemm_shape():
+    from orchestrator.costmodel.compute import gemm_efficiency
+    model = MODEL_PRESETS["gpt-175b"]
+    eff = [gemm_efficiency(CLUSTER_PRESETS["frontier"], model, ParallelConfig(tp=t, micro_batch_size=b))
+           for t, b in ((8, 1), (4, 1), (4, 4))]
+    assert eff[0] < eff[1] < eff[2] < CLUSTER_PRESETS["frontier"].compute_efficiency
+
+
+def test_sharded_schemes_gather_per_module():
+    """ZeRO-3 issues 3 collectives per linear module, layer and micro-batch: 7 per LLaMA layer."""
+    cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
+    base = ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=1)
+    z3 = cost.estimate(dataclasses.replace(base, sharding=ShardingFactors.named("zero3", 8, 1)))
+    fabric = Fabric.of(A800, 8, cost.coefficients.bandwidth_efficiency)
+    unit = 2 * cost.model.num_params / (32 * 7)
+    assert z3.time.dp_comm.t_p == pytest.approx(32 * 7 * 3 * fabric.all_gather(unit, 8))
 
 
 def test_calibration_recovers_a_known_efficiency_and_overhead():

@@ -39,8 +39,9 @@ def test_amsp_table_iv_30b_plan_is_a_tie_with_the_papers(cli):
     """30B: the model returns (8,1,8,1,8,2) where the paper ran (8,1,8,1,8,4).
 
     Why they differ: with s_p = 8 the optimizer-state broadcast T_os1 moves 2Ψ/s_p bytes through
-    the network whatever s1os is (s_os/s_p broadcasts of 2Ψ/s_os each), so an α-β model cannot
-    tell s1os = 2 from 4; the tie goes to the plan that shards less. AMSP's profiled bandwidths
+    the network whatever s1os is (s_os/s_p broadcasts of 2Ψ/s_os each), so the model separates
+    s1os = 2 from 4 only by ring latency (0.13 ms in a 7.5 s step); the tie goes to the plan
+    that shards less. AMSP's profiled bandwidths
     (per message size and mesh) separate them. Both fit in memory, and the paper's plan is within
     2% of the model's optimum in predicted step time and in exposed communication.
     """
@@ -92,16 +93,16 @@ def test_frontier_best_configuration_percent_of_peak(cli, name, published):
 
 def test_frontier_175b_weak_scaling_128_to_1024_gcds(cli):
     """Frontier paper: ~100% weak scaling for 175B. The best layout on 128 GCDs (16 nodes),
-    replicated 8 times by data parallelism on 1,024 GCDs with the per-replica batch kept, keeps
+    replicated 8 times more by data parallelism on 1,024 GCDs with the per-replica batch kept, keeps
     >= 95% of its per-GCD throughput."""
     small = plan_json(cli, "frontier-175b.yaml", "--set", "scale.nodes=16",
                       "--set", "scale.global_batch_size=192")
     config = small["best"]["config"]
-    assert small["world_size"] == 128 and config["dp"] == 1
+    assert small["world_size"] == 128
     pinned = [f"--set=space.{k}=[{str(config[k]).lower()}]" for k in
               ("tp", "pp", "micro_batch_size", "zero_stage", "activation_checkpointing")]
     large = plan_json(cli, "frontier-175b.yaml", "--set", "scale.global_batch_size=1536", *pinned)
-    assert large["world_size"] == 1024 and large["best"]["config"]["dp"] == 8
+    assert large["world_size"] == 1024 and large["best"]["config"]["dp"] == 8 * config["dp"]
     assert large["best"]["config"]["grad_accum_steps"] == config["grad_accum_steps"]
     efficiency = large["best"]["tokens_per_s_per_gpu"] / small["best"]["tokens_per_s_per_gpu"]
     assert 0.95 <= efficiency <= 1.0

@@ -25,7 +25,7 @@ app = typer.Typer(
     help="Find the fastest parallelism and sharding for training an LLM on a cluster.",
 )
 for command in (campaigns.run, campaigns.resume, remote.status, remote.best,
-                cost_model.plan, cost_model.estimate, cost_model.calibrate,
+                cost_model.plan, cost_model.estimate, cost_model.calibrate, cost_model.profile,
                 reports.report, reports.ui, remote.submit, remote.ls, remote.cancel, remote.logs):
     app.command()(command)
 app.add_typer(server_app, name="server")

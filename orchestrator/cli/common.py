@@ -49,8 +49,9 @@ def print_ranking(spec: CampaignSpec, ranking: Ranking) -> None:
     )
     if ranking.plan is not None:
         out.print(f"AMSP plan (s0p,s1p,s0g,s1g,s0os,s1os) = {ranking.plan.factors.as_tuple()}")
-    table = Table("config", "memory GB", "step s", "tokens/s", "TFLOPS/GPU", "MFU")
+    table = Table("config", "memory GB", "step s", "tokens/s", "TFLOPS/GPU", "MFU", "HFU")
     for e in ranking.top:
         table.add_row(e.config.key(), f"{e.memory_gb:.2f}", f"{e.step_time_s:.4g}",
-                      f"{e.tokens_per_s:,.0f}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}")
+                      f"{e.tokens_per_s:,.0f}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}",
+                      f"{e.hfu:.1%}")
     out.print(table)

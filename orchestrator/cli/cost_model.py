@@ -21,6 +21,7 @@ from orchestrator.cli.common import (
     print_ranking,
     rank_spec,
 )
+from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
 from orchestrator.costmodel import cost_model_for
 from orchestrator.errors import UserError
 from orchestrator.spec import CampaignSpec, load_spec, spec_from_dict
@@ -70,11 +71,22 @@ def plan(
     global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size"),
     seq_len: Optional[int] = typer.Option(None, "--seq-len"),
     top_k: int = typer.Option(5, "--top-k", help="1 to 10000"),
+    compare: bool = typer.Option(False, "--compare",
+                                 help="AMSP's plan, MiCS, ZeRO++, ZeRO-1, ZeRO-3 side by side"),
+    nodes: Optional[str] = typer.Option(None, "--nodes", help="sweep node counts: 1,16,128"),
+    weak: bool = typer.Option(False, "--weak", help="with --nodes: keep the batch per node"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The AMSP planner (amsp spaces) or the cost model's top-k (other spaces)."""
     if not 1 <= top_k <= 10_000:
         raise UserError(f"--top-k: {top_k} is out of range; give 1 to 10000")
+    if compare or nodes:
+        if spec_file is None:
+            raise UserError("--compare and --nodes need a SPEC file")
+        node_counts = parse_nodes(nodes) if nodes else None
+        plan_sweep(lambda extra: load_spec(spec_file, [*set_, *extra]), node_counts, compare,
+                   as_json, weak)
+        return
     spec = _spec_from_options(
         spec_file, set_, model, cluster, gpus,
         {"kind": "amsp", "micro_batch_size": [1], "activation_checkpointing": ["none", "full"]},
@@ -88,9 +100,16 @@ def plan(
         print_ranking(spec, ranking)
         return
     best = ranking.best
+    runner_up = None
+    if ranking.plan and len(ranking.top) > 1:  # AMSP's runner-up plan, for the tie rule
+        second = ranking.top[1]
+        runner_up = {"plan": second.config.sharding.to_dict(),
+                     "exposed_comm_ms": second.time.dp_exposed_s * 1e3,
+                     "step_time_s": second.step_time_s}
     print_json({
         **_describe_spec(spec), "planner": ranking.planner,
         "plan": ranking.plan.factors.to_dict() if ranking.plan else None,
+        "exposed_comm_ms": best.time.dp_exposed_s * 1e3, "runner_up": runner_up,
         "mfu": best.mfu, "hfu": best.hfu, "tokens_per_s": best.tokens_per_s,
         "tflops_per_gpu": best.tflops_per_gpu, "best": best.to_dict(),
         "candidates": ranking.candidates, "feasible": ranking.feasible,
@@ -120,18 +139,22 @@ def estimate(
     spec = _spec_from_options(spec_file, set_, model, cluster, gpus, space,
                               global_batch_size, seq_len, "estimate")
     candidates = spec.candidates()
-    if len(candidates) != 1:
-        raise UserError(
-            f"{spec.name}: the space holds {len(candidates)} valid configurations; estimate "
-            "needs exactly one (one value per space key, and mbs·dp dividing the global batch)"
-        )
-    result = cost_model_for(spec).estimate(candidates[0])
-    data = {**_describe_spec(spec), **result.to_dict()}
+    chosen = None
+    if len(candidates) == 1:
+        result = cost_model_for(spec).estimate(candidates[0])
+    else:  # a space: the configuration the cost model ranks first (AMSP's plan on amsp spaces)
+        result = rank_spec(spec, 1).best
+        if result is None:
+            raise UserError(f"{spec.name}: none of the space's {len(candidates)} configurations "
+                            f"fits in {spec.cluster.memory_gb:g} GB")
+        chosen = f"the cost model's best of {len(candidates)} configurations"
+    data = {**_describe_spec(spec), **result.to_dict(), "chosen": chosen or "pinned"}
     if as_json:
         print_json(data)
         return
     out.print(f"[bold]{spec.model.name}[/] ({spec.model.num_params / 1e9:.2f}B params) on "
-              f"{spec.world_size} × {spec.cluster.device}: {result.config.key()}")
+              f"{spec.world_size} × {spec.cluster.device}: {result.config.key()}"
+              + (f" ({chosen})" if chosen else ""))
     for title, section, unit in (("memory per device", "memory", "GB"),
                                  ("time per step", "time", "seconds")):
         table = Table(title, unit)
@@ -140,19 +163,33 @@ def estimate(
         out.print(table)
     verdict = "fits" if result.fits else "[red]does NOT fit[/]"
     out.print(f"{verdict}; {result.tokens_per_s:,.0f} tokens/s, "
-              f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}")
+              f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}")
 
 
 def calibrate(
     campaign: str = typer.Argument(..., help="campaign name"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
+    cluster: Optional[str] = typer.Option(
+        None, "--cluster", help="no refit: the errors of this preset (name or YAML file) as is"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Refit the cost model to a campaign's measured trials; show predicted against measured."""
-    result = open_campaign(campaign, runs_dir).calibration()
+    """Refit the cost model to a campaign's measured trials; show predicted against measured.
+    With --cluster, the errors of that preset's predictions before any calibration."""
+    view = open_campaign(campaign, runs_dir)
+    if cluster is None:
+        result = view.calibration()
+    else:
+        from orchestrator.campaign import calibration_input
+        from orchestrator.costmodel import CostModel
+        from orchestrator.costmodel.calibration import evaluate
+
+        spec = view.spec
+        cost = CostModel(spec.model, _cluster_named(cluster), spec.gpus_per_node,
+                         spec.trial.flash_attention)
+        result = evaluate(cost, calibration_input(view.records()))
     if result is None:
         raise UserError(f"campaign {campaign!r} has fewer than 3 successful trials to fit on")
-    data = {"campaign": campaign, **result.to_dict()}
+    data = {"campaign": campaign, "cluster": cluster or "calibrated", **result.to_dict()}
     if as_json:
         print_json(data)
         return
@@ -163,3 +200,52 @@ def calibrate(
     out.print(table)
     out.print(f"median |error| {data['median_abs_error']:.1%}, Spearman {data['spearman']:.2f} "
               f"over {data['trials']} trials; memory measured/predicted {data['memory_scale']:.2f}")
+
+
+def profile(
+    cluster: str = typer.Option("cpu-local", "--cluster", help="preset to start from"),
+    gpus: int = typer.Option(2, "--gpus", help="ranks of the profiling job (one node)"),
+    out_file: Path = typer.Option(Path("presets/profiled.yaml"), "--out",
+                                  help="where to write the cluster preset"),
+    runs_dir: Optional[Path] = RUNS_DIR_OPTION,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Measure GEMMs and collectives here (a job on the local backend); write a cluster preset
+    that a spec names with `cluster: FILE`."""
+    from orchestrator.backends import LocalBackend
+    from orchestrator.paths import runs_root
+    from orchestrator.presets import CLUSTER_PRESETS
+    from orchestrator.profiling import run_profile, write_preset
+    from orchestrator.trial_folder import TrialFolder
+
+    if cluster not in CLUSTER_PRESETS:
+        raise UserError(f"--cluster: unknown preset {cluster!r}; choose one of "
+                        f"{', '.join(CLUSTER_PRESETS)}")
+    if not 1 <= gpus <= CLUSTER_PRESETS[cluster].gpus_per_node:
+        raise UserError(f"--gpus: {gpus} is not 1..{CLUSTER_PRESETS[cluster].gpus_per_node} "
+                        "(the profile runs on one node)")
+    folder = TrialFolder(runs_root(runs_dir) / "_profile" / f"profile-{cluster}")
+    measured = run_profile(LocalBackend(), folder, gpus)
+    preset = write_preset(CLUSTER_PRESETS[cluster], measured, out_file)
+    if as_json:
+        print_json({"preset": str(out_file), "cluster": preset.model_dump(), "profile": measured})
+        return
+    out.print(f"wrote {out_file}: compute efficiency {preset.compute_efficiency:.2f} "
+              f"(halves m {preset.gemm_half_m:g}, n {preset.gemm_half_n:g}), intra-node "
+              f"{preset.intra_node_gbps:.2f} GB/s, {preset.intra_node_latency_us:.0f} us per step")
+
+
+def _cluster_named(name: str):
+    """A cluster preset by name, or a preset YAML file (`paratune profile` writes one)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from orchestrator.presets import CLUSTER_PRESETS, Cluster
+
+    if name in CLUSTER_PRESETS:
+        return CLUSTER_PRESETS[name]
+    try:
+        return Cluster.model_validate(yaml.safe_load(Path(name).read_text()))
+    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
+        raise UserError(f"--cluster {name}: not a preset name ({', '.join(CLUSTER_PRESETS)}) "
+                        f"nor a readable preset file: {str(exc).splitlines()[0]}") from None

@@ -134,6 +134,15 @@ def calibrate(
     return _finish(model, ok, fitted)
 
 
+def evaluate(cost: CostModel, measured: list[tuple[str, ParallelConfig, TrialResult]]
+             ) -> Calibration | None:
+    """The model's errors on the trials as it is, before any calibration (a stock or a
+    profiled preset); None without a successful trial."""
+    ok = [(tid, c, r) for tid, c, r in measured
+          if r.ok and r.step_time_s and math.isfinite(r.step_time_s)]
+    return _finish(cost, ok, {}) if ok else None
+
+
 def _global_fit(cost: CostModel, ok: list) -> Calibration:
     """Fewer trials than twice the terms: fitting each term would chase noise, so scale the
     whole prediction by the median measured/predicted ratio and keep the model's ranking."""

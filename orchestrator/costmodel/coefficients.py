@@ -1,13 +1,17 @@
 """The cost model's free coefficients: defaults with their reasons, refit by calibration.
 
-The overlap model (how much communication hides behind compute):
-- DP gradient reduction (AMSP T_os0, T_g) overlaps the backward pass that produces the
-  gradients: up to `overlap_grad` of the last micro-batch's backward time (T_os0) or of the
-  earlier micro-batches' backward (T_g). DDP and FSDP bucket gradients for exactly this.
-- Parameter gathers (T_p: ZeRO-3/FSDP/MiCS all-gathers and reduce-scatters per module and
-  micro-batch) hide behind compute only in part, `overlap_params`: the next module's gather is
-  prefetched, but gathers and reduce-scatters share the links, and overlapped NCCL kernels
-  take SMs and memory bandwidth from the matmuls.
+The overlap model (how much communication hides behind compute), per engine:
+- AMSP/InternEvo, DDP and FSDP: DP gradient reduction (AMSP T_os0, T_g) overlaps the backward
+  that produces the gradients, up to `overlap_grad` of the last micro-batch's backward (T_os0)
+  or of the earlier micro-batches' backward (T_g). 0.6, not 1: overlapped NCCL kernels take
+  SMs and memory bandwidth from the matmuls, and AMSP Table V's 7B ablation (0.57 with
+  overlap, 0.45 without, at 64 GPUs and M = 1) puts the hidden share near 0.6.
+- DeepSpeed (ZeRO-1/2/3, MiCS, ZeRO++): none (`overlap_grad_deepspeed` = 0). AMSP measured
+  these engines losing most of their MFU to communication at scale (§III, §VI-B).
+- Weight gathers (T_p: all-gathers and reduce-scatters per module and micro-batch) stay on
+  the critical path in every engine (`overlap_params` = 0): prefetching the next module
+  competes with the current one's reduce-scatter for the links; crediting AMSP's prefetch
+  makes the planner contradict AMSP's Table IV (docs/costmodel.md, Table V).
 - The optimizer's parameter broadcast (T_os1) is exposed (`overlap_broadcast` = 0): AMSP
   turned its overlap off in the end-to-end runs (AMSP §VI-A).
 - TP collectives sit between dependent matmuls and are exposed; PP sends are small and counted.
@@ -23,18 +27,23 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class Coefficients:
-    overlap_grad: float = 0.8
+    # AMSP/InternEvo and PyTorch (DDP, FSDP) engines: the share of the backward that hides
+    # gradient reduction, of compute that hides weight gathers, of a forward the broadcast.
+    overlap_grad: float = 0.6
     overlap_params: float = 0.0
     overlap_broadcast: float = 0.0
+    # DeepSpeed's ZeRO/MiCS/ZeRO++: measured to hide little (AMSP §III, Fig. 2: ZeRO-3 and
+    # MiCS lose most of their MFU to communication at scale).
+    overlap_grad_deepspeed: float = 0.0
+    overlap_params_deepspeed: float = 0.0
     # NCCL bus bandwidth reaches ~80% of the link rate for large messages (nccl-tests on
     # DGX A100/H100 and Slingshot report 75-85%).
     bandwidth_efficiency: float = 0.8
     # Gradient bucket size U: PyTorch DDP's default bucket_cap_mb = 25.
     bucket_bytes: float = 25e6
-    # Weight gathers per layer under ZeRO-3/FSDP/MiCS: one per wrapped unit. FSDP wrapping per
-    # block gives 1, DeepSpeed ZeRO-3 gathers per submodule (up to 7); 2 (attention, MLP) is
-    # the common Megatron-DeepSpeed/InternEvo granularity. Each gather pays its own latency.
-    gathers_per_layer: int = 2
+    # DeepSpeed's allgather_bucket_size default, 5e8 elements of 2 bytes: ZeRO-1/2 gather
+    # updated weights in buckets this size (one all-gather each, not AMSP's broadcasts).
+    gather_bucket_bytes: float = 1e9
     # Fixed time per layer per micro-batch (kernel launches, Python); ~0 for large models.
     launch_overhead_s: float = 20e-6
     # Set by calibration: the measured fraction of raw data-parallel communication that stays
@@ -48,3 +57,8 @@ class Coefficients:
 
     def with_(self, **changes: float) -> "Coefficients":
         return replace(self, **changes)
+
+    def without_overlap(self) -> "Coefficients":
+        """Every collective on the critical path (AMSP Table V's "no overlap" column)."""
+        return replace(self, overlap_grad=0.0, overlap_params=0.0, overlap_broadcast=0.0,
+                       overlap_grad_deepspeed=0.0, overlap_params_deepspeed=0.0)

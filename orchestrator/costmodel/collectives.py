@@ -1,16 +1,24 @@
-"""α–β times of NCCL-style collectives on a two-level topology (GPUs in a node × nodes).
+"""Times of NCCL/RCCL collectives on a two-level topology (devices in a node × nodes).
 
-A group is `p0` ranks inside each of `p1` nodes. A collective spanning nodes moves data over
-both levels at once (NCCL pipelines its rings and trees through NVLink and NIC hops), so its
-bandwidth term is that of the slower level: the intra-node part at the device's fabric
-bandwidth, the inter-node part at the network bandwidth of the group's p0 devices in a node,
-each with its 1/gpus_per_node share of the node's NICs (every device of a node is busy with a
-collective of its own replica group at the same time). NCCL's rings are flat, so a ring that
-spans nodes carries (p-1)/p of the buffer through every node's NICs, not (p1-1)/p1 as an ideal
-hierarchical algorithm would. Latencies of both levels add. Latency: ring algorithms pay
-α per step ((p-1)·α: all-gather, reduce-scatter); all-reduce uses trees across nodes
-(2·log2(p)·α, NCCL's double binary tree); broadcast is pipelined (log2(p)·α).
-Sources: Thakur et al., Optimization of Collective Communication in MPICH (2005); NCCL docs.
+A group is `p0` ranks inside each of `p1` nodes. Bandwidth: a collective spanning nodes moves
+data over both levels at once (the libraries pipeline rings and trees through NVLink and NIC
+hops), so its bandwidth term is that of the slower level: the intra-node part at the device's
+fabric bandwidth, the inter-node part at the network bandwidth of the group's p0 devices in a
+node, each with its 1/gpus_per_node share of the node's NICs (every device of a node is busy
+with a collective of its own replica group at the same time). Rings are flat, so a ring that
+spans nodes carries (p-1)/p of the buffer through every node's NICs.
+
+Latency grows with the ring: a ring pass has p-1 steps and each step waits for its slowest
+hop, so a ring spanning nodes pays (p-1)·α_inter, inside a node (p-1)·α_intra (NCCL's tuning
+model, src/graph/tuning.cc: `latencies += nsteps * lat`). All-gather, reduce-scatter and
+broadcast are rings in NCCL and RCCL; all-reduce is a ring or a double binary tree, whichever
+is faster (tree latency 2·((p0-1)·α_intra + log2(p1)·α_inter), the same tuning model).
+Message size: each ring step moves a chunk of v/p bytes, and a chunk reaches half the link
+bandwidth at `msg_half_bytes` (protocol and per-step setup costs: nccl-tests' bus bandwidth
+curves reach half their plateau at tens to hundreds of KB per rank), i.e. step time
+α + (chunk + msg_half)/bw.
+Sources: Thakur et al., Optimization of Collective Communication in MPICH (2005); NCCL
+src/graph/tuning.cc; nccl-tests PERFORMANCE.md (bus bandwidth).
 """
 
 from __future__ import annotations
@@ -23,12 +31,13 @@ from orchestrator.presets import Cluster
 
 @dataclass(frozen=True)
 class Fabric:
-    """Achievable bandwidths (bytes/s) and latencies (s) of one cluster."""
+    """Achievable bandwidths (bytes/s), per-step latencies (s) and half-bandwidth chunk size."""
 
     intra_bw: float
     inter_bw_per_device: float
     intra_alpha: float
     inter_alpha: float
+    msg_half_bytes: float = 0.0
 
     @classmethod
     def of(cls, cluster: Cluster, gpus_per_node: int, bandwidth_efficiency: float) -> "Fabric":
@@ -38,23 +47,32 @@ class Fabric:
             / gpus_per_node,
             intra_alpha=cluster.intra_node_latency_us * 1e-6,
             inter_alpha=cluster.inter_node_latency_us * 1e-6,
+            msg_half_bytes=cluster.msg_half_bytes,
         )
 
     # -- building blocks ---------------------------------------------------------------
 
-    def _ring(self, nbytes_total: float, p0: int, p1: int) -> float:
-        """One ring pass (all-gather or reduce-scatter) of a buffer whose full size is
-        `nbytes_total`: intra-node over p0, then inter-node over p1 on 1/p0 of it."""
-        intra = (p0 - 1) / p0 * nbytes_total / self.intra_bw
-        inter = self._inter(nbytes_total, p0, p1)
-        return max(intra, inter) + (p0 - 1) * self.intra_alpha + (p1 - 1) * self.inter_alpha
-
-    def _inter(self, nbytes: float, p0: int, p1: int) -> float:
-        """One flat-ring pass of `nbytes` through the NICs of a group spanning p1 nodes."""
-        if p1 <= 1:
-            return 0.0
+    def _bandwidth(self, nbytes_total: float, p0: int, p1: int) -> float:
+        """Seconds one ring pass of a buffer of `nbytes_total` takes on bandwidth alone:
+        the slower of the intra-node pass and the flat ring through the NICs."""
         p = p0 * p1
-        return (p - 1) / p * nbytes / (p0 * self.inter_bw_per_device)
+        intra = (p0 - 1) / p0 * nbytes_total / self.intra_bw if p0 > 1 else 0.0
+        inter = 0.0
+        if p1 > 1:
+            inter = (p - 1) / p * nbytes_total / (p0 * self.inter_bw_per_device)
+        return max(intra, inter)
+
+    def _steps(self, nbytes_total: float, p0: int, p1: int) -> float:
+        """Latency of one ring pass: p-1 steps, each α plus its chunk's message-size cost."""
+        p = p0 * p1
+        if p1 > 1:
+            return (p - 1) * (self.inter_alpha + self.msg_half_bytes / self.inter_bw_per_device)
+        return (p0 - 1) * (self.intra_alpha + self.msg_half_bytes / self.intra_bw)
+
+    def _ring(self, nbytes_total: float, p0: int, p1: int) -> float:
+        if p0 * p1 <= 1 or nbytes_total <= 0:
+            return 0.0
+        return self._bandwidth(nbytes_total, p0, p1) + self._steps(nbytes_total, p0, p1)
 
     # -- collectives -----------------------------------------------------------------
 
@@ -65,28 +83,31 @@ class Fabric:
         return self._ring(nbytes_total, p0, p1)
 
     def all_reduce(self, nbytes: float, p0: int, p1: int = 1) -> float:
-        """Reduce-scatter + all-gather bandwidth; tree latency across nodes."""
+        """Ring (reduce-scatter + all-gather) or double binary tree, whichever is faster."""
         if p0 * p1 <= 1 or nbytes <= 0:
             return 0.0
-        intra = 2 * (p0 - 1) / p0 * nbytes / self.intra_bw
-        inter = 2 * self._inter(nbytes, p0, p1)
-        latency = 2 * (p0 - 1) * self.intra_alpha + 2 * math.log2(p1) * self.inter_alpha
-        return max(intra, inter) + latency
+        bandwidth = 2 * self._bandwidth(nbytes, p0, p1)
+        ring = 2 * self._steps(nbytes, p0, p1)
+        half_intra = self.msg_half_bytes / self.intra_bw
+        tree = 2 * (p0 - 1) * (self.intra_alpha + half_intra)
+        if p1 > 1:
+            half_inter = self.msg_half_bytes / self.inter_bw_per_device
+            tree += 2 * math.log2(p1) * (self.inter_alpha + half_inter)
+        return bandwidth + min(ring, tree)
 
     def broadcast(self, nbytes: float, p0: int, p1: int = 1) -> float:
-        """Pipelined broadcast: bounded by the slowest link it crosses."""
+        """A pipelined ring (chain): the buffer crosses the slowest link once; p-1 hops."""
         if p0 * p1 <= 1 or nbytes <= 0:
             return 0.0
-        if p1 > 1:
-            return nbytes / self.inter_bw_per_device + math.log2(p0 * p1) * self.inter_alpha
-        return nbytes / self.intra_bw + math.log2(p0) * self.intra_alpha
+        bw = self.inter_bw_per_device if p1 > 1 else self.intra_bw
+        return nbytes / bw + self._steps(nbytes, p0, p1)
 
     def send(self, nbytes: float, crosses_nodes: bool) -> float:
         if nbytes <= 0:
             return 0.0
         if crosses_nodes:
-            return self.inter_alpha + nbytes / self.inter_bw_per_device
-        return self.intra_alpha + nbytes / self.intra_bw
+            return self.inter_alpha + (nbytes + self.msg_half_bytes) / self.inter_bw_per_device
+        return self.intra_alpha + (nbytes + self.msg_half_bytes) / self.intra_bw
 
     def bucketed_all_reduce(self, nbytes: float, bucket: float, p0: int, p1: int = 1) -> float:
         """AMSP's (v / U) · t(AR, U, p0×p1): gradients reduced in buckets of U bytes."""

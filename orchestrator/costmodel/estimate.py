@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.costmodel.coefficients import Coefficients
+from orchestrator.costmodel.compute import gemm_efficiency
 from orchestrator.costmodel.memory import GB, MemoryBreakdown, memory_per_device
 from orchestrator.costmodel.performance import StepTime, model_flops, step_time
 from orchestrator.presets import Cluster, ModelShape
@@ -31,6 +32,8 @@ class Estimate:
     model_flops_per_step: float
     hardware_flops_per_step: float
     peak_tflops: float
+    # Fraction of peak the kernels reach at this layout's GEMM shape (costmodel/compute.py).
+    compute_efficiency: float = 1.0
 
     @property
     def memory_gb(self) -> float:
@@ -84,6 +87,7 @@ class Estimate:
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
             "hfu": self.hfu,
+            "compute_efficiency": self.compute_efficiency,
         }
 
 
@@ -111,8 +115,7 @@ class CostModel:
         tokens = config.global_batch_size() * self.model.seq_len
         time = step_time(
             self.model, config, self.cluster, gpus_per_node=self.gpus_per_node,
-            precision=self.precision, efficiency=self.cluster.compute_efficiency,
-            coefficients=self.coefficients,
+            precision=self.precision, coefficients=self.coefficients,
         )
         return Estimate(
             config=config,
@@ -123,6 +126,7 @@ class CostModel:
             model_flops_per_step=model_flops(self.model, tokens),
             hardware_flops_per_step=model_flops(self.model, tokens, config.activation_checkpointing),
             peak_tflops=self.cluster.peak_tflops,
+            compute_efficiency=gemm_efficiency(self.cluster, self.model, config),
         )
 
     def with_coefficients(self, coefficients: Coefficients) -> "CostModel":

@@ -8,10 +8,11 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
 - PP: one send forward and one backward per micro-batch and stage boundary, v times more when
   interleaved; each TP rank sends 1/t of the activation (Megatron's scatter/gather, §4.1). Bubble (p-1)/(m+p-1) of the step, i.e. (p-1)/(v·m) of the compute.
 - DP and sharding: AMSP's terms (arXiv 2311.00257, §IV-C) on the two-level DP mesh:
-  T_p = M·[2·AG + RS](2Ψ) over (s0p, s1p)                     weights gathered, grads scattered
+  T_p = M·Σ_modules [2·AG + RS](2Ψ_i) over (s0p, s1p)        per module and micro-batch
   T_g = (M-1)·(2Ψ/(U·s_p))·t(AR, U, s0g/s0p × s1g/s1p)          gradient sync when s_g > s_p
   T_os0 = (2Ψ/(U·s_p))·t(AR, U, s0dp/s0p × s1dp/s1p)            gradient sync for the optimizer
   T_os1 = (s_os/s_p)·t(BC, 2Ψ/s_os, s0os/s0p × s1os/s1p)        updated weights spread
+          (DeepSpeed: bucketed all-gathers of 2Ψ/s_p instead of one broadcast per owner)
   with Ψ the parameters a rank holds after TP and PP. DDP and ZeRO-1/2/3 are points of this
   space (search_spaces/sharding.py). Overlap: see coefficients.py.
 """
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.collectives import Fabric
+from orchestrator.costmodel.compute import gemm_efficiency, modules_per_layer
 from orchestrator.costmodel.memory import ACTIVATION_BYTES, params_on_first_stage
 from orchestrator.presets import Cluster, ModelShape
 from orchestrator.result import training_flops_per_iteration
@@ -78,7 +80,7 @@ class StepTime:
 
 def data_parallel_comm(
     params: float, config: ParallelConfig, fabric: Fabric, gpus_per_node: int,
-    weight_bytes: int, c: Coefficients, layers: int,
+    weight_bytes: int, c: Coefficients, layers: int, modules: int,
 ) -> DataParallelComm:
     f = config.factors(gpus_per_node)
     s0dp, s1dp = dp_mesh(config.dp, config.tp, gpus_per_node)
@@ -86,13 +88,18 @@ def data_parallel_comm(
     bucket = c.bucket_bytes
     full = weight_bytes * params
     t_p = 0.0
-    if f.sp > 1:  # per gathered unit i: 2·AG + RS of its 2Ψ_i bytes
-        units = layers * c.gathers_per_layer
+    if f.sp > 1:  # per gathered module i and micro-batch: 2·AG + RS of its 2Ψ_i bytes
+        units = layers * modules
         unit = full / units
         # ZeRO++ hpZ gathers the backward's weights from the node-local secondary shard.
         backward_gather = (fabric.all_gather(unit, f.secondary) if f.secondary > 1
                            else fabric.all_gather(unit, f.s0p, f.s1p))
-        per_unit = (fabric.all_gather(unit, f.s0p, f.s1p) + backward_gather
+        forward_gather = fabric.all_gather(unit, f.s0p, f.s1p)
+        # Full recompute replays the forward: AMSP keeps the weights it gathers for the
+        # replay until the backward (§V-C); DeepSpeed releases them after each module's
+        # forward, so the replay gathers once more.
+        replays = config.activation_checkpointing == "full" and f.engine == "deepspeed"
+        per_unit = (forward_gather * (2 if replays else 1) + backward_gather
                     + fabric.reduce_scatter(unit, f.s0p, f.s1p))
         t_p = m * units * per_unit
     grads = full / f.sp
@@ -101,18 +108,26 @@ def data_parallel_comm(
         t_g = (m - 1) * fabric.bucketed_all_reduce(grads, bucket, f.s0g // f.s0p, f.s1g // f.s1p)
     t_os0 = fabric.bucketed_all_reduce(grads, bucket, s0dp // f.s0p, s1dp // f.s1p)
     t_os1 = 0.0
-    if f.sos > f.sp:
+    if f.sos > f.sp and f.engine == "amsp":  # AMSP: one broadcast per owner (uneven shards)
         t_os1 = f.sos // f.sp * fabric.broadcast(full / f.sos, f.s0os // f.s0p, f.s1os // f.s1p)
+    elif f.sos > f.sp:  # DeepSpeed/PyTorch: bucketed all-gathers of the updated weights
+        buckets = max(1.0, grads / c.gather_bucket_bytes)
+        t_os1 = buckets * fabric.all_gather(grads / buckets, f.s0os // f.s0p, f.s1os // f.s1p)
     return DataParallelComm(t_p, t_g, t_os0, t_os1)
 
 
-def exposed_data_parallel(comm: DataParallelComm, compute: float, m: int, c: Coefficients) -> float:
+def exposed_data_parallel(
+    comm: DataParallelComm, compute: float, m: int, c: Coefficients, engine: str = "amsp",
+) -> float:
     """What the overlap model leaves on the critical path (see coefficients.py)."""
     backward_per_micro = compute / m * 2 / 3
     forward_per_micro = compute / m / 3
-    exposed = max(0.0, comm.t_p - c.overlap_params * compute)
-    exposed += max(0.0, comm.t_g - c.overlap_grad * backward_per_micro * (m - 1))
-    exposed += max(0.0, comm.t_os0 - c.overlap_grad * backward_per_micro)
+    deepspeed = engine == "deepspeed"
+    grad = c.overlap_grad_deepspeed if deepspeed else c.overlap_grad
+    gathers = c.overlap_params_deepspeed if deepspeed else c.overlap_params
+    exposed = max(0.0, comm.t_p - gathers * compute)
+    exposed += max(0.0, comm.t_g - grad * backward_per_micro * (m - 1))
+    exposed += max(0.0, comm.t_os0 - grad * backward_per_micro)
     exposed += max(0.0, comm.t_os1 - c.overlap_broadcast * forward_per_micro)
     return exposed
 
@@ -124,7 +139,6 @@ def step_time(
     *,
     gpus_per_node: int,
     precision: str,
-    efficiency: float,
     coefficients: Coefficients,
 ) -> StepTime:
     """Time of one optimizer step. Ranks are laid out tp fastest, then dp, then pp."""
@@ -136,6 +150,7 @@ def step_time(
     layers = model.num_layers // p
 
     flops = model_flops(model, tokens, config.activation_checkpointing)
+    efficiency = gemm_efficiency(cluster, model, config)
     compute = flops / config.world_size / (cluster.peak_tflops * 1e12 * efficiency)
     bubble = compute * (p - 1) / (v * m)
     overhead = c.launch_overhead_s * layers * m
@@ -155,11 +170,13 @@ def step_time(
 
     params = params_on_first_stage(model, config)
     weight_bytes = 2 if precision == "bf16-mixed" else 4
-    dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c, layers)
+    engine = config.factors(gpus_per_node).engine
+    dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c, layers,
+                            modules_per_layer(model, engine))
     if c.dp_exposure is not None:
         exposed = c.dp_exposure * dp.total
     else:
-        exposed = exposed_data_parallel(dp, compute, m, c)
+        exposed = exposed_data_parallel(dp, compute, m, c, engine)
     return StepTime(
         compute_s=compute * c.scale_compute,
         bubble_s=bubble * c.scale_bubble,

@@ -30,11 +30,31 @@ class Cluster(BaseModel):
     # the average down to about 0.6 (Megatron-LM reports 52% HFU end to end on 3,072 A100s).
     # Calibration refits it from trials.
     compute_efficiency: float = Field(default=0.6, gt=0, le=1)
+    # Shape dependence of that efficiency (costmodel/compute.py): a GEMM of m rows (tokens
+    # of a micro-batch) and n columns (hidden / tp) reaches compute_efficiency ·
+    # m/(m + gemm_half_m) · n/(n + gemm_half_n). 0 = shape-independent.
+    gemm_half_m: float = Field(default=0.0, ge=0, le=1e9)
+    gemm_half_n: float = Field(default=0.0, ge=0, le=1e9)
+    # Per-step chunk (bytes) at which a collective reaches half its link bandwidth
+    # (costmodel/collectives.py). 0 = latency only.
+    msg_half_bytes: float = Field(default=0.0, ge=0, le=1e12)
     # Memory a process holds before the model exists (CUDA context, allocator, torch itself).
     runtime_overhead_gb: float = Field(default=1.0, ge=0, le=1e6)
     # Communication backend the built-in trial job uses on this cluster.
     dist_backend: str = Field(default="nccl", max_length=200)
 
+
+# NVIDIA presets share the NCCL constants: per-step ring latencies from NCCL's tuning model
+# (src/graph/tuning.cc, hwLat Ring/Simple: NVLink 5.7 us, network 6.6 us per step) and a 64 KB
+# half-bandwidth chunk (NCCL models a 256 KB chunk as costing about its latency again,
+# "base lat + 256k/12GB/s"; nccl-tests bus bandwidth halves near 64 KB per rank on IB).
+# GEMM shape: cuBLAS BF16 GEMMs on A100/H100 reach 75-80% of peak at 4096-wide shapes and
+# fall off below ~512 on either side (NVIDIA "Matrix Multiplication Background" guide, wave
+# quantization and tile efficiency); a 0.72 asymptote with halves m 128, n 256 puts a
+# 4096 x 4096 layer at 0.66 (AMSP's 64% MFU on 8 A800s, §III) and Megatron's 1T layer
+# (m 2048, n 25600/8) at 0.63 (52% HFU on 3,072 A100s with bubble and TP communication).
+NCCL = dict(intra_node_latency_us=5.7, inter_node_latency_us=6.6, msg_half_bytes=65536.0,
+            compute_efficiency=0.72, gemm_half_m=128.0, gemm_half_n=256.0)
 
 CLUSTER_PRESETS: dict[str, Cluster] = {
     # This kind of machine: 2 cores, one trial rank per core, gloo over loopback.
@@ -50,36 +70,39 @@ CLUSTER_PRESETS: dict[str, Cluster] = {
     # OLCF Frontier: 4× MI250X = 8 GCDs of 64 GB HBM2E per node; 191.5 TFLOPS FP16/BF16 per
     # GCD (383 per MI250X); GCD↔GCD Infinity Fabric 50-100 GB/s (50 GB/s per x16 link);
     # 4× Slingshot-11 200 Gb/s = 100 GB/s per node (docs.olcf.ornl.gov, Frontier user guide).
-    # compute_efficiency 0.55: vendors' "max-achievable" matmul FLOPs sit well below peak (AMD
-    # ROCm blog, "Measuring Max-Achievable FLOPs"), and MI250X-era rocBLAS on transformer
-    # shapes reaches about half of peak; an assumption, refit by calibration from trials.
+    # Compute: an assumption until `paratune profile` runs on Frontier. rocBLAS/hipBLASLt BF16
+    # GEMMs on MI250X reach about 3/4 of peak only on large square shapes (AMD ROCm blog,
+    # "Measuring Max-Achievable FLOPs"), and the GCD needs larger tiles than an A100 to fill
+    # its 110 CUs: asymptote 0.75, halves m 1024, n 128. RCCL on Slingshot: per-step latencies
+    # 10 us (Infinity Fabric) and 20 us (network, libfabric), 64 KB half-bandwidth chunk.
     "frontier": Cluster(
         name="frontier", device="MI250X GCD", gpus_per_node=8, memory_gb=64.0,
         peak_tflops=191.5, intra_node_gbps=50.0, inter_node_gbps=100.0,
-        intra_node_latency_us=10.0, inter_node_latency_us=20.0, compute_efficiency=0.55,
+        intra_node_latency_us=10.0, inter_node_latency_us=20.0, compute_efficiency=0.75,
+        gemm_half_m=1024.0, gemm_half_n=128.0, msg_half_bytes=65536.0,
         dist_backend="nccl",
     ),
     # NVIDIA A100 SXM 80GB: 312 TFLOPS BF16 dense; NVLink3 600 GB/s bidirectional per GPU;
     # DGX A100: 8× HDR 200 Gb/s = 200 GB/s per node (NVIDIA A100 datasheet, DGX A100 guide).
     "a100-80g": Cluster(
         name="a100-80g", device="A100-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
-        peak_tflops=312.0, intra_node_gbps=300.0, inter_node_gbps=200.0,
+        peak_tflops=312.0, intra_node_gbps=300.0, inter_node_gbps=200.0, **NCCL,
     ),
     # A800: the A100 with NVLink capped at 400 GB/s bidirectional; AMSP's test-bed has
     # 4× HDR InfiniBand = 800 Gb/s = 100 GB/s per node (AMSP, arXiv 2311.00257, §VI-A).
     "a800-80g": Cluster(
         name="a800-80g", device="A800-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
-        peak_tflops=312.0, intra_node_gbps=200.0, inter_node_gbps=100.0,
+        peak_tflops=312.0, intra_node_gbps=200.0, inter_node_gbps=100.0, **NCCL,
     ),
     # NVIDIA H100 SXM: 989 TFLOPS BF16 dense; NVLink4 900 GB/s bidirectional per GPU;
     # DGX H100: 8× NDR 400 Gb/s = 400 GB/s per node (NVIDIA H100 datasheet).
     "h100-80g": Cluster(
         name="h100-80g", device="H100-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
-        peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0,
+        peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0, **NCCL,
     ),
     # NVIDIA H200 SXM: the H100's compute with 141 GB HBM3e (NVIDIA H200 datasheet).
     "h200-141g": Cluster(
         name="h200-141g", device="H200-SXM-141GB", gpus_per_node=8, memory_gb=141.0,
-        peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0,
+        peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0, **NCCL,
     ),
 }

@@ -126,6 +126,8 @@ class ParallelConfig:
             key += "-amsp" + "".join(map(str, self.sharding.as_tuple()))
             if self.sharding.secondary > 1:
                 key += f"h{self.sharding.secondary}"
+            if self.sharding.engine != "amsp":
+                key += f"-{self.sharding.engine}"
         return key
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,7 +152,9 @@ class ParallelConfig:
                 typed[f.name] = (raw in ("True", "true") if f.type in ("bool", bool)
                                  else int(raw) if f.type in ("int", int) else raw)
         if all(n in params for n in names[:6]):
-            typed["sharding"] = ShardingFactors(**{n: int(params[n]) for n in names if n in params})
+            typed["sharding"] = ShardingFactors(
+                **{n: int(params[n]) for n in names if n in params},
+                **({"engine": params["engine"]} if "engine" in params else {}))
         return cls(**typed)
 
     @classmethod

@@ -14,6 +14,10 @@ Every named scheme is one point of this space (§IV-B, "existing schemes"):
 | ZeRO++ (hpZ) | ZeRO-3, with `secondary` = g: a second   |
 |              | copy of the weights sharded over g GPUs  |
 |              | of a node, gathered in backward          |
+
+`engine` names the implementation a scheme runs on, which sets how its collectives overlap
+with compute (costmodel/performance.py): "amsp" (AMSP/InternEvo, the default for factor sets),
+"deepspeed" (ZeRO-1/2/3, MiCS, ZeRO++ as DeepSpeed ships them) or "torch" (DDP, FSDP, HSDP).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from orchestrator.search_spaces.errors import InvalidConfig
 
 SCHEMES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "mics", "hsdp", "zero++")
+ENGINES = ("amsp", "deepspeed", "torch")
 
 
 @dataclass(frozen=True, order=True)
@@ -35,6 +40,7 @@ class ShardingFactors:
     s1os: int = 1
     # ZeRO++ hpZ: a secondary weight shard over this many GPUs of a node (1 = none).
     secondary: int = 1
+    engine: str = "amsp"
 
     @property
     def sp(self) -> int:
@@ -56,10 +62,14 @@ class ShardingFactors:
         data = dict(zip(names, self.as_tuple()))
         if self.secondary > 1:
             data["secondary"] = self.secondary
+        if self.engine != "amsp":
+            data["engine"] = self.engine
         return data
 
     def validate(self, s0dp: int, s1dp: int) -> "ShardingFactors":
         """AMSP constraints (3)-(7) and s_g ∈ {s_p, s_os}; the message names every factor."""
+        if self.engine not in ENGINES:
+            raise InvalidConfig(f"engine({self.engine!r}) must be one of {', '.join(ENGINES)}")
         chain0 = (self.s0p, self.s0g, self.s0os, s0dp)
         chain1 = (self.s1p, self.s1g, self.s1os, s1dp)
         if not all(1 <= a <= b for a, b in zip(chain0, chain0[1:])):
@@ -100,20 +110,21 @@ class ShardingFactors:
     def named(cls, scheme: str, s0dp: int, s1dp: int, group: int | None = None) -> "ShardingFactors":
         """A named scheme on an `s0dp × s1dp` mesh; `group` is MiCS/HSDP's shard group size."""
         full = (s0dp, s1dp)
+        ds, torch = {"engine": "deepspeed"}, {"engine": "torch"}
         if scheme == "ddp":
-            return cls()
+            return cls(**torch)
         if scheme == "zero1":
-            return cls(1, 1, 1, 1, *full)
+            return cls(1, 1, 1, 1, *full, **ds)
         if scheme == "zero2":
-            return cls(1, 1, *full, *full)
+            return cls(1, 1, *full, *full, **ds)
         if scheme in ("zero3", "fsdp"):
-            return cls(*full, *full, *full)
+            return cls(*full, *full, *full, **(ds if scheme == "zero3" else torch))
         if scheme == "zero++":
-            return cls(*full, *full, *full, secondary=group or s0dp)
+            return cls(*full, *full, *full, secondary=group or s0dp, **ds)
         if scheme in ("mics", "hsdp"):
             g = group or s0dp
             s0, s1 = (g, 1) if g <= s0dp else (s0dp, g // s0dp)
-            return cls(s0, s1, s0, s1, s0, s1)
+            return cls(s0, s1, s0, s1, s0, s1, **(ds if scheme == "mics" else torch))
         raise InvalidConfig(f"unknown sharding scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
 
 

@@ -28,7 +28,10 @@ from orchestrator.spec.trial import TrialSpec
 
 
 def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:
-    """A preset name, or a mapping with an optional `preset:` base and overrides."""
+    """A preset name, a preset file (`paratune profile` writes one), or a mapping with an
+    optional `preset:` base and overrides."""
+    if isinstance(value, str) and value.endswith((".yaml", ".yml")):
+        return _preset_file(value, kind)
     if isinstance(value, str):
         if value not in presets:
             raise ValueError(f"unknown {kind} preset {excerpt(value, 60)}; choose one of "
@@ -41,6 +44,20 @@ def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:
         overrides = {k: v for k, v in value.items() if k != "preset"}
         return {**base.model_dump(), **overrides}
     return value
+
+
+def _preset_file(value: str, kind: str) -> Any:
+    """A preset YAML file, relative to the working directory."""
+    import yaml
+
+    path = Path(value).expanduser()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{kind} preset file {excerpt(value, 100)}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{kind} preset file {excerpt(value, 100)}: expected a mapping")
+    return data
 
 
 class CampaignSpec(Strict):

@@ -1,0 +1,90 @@
+"""`paratune plan --compare` and `--nodes`: the AMSP paper's scheme comparison and scale sweeps.
+
+`--compare` takes the best layout the cost model finds for the spec and prints AMSP's plan,
+MiCS, ZeRO++, ZeRO-1 and ZeRO-3 on it side by side (memory, MFU, HFU, and MFU with every
+collective exposed). `--nodes 1,16,128` repeats the plan (or the comparison) at each node
+count with the spec's global batch (strong scaling, as AMSP §VI-B keeps 4M tokens), or with
+the batch per node kept (`--weak`), so the papers' trends print from one command.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from rich.table import Table
+
+from orchestrator.cli.common import out, print_json, rank_spec
+from orchestrator.costmodel import cost_model_for
+from orchestrator.costmodel.compare import compare_schemes
+from orchestrator.errors import UserError
+from orchestrator.spec import CampaignSpec
+
+
+def parse_nodes(text: str) -> list[int]:
+    try:
+        nodes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        nodes = []
+    if not nodes or min(nodes) < 1:
+        raise UserError(f"--nodes: {text!r} is not a list of positive node counts; e.g. 1,16,128")
+    return nodes
+
+
+def _rows_for(spec: CampaignSpec, compare: bool) -> list[dict[str, Any]]:
+    ranking = rank_spec(spec, 1)
+    best = ranking.best
+    where = {"nodes": spec.scale.nodes, "world_size": spec.world_size,
+             "global_batch_size": spec.scale.global_batch_size}
+    if best is None:
+        return [{**where, "scheme": None, "fits": False}]
+    if not compare:
+        factors = ranking.plan.factors.to_dict() if ranking.plan else None
+        return [{**where, "config": best.config.key(), "factors": factors,
+                 "memory_gb": best.memory_gb, "mfu": best.mfu, "hfu": best.hfu,
+                 "tokens_per_s": best.tokens_per_s,
+                 "tokens_per_s_per_gpu": best.tokens_per_s / spec.world_size}]
+    base = dataclasses.replace(best.config, sharding=None, zero_stage=0)
+    rows = compare_schemes(cost_model_for(spec), base)
+    return [{**where, "config": base.key(), **row.to_dict()} for row in rows]
+
+
+def plan_sweep(load: Callable[[list[str]], CampaignSpec], nodes: list[int] | None,
+               compare: bool, as_json: bool, weak: bool = False) -> None:
+    """Rows for each node count (or the spec's own); `load` builds the spec with overrides."""
+    specs = [load([f"scale.nodes={n}"]) for n in nodes] if nodes else [load([])]
+    if weak:
+        own = load([])
+        per_node = own.scale.global_batch_size / own.scale.nodes
+        specs = [load([f"scale.nodes={s.scale.nodes}",
+                       f"scale.global_batch_size={round(per_node * s.scale.nodes)}"])
+                 for s in specs]
+    rows = [row for spec in specs for row in _rows_for(spec, compare)]
+    if as_json:
+        print_json({"model": specs[0].model.name, "cluster": specs[0].cluster.name,
+                    "global_batch_size": specs[0].scale.global_batch_size, "rows": rows})
+        return
+    out.print(f"{specs[0].name}: {specs[0].model.name} on {specs[0].cluster.name}, global batch "
+              f"{specs[0].scale.global_batch_size} sequences")
+    if compare:
+        table = Table("GPUs", "scheme", "factors", "GB", "fits", "MFU", "HFU", "no overlap")
+        for r in rows:
+            if r.get("scheme") is None:
+                table.add_row(str(r["world_size"]), "-", "nothing fits", "", "", "", "", "")
+                continue
+            f = r["factors"]
+            factors = ",".join(str(f[k]) for k in ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os"))
+            table.add_row(str(r["world_size"]), r["scheme"], f"({factors})",
+                          f"{r['memory_gb']:.1f}", "yes" if r["fits"] else "no",
+                          f"{r['mfu']:.1%}", f"{r['hfu']:.1%}", f"{r['mfu_without_overlap']:.1%}")
+        out.print("factors: (s0p,s1p,s0g,s1g,s0os,s1os); no overlap: MFU with every "
+                  "collective exposed")
+    else:
+        table = Table("GPUs", "best config", "memory GB", "MFU", "HFU", "tokens/s")
+        for r in rows:
+            if "config" not in r:
+                table.add_row(str(r["world_size"]), "nothing fits", "", "", "", "")
+                continue
+            table.add_row(str(r["world_size"]), r["config"], f"{r['memory_gb']:.1f}",
+                          f"{r['mfu']:.1%}", f"{r['hfu']:.1%}", f"{r['tokens_per_s']:,.0f}")
+    out.print(table)

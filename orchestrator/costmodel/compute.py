@@ -1,0 +1,42 @@
+"""Compute efficiency by GEMM shape, and the modules whose weights a sharded step gathers.
+
+Efficiency: a transformer layer's time is dominated by GEMMs whose rows are the tokens of a
+micro-batch (m = micro-batch × sequence) and whose columns are the hidden size split by TP
+(n = hidden / tp). Small GEMMs leave tensor cores idle (wave quantization, tile tails, kernel
+launch and memory-bound epilogues), so efficiency rises with both dimensions and saturates:
+    efficiency = compute_efficiency · m/(m + gemm_half_m) · n/(n + gemm_half_n)
+with one set of the three constants per cluster preset (sources in presets/clusters.py).
+This is what makes micro-batch size and TP real knobs: a larger micro-batch runs faster
+GEMMs but leaves fewer micro-batches to fill the pipeline; a larger TP splits n.
+
+Modules: ZeRO-3, MiCS, ZeRO++ and AMSP gather and reduce-scatter weights per module, not per
+step (DeepSpeed's ZeRO-3 fetches each submodule's parameters in its pre-forward hook; AMSP
+§V-C launches the gathers of every module of the next layer). A transformer layer has 7
+linear modules with a gated MLP (q, k, v, o, gate, up, down) and 4 without (qkv, dense,
+fc1, fc2); norms are below DeepSpeed's `stage3_param_persistence_threshold` (1e5 elements)
+and stay replicated. FSDP wraps a whole block: one unit per layer.
+"""
+
+from __future__ import annotations
+
+from orchestrator.presets import Cluster, ModelShape
+from orchestrator.search_spaces import ParallelConfig
+
+
+def gemm_efficiency(cluster: Cluster, model: ModelShape, config: ParallelConfig) -> float:
+    """Fraction of peak the step's kernels reach at this layout's per-device GEMM shape."""
+    m = config.micro_batch_size * model.seq_len
+    n = model.hidden / config.tp
+    eff = cluster.compute_efficiency
+    if cluster.gemm_half_m:
+        eff *= m / (m + cluster.gemm_half_m)
+    if cluster.gemm_half_n:
+        eff *= n / (n + cluster.gemm_half_n)
+    return eff
+
+
+def modules_per_layer(model: ModelShape, engine: str) -> int:
+    """Units whose weights are gathered one collective each, per layer."""
+    if engine == "fsdp":
+        return 1
+    return 7 if model.gated_mlp else 4

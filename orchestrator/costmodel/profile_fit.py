@@ -1,0 +1,95 @@
+"""Fit a cluster preset to what `paratune profile` measured (jobs/profile.py): pure arithmetic.
+
+- Layers: the measured fraction of peak of a layer's GEMMs, forward and backward, at each
+  (m tokens, width n) against compute.py's shape model
+  `E · m/(m + half_m) · n/(n + half_n)`: a grid over the two halves, E in closed form by
+  relative least squares.
+- Collectives: collectives.py's ring model inside a node, all-reduce `2(p-1)/p · v/bw +
+  2(p-1)·α` and all-gather `(p-1)/p · v/bw + (p-1)·α`, fitted by non-negative least squares
+  on relative errors. α then holds the per-step chunk cost too (`msg_half_bytes` = 0), and
+  the link rate is the fitted bandwidth over the model's `bandwidth_efficiency`.
+Only what the profile measured changes; the rest of the preset (peak, memory, the network
+between nodes when the profile ran on one) is kept, and the preset says where it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.costmodel.coefficients import Coefficients
+from orchestrator.presets import Cluster
+
+HALVES = (0.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
+
+
+@dataclass(frozen=True)
+class GemmFit:
+    efficiency: float
+    half_m: float
+    half_n: float
+    median_error: float
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    bandwidth: float  # bytes/s achieved
+    latency_s: float  # per ring step
+    median_error: float
+
+
+def _shape(m: float, n: float, hm: float, hn: float) -> float:
+    return m / (m + hm) * n / (n + hn)
+
+
+def fit_gemm(rows: list[dict], peak_tflops: float) -> GemmFit:
+    """rows: {"m", "n", "tflops"} per measured GEMM."""
+    effs = [r["tflops"] / peak_tflops for r in rows]
+    best = None
+    for hm in HALVES:
+        for hn in HALVES:
+            g = [_shape(r["m"], r["n"], hm, hn) for r in rows]
+            # minimise Σ ((E·g - e)/e)²  →  E = Σ g/e / Σ (g/e)²
+            e_hat = sum(gi / ei for gi, ei in zip(g, effs)) / sum((gi / ei) ** 2
+                                                                  for gi, ei in zip(g, effs))
+            errors = sorted(abs(e_hat * gi / ei - 1) for gi, ei in zip(g, effs))
+            loss = sum(x * x for x in errors)
+            if best is None or loss < best[0]:
+                best = (loss, min(e_hat, 1.0), hm, hn, errors[len(errors) // 2])
+    _, eff, hm, hn, median = best
+    return GemmFit(eff, hm, hn, median)
+
+
+def fit_link(rows: list[dict]) -> LinkFit:
+    """rows: {"op": all_reduce | all_gather, "group", "bytes", "seconds"} inside one node."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    x, y = [], []
+    for r in rows:
+        p, v, t = r["group"], r["bytes"], r["seconds"]
+        rounds = 2 if r["op"] == "all_reduce" else 1
+        x.append([rounds * (p - 1) / p * v / t, rounds * (p - 1) / t])
+        y.append(1.0)
+    (inv_bw, alpha), _ = nnls(np.array(x), np.array(y))
+    bw = 1 / inv_bw if inv_bw > 0 else float("inf")
+    errors = sorted(abs(float(np.dot(row, [inv_bw, alpha])) - 1) for row in x)
+    return LinkFit(bw, float(alpha), errors[len(errors) // 2])
+
+
+def profiled_cluster(base: Cluster, profile: dict, name: str | None = None) -> Cluster:
+    """`base` with the compute and intra-node link constants the profile measured."""
+    gemm = fit_gemm(profile["layers"], base.peak_tflops)
+    changes: dict = {"name": name or f"{base.name}-profiled",
+                     "compute_efficiency": float(gemm.efficiency),
+                     "gemm_half_m": float(gemm.half_m), "gemm_half_n": float(gemm.half_n)}
+    inside = [r for r in profile.get("collectives", []) if r["group"] <= base.gpus_per_node]
+    if inside:
+        link = fit_link(inside)
+        efficiency = Coefficients().bandwidth_efficiency
+        gbps = float(min(link.bandwidth / efficiency / 1e9, 1e6))
+        latency_us = float(link.latency_s * 1e6)
+        # The network between nodes is never faster than the links inside one.
+        changes.update(intra_node_gbps=gbps, intra_node_latency_us=latency_us, msg_half_bytes=0.0,
+                       inter_node_gbps=min(base.inter_node_gbps, gbps),
+                       inter_node_latency_us=max(base.inter_node_latency_us, latency_us))
+    return base.model_copy(update=changes)
