@@ -1,8 +1,10 @@
 """How many measured trials each searcher needs, on simulated landscapes with known optima.
 
 Each landscape is a published setup answered by the simulated backend (cost model × noise);
-two hide per-knob perturbations (±20-30%) so the ground truth differs from the model the
-searchers see. A layout the memory model rejects costs no trial (the controller prunes it); a
+two hide per-knob perturbations (±20-30%) and four hide quirks that depend on several knobs at
+once (orchestrator/backends/quirks.py: a collective off its fast path for some (tp, group
+layout) pairs, a kernel fast only for some shapes, an overhead growing with a product of
+knobs), so the ground truth differs from the model the searchers see. A layout the memory model rejects costs no trial (the controller prunes it); a
 layout that runs out of memory does. Reported per searcher and landscape over SEEDS seeds:
 trials to reach within 3% of the landscape's best (median, p90; "-" if not reached in
 MAX_TRIALS), regret after 10/20/50 trials, and search overhead (ask + tell) per trial.
@@ -30,22 +32,27 @@ MAX_TRIALS = 60
 WITHIN = 0.03
 SEARCHERS = ("random", "grid", "deephyper-cbo", "optuna", "cost-guided")
 AMSP_SPACE = ["space.activation_checkpointing=[none, selective, full]"]
-LANDSCAPES = {
-    "frontier-175b": ("examples/frontier-175b.yaml", [], 0.0),
-    "frontier-1t": ("examples/frontier-1t.yaml", [], 0.0),
-    "amsp-llama-7b": ("examples/amsp-llama-7b.yaml", AMSP_SPACE, 0.0),
-    "amsp-llama-30b": ("examples/amsp-llama-30b.yaml", AMSP_SPACE, 0.0),
-    "frontier-175b-perturbed": ("examples/frontier-175b.yaml", [], 0.2),
-    "amsp-llama-7b-perturbed": ("examples/amsp-llama-7b.yaml", AMSP_SPACE, 0.3),
+LANDSCAPES = {  # name: (spec, overrides, per-knob perturbation, interaction strength)
+    "frontier-175b": ("examples/frontier-175b.yaml", [], 0.0, 0.0),
+    "frontier-1t": ("examples/frontier-1t.yaml", [], 0.0, 0.0),
+    "amsp-llama-7b": ("examples/amsp-llama-7b.yaml", AMSP_SPACE, 0.0, 0.0),
+    "amsp-llama-30b": ("examples/amsp-llama-30b.yaml", AMSP_SPACE, 0.0, 0.0),
+    "frontier-175b-perturbed": ("examples/frontier-175b.yaml", [], 0.2, 0.0),
+    "amsp-llama-7b-perturbed": ("examples/amsp-llama-7b.yaml", AMSP_SPACE, 0.3, 0.0),
+    "frontier-175b-interactions": ("examples/frontier-175b.yaml", [], 0.0, 1.0),
+    "frontier-1t-interactions": ("examples/frontier-1t.yaml", [], 0.0, 1.0),
+    "amsp-llama-7b-interactions": ("examples/amsp-llama-7b.yaml", AMSP_SPACE, 0.0, 1.0),
+    "amsp-llama-30b-interactions": ("examples/amsp-llama-30b.yaml", AMSP_SPACE, 0.0, 1.0),
 }
 
 
-def landscape(name: str, seed: int):
-    path, overrides, perturbation = LANDSCAPES[name]
+def landscape(name: str, seed: int, noise: float = 0.03):
+    path, overrides, perturbation, interactions = LANDSCAPES[name]
     spec = load_spec(path, overrides)
     cost = cost_model_for(spec)
     candidates = spec.search_space().candidates()
-    sim = SimulatedBackend(cost, noise=0.03, perturbation=perturbation, seed=seed)
+    sim = SimulatedBackend(cost, noise=noise, perturbation=perturbation, seed=seed,
+                           interactions=interactions)
     truth = {}
     for config in candidates:
         est = cost.estimate(config)
