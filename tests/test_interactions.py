@@ -64,3 +64,93 @@ def test_each_quirk_depends_on_the_knobs_it_names():
     assert deep < shallow < 0
     assert quirks.product(0, dict(base, pp=16, micro_batch_size=1, tp=1,
                                   activation_checkpointing="full")) == 0.0
+
+
+# ------------------------------------------------------------------ the residual model
+
+
+def _grid_model():
+    from orchestrator.searchers.residuals import KnobCodes, ResidualModel
+
+    codes = KnobCodes({"a": [0, 1, 2], "b": [0, 1, 2]})
+    points = [{"a": a, "b": b} for a in range(3) for b in range(3)]
+    encoded = np.array([codes.encode(p) for p in points])
+    return ResidualModel(codes, encoded), encoded, points
+
+
+def test_residual_model_learns_an_effect_of_one_pair_of_knob_values():
+    model, encoded, points = _grid_model()
+    truth = np.array([0.3 if p == {"a": 0, "b": 0} else 0.0 for p in points])
+    model.fit(np.concatenate([encoded, encoded]), np.concatenate([truth, truth]), 0.01)
+    # A sum of one effect per knob value would put 0.3·4/9 at (0, 0) and spill onto (0, 1).
+    assert model.mean[0] == pytest.approx(0.3, abs=0.05)
+    assert abs(model.mean[1]) < 0.05 and abs(model.mean[4]) < 0.05
+
+
+def test_an_unseen_pair_keeps_its_uncertainty():
+    model, encoded, _ = _grid_model()
+    measured = encoded[[1, 3]]  # (0, 1) and (1, 0): both values of (0, 0) seen, not the pair
+    model.fit(np.concatenate([measured] * 3), np.zeros(6), 0.02)
+    assert model.std[0] > 2 * model.std[1]  # (0, 0) is uncertain where (0, 1) is measured
+    assert model.std[8] > model.std[0]  # (2, 2): neither value seen either
+
+
+def test_noise_is_estimated_from_repeats():
+    from orchestrator.searchers.residuals import NOISE, ResidualModel
+
+    assert ResidualModel.estimate_noise({"a": [0.0]}) == pytest.approx(NOISE)
+    spread = {i: [0.1, -0.1] for i in range(40)}  # std 0.14 within each pair of repeats
+    assert ResidualModel.estimate_noise(spread) == pytest.approx(0.141, abs=0.01)
+
+
+# ------------------------------------------------------------------ the searcher
+
+
+def search(candidates, cost, sim, truth, *, seed: int, limit: int = 40):
+    """Run cost-guided like the benchmark: repeats first, then the search; returns the trials
+    that reached within 3% of the best (None if never), the trials run and the searcher."""
+    from orchestrator.objective import Objective
+    from orchestrator.result import TrialResult
+    from orchestrator.searchers import make_searcher
+
+    best = max(truth.values())
+    searcher = make_searcher("cost-guided", candidates, Objective(), seed=seed, cost_model=cost)
+    trials, reached = 0, None
+    while trials < limit:
+        proposed = [c for c in (searcher.repeat(),) if c is not None] or searcher.ask(1)
+        if not proposed:
+            break
+        (config,) = proposed
+        if not cost.estimate(config).fits:
+            searcher.tell(config, TrialResult(status="infeasible"))
+            continue
+        trials += 1
+        searcher.tell(config, sim.run(config, f"t{trials}"))
+        if reached is None and truth[config] >= 0.97 * best:
+            reached = trials
+    return reached, trials, searcher
+
+
+def _truth(candidates, cost, sim):
+    return {c: cost.estimate(c).tokens_per_s * sim.truth_factor(c.to_params())
+            for c in candidates if cost.estimate(c).fits}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3])
+def test_cost_guided_recovers_from_interactions_the_model_misses(frontier, seed):
+    configs, cost = frontier
+    sim = SimulatedBackend(cost, seed=seed, interactions=1.0)
+    truth = _truth(configs, cost, sim)
+    top = max(configs, key=lambda c: cost.estimate(c).tokens_per_s)
+    assert truth[top] < 0.9 * max(truth.values())  # the model's favourite is far off
+    reached, trials, _ = search(configs, cost, sim, truth, seed=seed)
+    assert reached is not None and reached <= 10 and trials >= reached
+
+
+def test_stops_soon_where_the_model_is_right_and_later_where_interactions_hide(frontier):
+    configs, cost = frontier
+    plain = SimulatedBackend(cost, seed=0)
+    _, right, _ = search(configs, cost, plain, _truth(configs, cost, plain), seed=0)
+    quirky = SimulatedBackend(cost, seed=0, interactions=1.0)  # the favourite is 30% off
+    reached, wrong, _ = search(configs, cost, quirky, _truth(configs, cost, quirky), seed=0)
+    assert right <= 12 < wrong and reached < wrong
