@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES
+import yaml
+from conftest import EXAMPLES, journal_events
 
 from orchestrator.backends import quirks
 from orchestrator.backends.simulated import SimulatedBackend
@@ -108,18 +109,21 @@ def test_noise_is_estimated_from_repeats():
 
 def search(candidates, cost, sim, truth, *, seed: int, limit: int = 40):
     """Run cost-guided like the benchmark: repeats first, then the search; returns the trials
-    that reached within 3% of the best (None if never), the trials run and the searcher."""
+    that reached within 3% of the best (None if never), the search trials run (repeats not
+    counted) and the searcher."""
     from orchestrator.objective import Objective
     from orchestrator.result import TrialResult
     from orchestrator.searchers import make_searcher
 
     best = max(truth.values())
     searcher = make_searcher("cost-guided", candidates, Objective(), seed=seed, cost_model=cost)
-    trials, reached = 0, None
+    trials, repeats, reached = 0, 0, None
     while trials < limit:
-        proposed = [c for c in (searcher.repeat(),) if c is not None] or searcher.ask(1)
+        repeat = searcher.repeat()
+        proposed = [repeat] if repeat is not None else searcher.ask(1)
         if not proposed:
             break
+        repeats += repeat is not None
         (config,) = proposed
         if not cost.estimate(config).fits:
             searcher.tell(config, TrialResult(status="infeasible"))
@@ -128,7 +132,7 @@ def search(candidates, cost, sim, truth, *, seed: int, limit: int = 40):
         searcher.tell(config, sim.run(config, f"t{trials}"))
         if reached is None and truth[config] >= 0.97 * best:
             reached = trials
-    return reached, trials, searcher
+    return reached, trials - repeats, searcher
 
 
 def _truth(candidates, cost, sim):
@@ -154,3 +158,55 @@ def test_stops_soon_where_the_model_is_right_and_later_where_interactions_hide(f
     quirky = SimulatedBackend(cost, seed=0, interactions=1.0)  # the favourite is 30% off
     reached, wrong, _ = search(configs, cost, quirky, _truth(configs, cost, quirky), seed=0)
     assert right <= 12 < wrong and reached < wrong
+
+
+# ------------------------------------------------------------------ repeats in a campaign
+
+
+def _noisy_spec(runs, name: str, max_trials: int):
+    from orchestrator.spec import spec_from_dict
+
+    data = yaml.safe_load((EXAMPLES / "frontier-175b.yaml").read_text())
+    data.update(name=name, search={"algorithm": "cost-guided", "seed": 0},
+                budget={"max_trials": max_trials, "max_concurrent": 1},
+                backend={"kind": "simulated", "noise": 0.05, "interactions": 1.0, "seed": 1},
+                tracking={"enabled": False, "runs_dir": str(runs)})
+    return spec_from_dict(data)
+
+
+def _trials(runs, name):
+    return [(e["config"], e["fidelity"]) for e in journal_events(runs / name)
+            if e["event"] == "finished" and e["result"]["status"] != "infeasible"]
+
+
+def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_path):
+    from orchestrator.campaign import CampaignView
+    from orchestrator.controller import Controller
+    from orchestrator.spec import load_campaign_spec
+
+    runs = tmp_path / "runs"
+    whole = Controller(_noisy_spec(runs, "whole", 40)).run()
+    trials = _trials(runs, "whole")
+    repeats = [config for config, fidelity in trials if fidelity == "repeat"]
+    assert repeats, "no close contender was measured again"
+    searched = [config for config, fidelity in trials if fidelity == "full"]
+    assert all(config in searched for config in repeats)  # repeats of measured layouts only
+    assert max(repeats.count(c) for c in repeats) <= 2  # at most 3 measurements of a layout
+
+    # The best is the layout with the best mean over its measurements.
+    values: dict[str, list[float]] = {}
+    for record in whole.records:
+        if record.result is not None and record.result.ok:
+            values.setdefault(record.config.key(), []).append(record.result.tokens_per_s)
+    means = {key: sum(v) / len(v) for key, v in values.items()}
+    assert whole.best.config.key() == max(means, key=means.get)
+
+    # Stopped part-way and resumed: the same trials, repeats included, in the same phases.
+    Controller(_noisy_spec(runs, "cut", 17)).run()
+    saved = runs / "cut" / "spec.yaml"
+    data = yaml.safe_load(saved.read_text())
+    data["budget"]["max_trials"] = 40
+    saved.write_text(yaml.safe_dump(data))
+    Controller(load_campaign_spec(runs, "cut")).run(resume=True)
+    assert _trials(runs, "cut") == trials
+    assert CampaignView.open(runs, "cut").best().config == whole.best.config

@@ -63,7 +63,6 @@ class CostGuidedSearcher(Searcher):
         self._predictions: dict[ParallelConfig, tuple[float, bool]] = {}
         self._prior: list[tuple[np.ndarray, float]] = []
         self._repeating: set[ParallelConfig] = set()  # repeats asked, not yet told
-        self._search_over = False  # the stop rule has ended the search (repeats may follow)
         self._multipliers = None
         self._global_scale = 1.0
         self._precompute()
@@ -156,17 +155,19 @@ class CostGuidedSearcher(Searcher):
         runner-up, up to 2 measurements; once it is over, every contender, up to
         MAX_MEASUREMENTS."""
         groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
-        if len(groups) < 2 or (not self._search_over
-                               and sum(map(len, groups.values())) < REPEAT_FROM):
+        if len(groups) < 2:
+            return None
+        over = self._next() is None  # from the told results alone, so a resume agrees
+        if not over and sum(map(len, groups.values())) < REPEAT_FROM:
             return None
         noise = self.noise()
         means = {c: sum(v) / len(v) for c, v in groups.items()}
         ranked = sorted(means, key=means.get, reverse=True)
         leader = ranked[0]
-        close = [c for c in ranked[: None if self._search_over else 2]
+        close = [c for c in ranked[: None if over else 2]
                  if c == leader or means[c] >= means[leader] - CONTENDER_Z * noise
                  * math.sqrt(1 / len(groups[c]) + 1 / len(groups[leader]))]
-        cap = MAX_MEASUREMENTS if self._search_over else 2
+        cap = MAX_MEASUREMENTS if over else 2
         open_ = [c for c in close if len(groups[c]) < cap and c not in self._repeating]
         if len(close) < 2 or not open_:
             return None
@@ -178,7 +179,6 @@ class CostGuidedSearcher(Searcher):
         proposed: list[ParallelConfig] = []
         for _ in range(n):
             config = self._next()
-            self._search_over = config is None
             if config is None:
                 break
             self._taken.add(config)
