@@ -41,9 +41,10 @@ KAPPA_STOP = 3.0  # stopping needs more confidence than choosing
 MIN_TRIALS_BEFORE_STOP = 8
 DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
-MAX_MEASUREMENTS = 3  # of one config, repeats included
+MAX_MEASUREMENTS = 6  # of one config, repeats included, once the search is over
+MEASUREMENTS_WHILE_SEARCHING = 3
 REPEAT_FROM = 12  # measured trials before the search itself re-measures the top two
-CONTENDER_Z = 2.0  # a contender's mean is within this many standard errors of the leader's
+CONTENDER_Z = 2.5  # a contender's mean is within this many standard errors of the leader's
 
 
 class CostGuidedSearcher(Searcher):
@@ -151,9 +152,9 @@ class CostGuidedSearcher(Searcher):
     def repeat(self) -> ParallelConfig | None:
         """A measured config to measure again: the leader or a contender whose mean is within
         CONTENDER_Z standard errors of the leader's, the one with the fewest measurements.
-        While the search runs (from REPEAT_FROM measured trials) only the leader and the
-        runner-up, up to 2 measurements; once it is over, every contender, up to
-        MAX_MEASUREMENTS."""
+        While the search runs (from REPEAT_FROM measured trials) up to
+        MEASUREMENTS_WHILE_SEARCHING each;
+        once it is over, up to MAX_MEASUREMENTS."""
         groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
         if len(groups) < 2:
             return None
@@ -164,10 +165,10 @@ class CostGuidedSearcher(Searcher):
         means = {c: sum(v) / len(v) for c, v in groups.items()}
         ranked = sorted(means, key=means.get, reverse=True)
         leader = ranked[0]
-        close = [c for c in ranked[: None if over else 2]
+        close = [c for c in ranked
                  if c == leader or means[c] >= means[leader] - CONTENDER_Z * noise
                  * math.sqrt(1 / len(groups[c]) + 1 / len(groups[leader]))]
-        cap = MAX_MEASUREMENTS if over else 2
+        cap = MAX_MEASUREMENTS if over else MEASUREMENTS_WHILE_SEARCHING
         open_ = [c for c in close if len(groups[c]) < cap and c not in self._repeating]
         if len(close) < 2 or not open_:
             return None
