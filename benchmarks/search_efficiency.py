@@ -123,6 +123,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                 "landscape": name, "searcher": algorithm, "seeds": len(runs),
                 "median": statistics.median(reached), "p90": percentile(reached, 0.9),
                 "found": sum(r["reached"] is not None for r in runs),
+                "found@40": sum(r["reached"] is not None and r["reached"] <= 40 for r in runs),
                 **{f"regret@{n}": statistics.median(r["regret"][n] for r in runs) for n in (10, 20, 50)},
                 "overhead_ms": 1e3 * statistics.mean(r["overhead_s"] for r in runs),
                 "winner_ok": sum(r["winner_ok"] for r in runs),
@@ -156,13 +157,13 @@ def main() -> None:
     table = summarize(rows)
     print(f"{len(jobs)} runs in {time.time() - started:.0f} s; up to {args.max_trials} trials "
           f"each, noise {args.noise:g}\n")
-    print("| landscape | searcher | trials to 3%: median | p90 | found | regret@10 | @20 | @50 "
-          "| overhead ms | trials run | winner ok |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| landscape | searcher | trials to 3%: median | p90 | found | in 40 | regret@10 | @20 "
+          "| @50 | overhead ms | trials run | winner ok |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for t in table:
         if t["seeds"]:
             print(f"| {t['landscape']} | {t['searcher']} | {fmt(t['median'])} | {fmt(t['p90'])} | "
-                  f"{t['found']}/{t['seeds']} | {t['regret@10']:.3f} | {t['regret@20']:.3f} | "
+                  f"{t['found']}/{t['seeds']} | {t['found@40']} | {t['regret@10']:.3f} | {t['regret@20']:.3f} | "
                   f"{t['regret@50']:.3f} | {t['overhead_ms']:.1f} | {t['trials_run']:g} | "
                   f"{t['winner_ok']}/{t['seeds']} |")
     if args.json:
