@@ -11,7 +11,7 @@ from pathlib import Path
 
 from orchestrator.budget import BudgetState, Tally
 from orchestrator.costmodel import Calibration, calibrate, cost_model_for
-from orchestrator.journal import CONFIRM, SCALING, SCREEN, SEARCH, Journal, TrialRecord
+from orchestrator.journal import CONFIRM, REPEAT, SCALING, SCREEN, SEARCH, Journal, TrialRecord
 from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
@@ -21,15 +21,27 @@ JOURNAL_FILE = "journal.jsonl"
 
 
 def comparable(records: list[TrialRecord]) -> list[TrialRecord]:
-    """The records the best is chosen from: full measurements of the tuned scale (search or
-    confirm) when any succeeded, else screens; never the scaling study's other scales."""
-    full = [r for r in records if r.phase in (SEARCH, CONFIRM) and r.result is not None
+    """The records the best is chosen from: full measurements of the tuned scale (search,
+    confirm or repeat) when any succeeded, else screens; never the scaling study's other
+    scales."""
+    full = [r for r in records if r.phase in (SEARCH, CONFIRM, REPEAT) and r.result is not None
             and r.result.ok]
     return full if full else [r for r in records if r.phase == SCREEN]
 
 
 def best_record(records: list[TrialRecord], objective: Objective) -> TrialRecord | None:
-    return objective.best(comparable(records), lambda r: objective.value(r.result))
+    """The best layout by the mean of its full measurements (a layout measured again counts
+    once, at its mean), as the record of it whose value is closest to that mean."""
+    chosen = comparable(records)
+    groups: dict[ParallelConfig, list[TrialRecord]] = {}
+    for record in chosen:
+        if record.phase != SCREEN and objective.value(record.result) is not None:
+            groups.setdefault(record.config, []).append(record)
+    if not groups:
+        return objective.best(chosen, lambda r: objective.value(r.result))
+    means = {c: sum(objective.value(r.result) for r in rs) / len(rs) for c, rs in groups.items()}
+    config = objective.best(means, lambda c: means[c])
+    return min(groups[config], key=lambda r: abs(objective.value(r.result) - means[config]))
 
 
 def calibration_input(records: list[TrialRecord]) -> list[tuple[str, ParallelConfig, TrialResult]]:

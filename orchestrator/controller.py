@@ -31,7 +31,7 @@ from orchestrator.halving import HalvingPromotions
 from orchestrator.journal import FINISHED, SCREEN, SEARCH, TrialRecord
 from orchestrator.lock import CampaignLock
 from orchestrator.preflight import preflight
-from orchestrator.proposals import ProposalSource, SearchProposals
+from orchestrator.proposals import ProposalSource, RepeatProposals, SearchProposals
 from orchestrator.scaling import ScalingStudy
 from orchestrator.scheduler import EventHook, SchedulingLoop, teaches_searcher
 from orchestrator.search_spaces import ParallelConfig
@@ -189,13 +189,16 @@ class Controller:
         return tracking
 
     def _sources(self, searcher: Searcher) -> list[ProposalSource]:
-        """Promotions first (they confirm what the search found), then the search, then the
+        """Promotions first (they confirm what the search found), then repeats of close
+        contenders (without halving, which confirms instead), then the search, then the
         scaling study once the search is over."""
         fidelity = self.spec.search.fidelity
         search = SearchProposals(searcher, SCREEN if fidelity else SEARCH)
         sources: list[ProposalSource] = []
         if fidelity:
             sources.append(HalvingPromotions(fidelity, self.view.objective))
+        else:
+            sources.append(RepeatProposals(searcher))
         sources.append(search)
         if self.spec.scale.study:
             sources.append(ScalingStudy(self.spec.scale, self.view.objective, after=search))

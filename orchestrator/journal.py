@@ -7,8 +7,8 @@ still ran), `finished` (its final result), `tracked` (its MLflow run exists); fo
 (`paratune cancel` ended it). A torn last line, left by a kill mid-write, is ignored, and ended
 before the next event is appended, so that event starts on a line of its own.
 
-A trial's phase (search, screen, confirm, scaling) is stored in the event's `fidelity` key, the
-format every journal has used: "screen" and "scaling" as they are, "full" for a search trial,
+A trial's phase (search, screen, confirm, repeat, scaling) is stored in the event's `fidelity`
+key, the format every journal has used: "screen", "repeat" and "scaling" as they are, "full" for a search trial,
 or for a confirm trial in a campaign that screens (successive halving); the journal tells the
 two apart by whether the campaign has screened anything.
 """
@@ -30,7 +30,8 @@ SEARCH = "search"  # proposed by the searcher and measured in full
 SCREEN = "screen"  # proposed by the searcher, measured with few steps (successive halving)
 CONFIRM = "confirm"  # a screened layout promoted to a full measurement
 SCALING = "scaling"  # the best layout re-run at another node count
-PHASES = (SEARCH, SCREEN, CONFIRM, SCALING)
+REPEAT = "repeat"  # a layout measured again, in full, because it is close to the best
+PHASES = (SEARCH, SCREEN, CONFIRM, SCALING, REPEAT)
 _FULL = "full"  # the journal's word for a search or confirm trial
 
 # The states of a campaign, from its journal.

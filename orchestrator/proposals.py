@@ -1,7 +1,7 @@
 """Proposal sources: where the scheduling loop's next trial comes from.
 
 The loop keeps one queue and fills free slots from its sources in order: the searcher's
-proposals (this file), successive-halving promotions (halving.py) and the scaling study
+repeats of close contenders and its proposals (this file), successive-halving promotions (halving.py) and the scaling study
 (scaling.py). A source answers None when it has nothing now; the campaign ends when nothing
 runs and no source has anything. Budgeted sources stop once the budget is spent.
 """
@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
-from orchestrator.journal import TrialRecord
+from orchestrator.journal import REPEAT, TrialRecord
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers import Searcher
 
@@ -65,3 +65,16 @@ class SearchProposals(ProposalSource):
                 return None
             if state.is_new(asked[0], self.phase):
                 return Proposal(asked[0], self.phase)
+
+
+class RepeatProposals(ProposalSource):
+    """A layout measured before, measured again because it is within the measured noise of the
+    best (the searcher's `repeat`): a trial of its own, in phase `repeat`, told back to the
+    searcher. It already ran, so the memory model is not asked again."""
+
+    def __init__(self, searcher: Searcher):
+        self.searcher = searcher
+
+    def propose(self, state: LoopState) -> Proposal | None:
+        config = self.searcher.repeat()
+        return None if config is None else Proposal(config, REPEAT, prune=False)

@@ -25,7 +25,7 @@ from orchestrator.backends import Backend, TrialHandle
 from orchestrator.budget import Tally
 from orchestrator.campaign import calibration_input
 from orchestrator.costmodel import Calibration, CostModel, calibrate
-from orchestrator.journal import SCREEN, SEARCH, Journal, TrialRecord
+from orchestrator.journal import REPEAT, SCREEN, SEARCH, Journal, TrialRecord
 from orchestrator.proposals import Proposal, ProposalSource
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
@@ -257,5 +257,6 @@ def signals_deferred() -> Iterator[None]:
 
 
 def teaches_searcher(record: TrialRecord) -> bool:
-    """Searchers learn from the trials they proposed: search trials, or screens under halving."""
-    return record.phase in (SEARCH, SCREEN)
+    """Searchers learn from the trials they proposed: search trials, or screens under halving,
+    and the repeats they asked for."""
+    return record.phase in (SEARCH, SCREEN, REPEAT)

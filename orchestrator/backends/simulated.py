@@ -3,6 +3,9 @@
 A trial's throughput is the model's prediction times seeded log-normal noise. With
 `perturbation` > 0, a hidden factor per knob value (drawn once per seed) makes the ground truth
 differ from the model the searchers see, so a benchmark cannot win by reading the model back.
+With `interactions` > 0, quirks that depend on several knobs at once (quirks.py: a collective
+off its fast path, a shape-specific kernel, an overhead growing with a product of knobs) are
+added on top, scaled by it.
 A trial whose (perturbed) memory exceeds the device is `oom`; `failure_rate` of trials fail,
 as a crash (`failed`), a hang (`timeout`) or an out-of-memory (`oom`) in equal shares.
 `latency_s` makes each trial take that much wall time, for tests that kill a controller
@@ -11,12 +14,11 @@ mid-campaign.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import random
 import time
 from typing import Any
 
+from orchestrator.backends import quirks
 from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
 from orchestrator.result import TrialResult
 
@@ -27,9 +29,7 @@ PERTURBED_KNOBS = (
 )
 
 
-def _rng(*parts: object) -> random.Random:
-    digest = hashlib.sha256(repr(parts).encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
+_rng = quirks.rng
 
 
 class SimulatedHandle(TrialHandle):
@@ -52,7 +52,7 @@ class SimulatedBackend(Backend):
 
     def __init__(self, cost_model, *, noise: float = 0.03, failure_rate: float = 0.0,
                  perturbation: float = 0.0, seed: int = 0, steps: int = 10,
-                 latency_s: float = 0.0):
+                 latency_s: float = 0.0, interactions: float = 0.0):
         self.cost_model = cost_model
         self.noise = noise
         self.failure_rate = failure_rate
@@ -60,6 +60,7 @@ class SimulatedBackend(Backend):
         self.seed = seed
         self.steps = steps
         self.latency_s = latency_s
+        self.interactions = interactions
 
     def knob_factor(self, knob: str, value: object) -> float:
         if self.perturbation <= 0:
@@ -72,7 +73,7 @@ class SimulatedBackend(Backend):
         for knob in PERTURBED_KNOBS:
             if knob in settings:
                 factor *= self.knob_factor(knob, settings[knob])
-        return factor
+        return factor * math.exp(quirks.log_factor(self.seed, settings, self.interactions))
 
     def run(self, config, trial_id: str, steps: int | None = None) -> TrialResult:
         est = self.cost_model.estimate(config)

@@ -1,7 +1,8 @@
 """The searcher interface, shaped like Optuna's ask/tell and Ray Tune's `Searcher`.
 
-`ask(n)` proposes configs and `tell(config, result)` reports one back; `add_prior` is optional,
-with a default on the base that ignores priors, so the controller calls it on any searcher.
+`ask(n)` proposes configs and `tell(config, result)` reports one back; `repeat` and `add_prior`
+are optional, with defaults on the base (no repeats, priors ignored), so the controller calls
+them on any searcher.
 Searchers never run anything (backends do) and keep no storage of their own: on resume the
 controller replays the journal through `tell`, the way Optuna's storage backs its samplers.
 Every searcher is given the campaign's `Objective` and honours its mode.
@@ -23,6 +24,13 @@ class Searcher(ABC):
     @abstractmethod
     def tell(self, config: ParallelConfig, result: TrialResult) -> None:
         """Record the outcome of a config (which may be a failure), whoever proposed it."""
+
+    def repeat(self) -> ParallelConfig | None:
+        """A config measured before that should be measured again before a winner is named
+        (a close contender, within the measured noise), or None. Asked once `ask` has nothing;
+        the repeat is a trial of its own, told back through `tell` like any other. Searchers
+        that do not model measurement noise never ask for one."""
+        return None
 
     def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:
         """Residuals log(measured / predicted gain) seen in another campaign (warm start).

@@ -2,17 +2,20 @@
 where the model is wrong.
 
 - Every candidate is scored by the cost model, recalibrated on each result (calibration.py).
-- A surrogate models the residual log(measured/predicted) as a sum of one effect per knob
-  value (Bayesian linear regression on one-hot knobs, prior std PRIOR_ERROR per effect), so
-  effects the analytic model misses (a slow kernel at tp=8, a fast path for one schedule) are
-  learned from few trials and carry over to untried combinations; its posterior std is the
-  uncertainty.
+- A surrogate models the residual log(measured/predicted) with one effect per knob value and
+  one per pair of knob values (residuals.py: Bayesian regression in its kernel form), so
+  effects the analytic model misses (a slow kernel at tp=8, a collective off its fast path for
+  one tp and group layout) are learned from few trials and carry over to untried combinations;
+  its posterior std is the uncertainty, interactions included.
 - The next config is the one with the highest upper bound, predicted · exp(residual + κ·σ);
   the first picks also spread over the main knobs (tp, pp, sharding) so the calibration sees
   different regimes.
 - Out-of-memory results raise the memory model's scale so that larger layouts are skipped.
-- It stops (ask returns nothing) once no unmeasured candidate's upper bound reaches the best
-  measured value less `stop_margin`.
+- It stops (ask returns nothing) once no unmeasured candidate's upper bound, with the
+  interaction uncertainty in σ, reaches the best expected value of a measured one less
+  `stop_margin`.
+- Before a winner is named, contenders within the measured noise of the leader are measured
+  again (`repeat`), up to MAX_MEASUREMENTS each; the noise is estimated from those repeats.
 
 Everything is computed on the objective's gain (the metric, or its reciprocal under
 `mode: min`), so "higher is better" holds inside and the mode is honoured.
@@ -31,14 +34,17 @@ from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers.base import Searcher
 from orchestrator.searchers.encoding import KnobSpace, knob_values
+from orchestrator.searchers.residuals import KnobCodes, ResidualModel, group_by
 
-PRIOR_ERROR = 0.2  # prior std of one knob value's effect on log throughput
-NOISE = 0.05  # std of one measurement's log throughput (run-to-run noise)
 KAPPA = 2.0
 KAPPA_STOP = 3.0  # stopping needs more confidence than choosing
 MIN_TRIALS_BEFORE_STOP = 8
 DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
+MAX_MEASUREMENTS = 6  # of one config, repeats included, once the search is over
+MEASUREMENTS_WHILE_SEARCHING = 3
+REPEAT_FROM = 12  # measured trials before the search itself re-measures the top two
+CONTENDER_Z = 2.5  # a contender's mean is within this many standard errors of the leader's
 
 
 class CostGuidedSearcher(Searcher):
@@ -55,9 +61,9 @@ class CostGuidedSearcher(Searcher):
         self._oom_scale = 1.0
         self.history: list[tuple[str, ParallelConfig, TrialResult]] = []  # (id, config, result)
         self._taken: set[ParallelConfig] = set()
-        self._surrogate = None
         self._predictions: dict[ParallelConfig, tuple[float, bool]] = {}
-        self._prior: list[tuple[list[float], float]] = []
+        self._prior: list[tuple[np.ndarray, float]] = []
+        self._repeating: set[ParallelConfig] = set()  # repeats asked, not yet told
         self._multipliers = None
         self._global_scale = 1.0
         self._precompute()
@@ -67,14 +73,8 @@ class CostGuidedSearcher(Searcher):
         """Residuals log(measured/predicted) seen elsewhere (warm start), on shared knobs;
         knob values this space lacks simply contribute nothing."""
         for config, residual in residuals:
-            self._prior.append((self._one_hot(knob_values(config)), residual))
+            self._prior.append((self._codes.encode(knob_values(config)), residual))
         self._fit_residuals()
-
-    def _one_hot(self, values: dict) -> list[float]:
-        row = [1.0]  # intercept
-        for knob, options in self.space.values.items():
-            row += [1.0 if values.get(knob) == option else 0.0 for option in options]
-        return row
 
     # -------------------------------------------------------------- model updates
 
@@ -93,7 +93,9 @@ class CostGuidedSearcher(Searcher):
             reserve_room.append(est.capacity_gb - est.memory.reserve / 1e9)
         self._matrix = np.array([self._rows[c] for c in self.candidates])
         self._index = {c: i for i, c in enumerate(self.candidates)}
-        self._encoded = np.array([self._one_hot(knob_values(c)) for c in self.candidates])
+        self._codes = KnobCodes(self.space.values)
+        encoded = np.array([self._codes.encode(knob_values(c)) for c in self.candidates])
+        self._residuals = ResidualModel(self._codes, encoded.reshape(len(self.candidates), -1))
         self._base_gain, self._base_step = np.array(base_gain), np.array(base_step)
         self._used, self._room = np.array(used), np.array(reserve_room)
 
@@ -108,37 +110,71 @@ class CostGuidedSearcher(Searcher):
         self._predictions = {c: (float(m), bool(f))
                              for c, m, f in zip(self.candidates, gain, fits)}
 
+    def _measurements(self) -> list[tuple[ParallelConfig, float]]:
+        """(config, gain) of every successful measurement, repeats included."""
+        out = [(c, self.objective.result_gain(r)) for _, c, r in self.history]
+        return [(c, v) for c, v in out if v is not None and v > 0]
+
+    def noise(self) -> float:
+        """Std of one measurement's log gain, estimated from repeats."""
+        groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
+        return self._residuals.estimate_noise(groups)
+
     def _fit_residuals(self) -> None:
-        ok = [(c, self.objective.result_gain(r)) for _, c, r in self.history]
-        ok = [(c, v) for c, v in ok if v is not None]
-        if not ok and not self._prior:
-            self._surrogate = None
-            return
-        x = np.array([self._one_hot(knob_values(c)) for c, _ in ok] + [v for v, _ in self._prior])
-        y = np.array([math.log(v / self._predictions[c][0]) for c, v in ok]
-                     + [r for _, r in self._prior])
-        # Bayesian linear regression: effects ~ N(0, PRIOR_ERROR²), noise ~ N(0, NOISE²).
-        precision = x.T @ x / NOISE**2 + np.eye(x.shape[1]) / PRIOR_ERROR**2
-        covariance = np.linalg.inv(precision)
-        self._surrogate = (covariance @ x.T @ y / NOISE**2, covariance)
+        ok = [(c, v) for c, v in self._measurements() if c in self._index]
+        width = len(self._codes.knobs)
+        rows = [self._residuals.candidates[self._index[c]] for c, _ in ok]
+        rows += [codes for codes, _ in self._prior]
+        y = [math.log(v / self._predictions[c][0]) for c, v in ok] + [r for _, r in self._prior]
+        self._residuals.fit(np.array(rows, dtype=np.int64).reshape(len(rows), width),
+                            np.array(y), self.noise())
 
     def _bounds(self, configs: list[ParallelConfig], kappa: float = KAPPA) -> list[tuple[float, float]]:
         """(expected, upper bound) of the gain for each config."""
-        base = [self._predictions[c][0] for c in configs]
-        if self._surrogate is None:
-            return [(b, b * math.exp(kappa * PRIOR_ERROR)) for b in base]
-        weights, covariance = self._surrogate
-        x = self._encoded[[self._index[c] for c in configs]]
-        mean = x @ weights
-        std = np.sqrt(np.maximum(((x @ covariance) * x).sum(axis=1), 0.0) + NOISE**2)
-        return [(b * math.exp(m), b * math.exp(m + kappa * s)) for b, m, s in zip(base, mean, std)]
+        i = [self._index[c] for c in configs]
+        base = np.array([self._predictions[c][0] for c in configs])
+        mean, std = self._residuals.mean[i], self._residuals.std[i]
+        return list(zip(base * np.exp(mean), base * np.exp(mean + kappa * std)))
 
     # -------------------------------------------------------------- ask / tell
 
-    def _best_measured(self) -> float | None:
-        values = [self.objective.result_gain(r) for _, _, r in self.history]
-        values = [v for v in values if v is not None]
-        return max(values) if values else None
+    def _best_expected(self) -> float | None:
+        """The best expected gain of a measured config (its measurements, smoothed by the
+        model), the bar an unmeasured config's upper bound must reach."""
+        measured = list({c for c, _ in self._measurements() if c in self._index})
+        return max(e for e, _ in self._bounds(measured)) if measured else None
+
+    def winner(self) -> ParallelConfig | None:
+        """The measured config with the best mean log gain over its measurements."""
+        groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
+        return max(groups, key=lambda c: sum(groups[c]) / len(groups[c]), default=None)
+
+    def repeat(self) -> ParallelConfig | None:
+        """A measured config to measure again: the leader or a contender whose mean is within
+        CONTENDER_Z standard errors of the leader's, the one with the fewest measurements.
+        While the search runs (from REPEAT_FROM measured trials) up to
+        MEASUREMENTS_WHILE_SEARCHING each;
+        once it is over, up to MAX_MEASUREMENTS."""
+        groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
+        if len(groups) < 2:
+            return None
+        over = self._next() is None  # from the told results alone, so a resume agrees
+        if not over and sum(map(len, groups.values())) < REPEAT_FROM:
+            return None
+        noise = self.noise()
+        means = {c: sum(v) / len(v) for c, v in groups.items()}
+        ranked = sorted(means, key=means.get, reverse=True)
+        leader = ranked[0]
+        close = [c for c in ranked
+                 if c == leader or means[c] >= means[leader] - CONTENDER_Z * noise
+                 * math.sqrt(1 / len(groups[c]) + 1 / len(groups[leader]))]
+        cap = MAX_MEASUREMENTS if over else MEASUREMENTS_WHILE_SEARCHING
+        open_ = [c for c in close if len(groups[c]) < cap and c not in self._repeating]
+        if len(close) < 2 or not open_:
+            return None
+        config = min(open_, key=lambda c: (len(groups[c]), -means[c]))
+        self._repeating.add(config)
+        return config
 
     def ask(self, n: int = 1) -> list[ParallelConfig]:
         proposed: list[ParallelConfig] = []
@@ -155,7 +191,7 @@ class CostGuidedSearcher(Searcher):
         if not open_:
             return None
         bounds = self._bounds(open_)
-        best = self._best_measured()
+        best = self._best_expected()
         measured = sum(1 for _, _, r in self.history if r.status != "infeasible")
         if (best is not None and measured >= MIN_TRIALS_BEFORE_STOP
                 and max(u for _, u in self._bounds(open_, KAPPA_STOP)) < best * (1 - self.stop_margin)):
@@ -177,6 +213,7 @@ class CostGuidedSearcher(Searcher):
 
     def tell(self, config: ParallelConfig, result: TrialResult) -> None:
         self._taken.add(config)
+        self._repeating.discard(config)
         self.history.append((f"t{len(self.history) + 1:04d}", config, result))
         if result.status == "oom" and config in self._rows:
             # The smallest memory scale at which the model would have called this config too

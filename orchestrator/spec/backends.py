@@ -28,6 +28,8 @@ class SimulatedBackendSpec(Strict):
     noise: float = Field(default=0.03, ge=0, le=1, description="relative std of throughput")
     failure_rate: float = Field(default=0.0, ge=0, le=1, description="crash, hang or oom")
     perturbation: float = Field(default=0.0, ge=0, le=1, description="per-knob factor spread")
+    interactions: float = Field(default=0.0, ge=0, le=2,
+                                description="strength of quirks that depend on several knobs")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     latency_s: float = Field(default=0.0, ge=0, le=1e6, description="wall time a simulated trial takes")
 

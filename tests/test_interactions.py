@@ -1,0 +1,213 @@
+"""Landscapes whose truth depends on several knobs at once, and the cost-guided searcher on them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+from conftest import EXAMPLES, journal_events
+
+from orchestrator.backends import quirks
+from orchestrator.backends.simulated import SimulatedBackend
+from orchestrator.costmodel import cost_model_for
+from orchestrator.searchers.encoding import KnobSpace, knob_values
+from orchestrator.spec import load_spec
+
+
+@pytest.fixture(scope="module")
+def frontier():
+    spec = load_spec(EXAMPLES / "frontier-175b.yaml")
+    cost = cost_model_for(spec)
+    return [c for c in spec.search_space().candidates() if cost.estimate(c).fits], cost
+
+
+def _additive_misfit(configs, log_truth) -> float:
+    """RMS of what a sum of one effect per knob value cannot explain."""
+    space = KnobSpace.of(configs)
+    x = np.array([[1.0] + [float(knob_values(c)[k] == v) for k, vs in space.values.items()
+                           for v in vs] for c in configs])
+    y = np.array(log_truth)
+    fit, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return float(np.sqrt(np.mean((x @ fit - y) ** 2)))
+
+
+def test_interaction_quirks_are_seeded_and_not_a_sum_of_knob_effects(frontier):
+    configs, cost = frontier
+    sim = SimulatedBackend(cost, seed=3, interactions=1.0)
+    log_truth = [math.log(sim.truth_factor(c.to_params())) for c in configs]
+    assert _additive_misfit(configs, log_truth) > 0.04  # per-knob effects cannot explain it
+    again = SimulatedBackend(cost, seed=3, interactions=1.0)
+    assert [again.truth_factor(c.to_params()) for c in configs] == \
+        [sim.truth_factor(c.to_params()) for c in configs]
+    other = SimulatedBackend(cost, seed=4, interactions=1.0)
+    assert [other.truth_factor(c.to_params()) for c in configs] != \
+        [sim.truth_factor(c.to_params()) for c in configs]
+    off = SimulatedBackend(cost, seed=3)
+    assert {off.truth_factor(c.to_params()) for c in configs} == {1.0}
+
+
+def test_each_quirk_depends_on_the_knobs_it_names():
+    base = {"tp": 2, "pp": 4, "dp": 64, "zero_stage": 1, "micro_batch_size": 2,
+            "activation_checkpointing": "selective"}
+    hit = next(s for s in range(200) if quirks.collective(s, base) < 0)
+    full = dict(base, activation_checkpointing="full")
+    assert quirks.collective(hit, full) == pytest.approx(
+        math.log(1 - (1 - math.exp(quirks.collective(hit, base))) / 2))  # recompute overlaps half
+    layouts = {quirks.collective(hit, dict(base, dp=dp, zero_stage=z)) < 0
+               for dp in (16, 32, 64, 128) for z in (0, 1)}
+    assert layouts == {True, False}  # only some (tp, layout) pairs fall off the fast path
+    fast = next(s for s in range(200) if quirks.kernel(s, base) > 0)
+    assert {quirks.kernel(fast, dict(base, micro_batch_size=m, tp=t)) > 0
+            for m in (1, 2, 4, 8) for t in (1, 2, 4, 8)} == {True, False}
+    shallow, deep = quirks.product(0, dict(base, pp=2)), quirks.product(0, dict(base, pp=16))
+    assert deep < shallow < 0
+    assert quirks.product(0, dict(base, pp=16, micro_batch_size=1, tp=1,
+                                  activation_checkpointing="full")) == 0.0
+
+
+# ------------------------------------------------------------------ the residual model
+
+
+def _grid_model():
+    from orchestrator.searchers.residuals import KnobCodes, ResidualModel
+
+    codes = KnobCodes({"a": [0, 1, 2], "b": [0, 1, 2]})
+    points = [{"a": a, "b": b} for a in range(3) for b in range(3)]
+    encoded = np.array([codes.encode(p) for p in points])
+    return ResidualModel(codes, encoded), encoded, points
+
+
+def test_residual_model_learns_an_effect_of_one_pair_of_knob_values():
+    model, encoded, points = _grid_model()
+    truth = np.array([0.3 if p == {"a": 0, "b": 0} else 0.0 for p in points])
+    model.fit(np.concatenate([encoded, encoded]), np.concatenate([truth, truth]), 0.01)
+    # A sum of one effect per knob value would put 0.3·4/9 at (0, 0) and spill onto (0, 1).
+    assert model.mean[0] == pytest.approx(0.3, abs=0.05)
+    assert abs(model.mean[1]) < 0.05 and abs(model.mean[4]) < 0.05
+
+
+def test_an_unseen_pair_keeps_its_uncertainty():
+    model, encoded, _ = _grid_model()
+    measured = encoded[[1, 3]]  # (0, 1) and (1, 0): both values of (0, 0) seen, not the pair
+    model.fit(np.concatenate([measured] * 3), np.zeros(6), 0.02)
+    assert model.std[0] > 2 * model.std[1]  # (0, 0) is uncertain where (0, 1) is measured
+    assert model.std[8] > model.std[0]  # (2, 2): neither value seen either
+
+
+def test_noise_is_estimated_from_repeats():
+    from orchestrator.searchers.residuals import NOISE, ResidualModel
+
+    assert ResidualModel.estimate_noise({"a": [0.0]}) == pytest.approx(NOISE)
+    spread = {i: [0.1, -0.1] for i in range(40)}  # std 0.14 within each pair of repeats
+    assert ResidualModel.estimate_noise(spread) == pytest.approx(0.141, abs=0.01)
+
+
+# ------------------------------------------------------------------ the searcher
+
+
+def search(candidates, cost, sim, truth, *, seed: int, limit: int = 40):
+    """Run cost-guided like the benchmark: repeats first, then the search; returns the trials
+    that reached within 3% of the best (None if never), the search trials run (repeats not
+    counted) and the searcher."""
+    from orchestrator.objective import Objective
+    from orchestrator.result import TrialResult
+    from orchestrator.searchers import make_searcher
+
+    best = max(truth.values())
+    searcher = make_searcher("cost-guided", candidates, Objective(), seed=seed, cost_model=cost)
+    trials, repeats, reached = 0, 0, None
+    while trials < limit:
+        repeat = searcher.repeat()
+        proposed = [repeat] if repeat is not None else searcher.ask(1)
+        if not proposed:
+            break
+        repeats += repeat is not None
+        (config,) = proposed
+        if not cost.estimate(config).fits:
+            searcher.tell(config, TrialResult(status="infeasible"))
+            continue
+        trials += 1
+        searcher.tell(config, sim.run(config, f"t{trials}"))
+        if reached is None and truth[config] >= 0.97 * best:
+            reached = trials
+    return reached, trials - repeats, searcher
+
+
+def _truth(candidates, cost, sim):
+    return {c: cost.estimate(c).tokens_per_s * sim.truth_factor(c.to_params())
+            for c in candidates if cost.estimate(c).fits}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3])
+def test_cost_guided_recovers_from_interactions_the_model_misses(frontier, seed):
+    configs, cost = frontier
+    sim = SimulatedBackend(cost, seed=seed, interactions=1.0)
+    truth = _truth(configs, cost, sim)
+    top = max(configs, key=lambda c: cost.estimate(c).tokens_per_s)
+    assert truth[top] < 0.9 * max(truth.values())  # the model's favourite is far off
+    reached, trials, _ = search(configs, cost, sim, truth, seed=seed)
+    assert reached is not None and reached <= 10 and trials >= reached
+
+
+def test_stops_soon_where_the_model_is_right_and_later_where_interactions_hide(frontier):
+    configs, cost = frontier
+    plain = SimulatedBackend(cost, seed=0)
+    _, right, _ = search(configs, cost, plain, _truth(configs, cost, plain), seed=0)
+    quirky = SimulatedBackend(cost, seed=0, interactions=1.0)  # the favourite is 30% off
+    reached, wrong, _ = search(configs, cost, quirky, _truth(configs, cost, quirky), seed=0)
+    assert right <= 12 < wrong and reached < wrong
+
+
+# ------------------------------------------------------------------ repeats in a campaign
+
+
+def _noisy_spec(runs, name: str, max_trials: int):
+    from orchestrator.spec import spec_from_dict
+
+    data = yaml.safe_load((EXAMPLES / "frontier-175b.yaml").read_text())
+    data.update(name=name, search={"algorithm": "cost-guided", "seed": 0},
+                budget={"max_trials": max_trials, "max_concurrent": 1},
+                backend={"kind": "simulated", "noise": 0.05, "interactions": 1.0, "seed": 1},
+                tracking={"enabled": False, "runs_dir": str(runs)})
+    return spec_from_dict(data)
+
+
+def _trials(runs, name):
+    return [(e["config"], e["fidelity"]) for e in journal_events(runs / name)
+            if e["event"] == "finished" and e["result"]["status"] != "infeasible"]
+
+
+def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_path):
+    from orchestrator.campaign import CampaignView
+    from orchestrator.controller import Controller
+    from orchestrator.searchers.cost_guided import MAX_MEASUREMENTS
+    from orchestrator.spec import load_campaign_spec
+
+    runs = tmp_path / "runs"
+    whole = Controller(_noisy_spec(runs, "whole", 40)).run()
+    trials = _trials(runs, "whole")
+    repeats = [config for config, fidelity in trials if fidelity == "repeat"]
+    assert repeats, "no close contender was measured again"
+    searched = [config for config, fidelity in trials if fidelity == "full"]
+    assert all(config in searched for config in repeats)  # repeats of measured layouts only
+    assert max(repeats.count(c) for c in repeats) < MAX_MEASUREMENTS
+
+    # The best is the layout with the best mean over its measurements.
+    values: dict[str, list[float]] = {}
+    for record in whole.records:
+        if record.result is not None and record.result.ok:
+            values.setdefault(record.config.key(), []).append(record.result.tokens_per_s)
+    means = {key: sum(v) / len(v) for key, v in values.items()}
+    assert whole.best.config.key() == max(means, key=means.get)
+
+    # Stopped part-way and resumed: the same trials, repeats included, in the same phases.
+    Controller(_noisy_spec(runs, "cut", 17)).run()
+    saved = runs / "cut" / "spec.yaml"
+    data = yaml.safe_load(saved.read_text())
+    data["budget"]["max_trials"] = 40
+    saved.write_text(yaml.safe_dump(data))
+    Controller(load_campaign_spec(runs, "cut")).run(resume=True)
+    assert _trials(runs, "cut") == trials
+    assert CampaignView.open(runs, "cut").best().config == whole.best.config
