@@ -9,6 +9,7 @@ standard library and the trial program on the node.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from typing import Any
@@ -54,7 +55,15 @@ def run_trial_to_end(request: TrialRequest, poll_s: float = 0.5) -> dict[str, An
 
 def _on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -> TrialResult:
     """Run this task's part of a trial as a child in the task's process group (so the
-    scheduler's stop reaches it), killed with its tree on any exception, timeout enforced."""
+    scheduler's stop reaches it), killed with its tree on any exception, timeout enforced.
+
+    SIGUSR2, which submitit asks Slurm to send ahead of the time limit, is ignored here and in
+    the trial's processes (an ignored signal stays ignored across exec): a trial cannot be
+    checkpointed, so submitit's handler would requeue it as preempted or end it early as failed,
+    and the rank programs would die of the signal's default action. The limit itself is Slurm's
+    to enforce (state TIMEOUT, status `timeout`)."""
+    if hasattr(signal, "SIGUSR2"):
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     folder = request.folder
     env = trial_env(folder, request.trial_id, {**request.run.env, **request.env})
     process = TrialProcess(argv, folder=folder, env=env, timeout_s=request.timeout_s,
@@ -68,6 +77,17 @@ def run_rank(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | Non
     rendezvous come from the scheduler (submitit's TorchDistributedEnvironment); the result
     comes back from rank 0 (None from the others)."""
     rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False).rank
+    result = _on_node(request, rank_argv(request.run), rank, poll_s)
+    return result.to_dict() if rank == 0 else None
+
+
+def run_rank_at(request: TrialRequest, rank: int, local_rank: int, master: tuple[str, int],
+                poll_s: float = 0.5) -> dict[str, Any] | None:
+    """One rank of a `rank-env` trial whose scheduler (Ray) placed it and named the rendezvous:
+    rank 0's node address and a port free there. The result comes back from rank 0."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank),
+                      WORLD_SIZE=str(request.world_size), MASTER_ADDR=master[0],
+                      MASTER_PORT=str(master[1]))
     result = _on_node(request, rank_argv(request.run), rank, poll_s)
     return result.to_dict() if rank == 0 else None
 
