@@ -70,7 +70,7 @@ def pid_of(name: str) -> int:
 
 @contextlib.contextmanager
 def two_node_cluster(*extra: str):
-    """Start the cluster (extra arguments to the script, e.g. "ray"), point this process's
+    """Start the cluster (extra arguments go to the script), point this process's
     Slurm clients at it, and on the way out stop it and assert nothing is left."""
     started = subprocess.run(["bash", str(SCRIPTS / "start_cluster.sh"), str(STATE), *extra],
                              capture_output=True, text=True, timeout=300)

@@ -9,7 +9,6 @@ standard library and the trial program on the node.
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from typing import Any
@@ -77,17 +76,6 @@ def run_rank(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | Non
     rendezvous come from the scheduler (submitit's TorchDistributedEnvironment); the result
     comes back from rank 0 (None from the others)."""
     rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False).rank
-    result = _on_node(request, rank_argv(request.run), rank, poll_s)
-    return result.to_dict() if rank == 0 else None
-
-
-def run_rank_at(request: TrialRequest, rank: int, local_rank: int, master: tuple[str, int],
-                poll_s: float = 0.5) -> dict[str, Any] | None:
-    """One rank of a `rank-env` trial whose scheduler (Ray) placed it and named the rendezvous:
-    rank 0's node address and a port free there. The result comes back from rank 0."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank),
-                      WORLD_SIZE=str(request.world_size), MASTER_ADDR=master[0],
-                      MASTER_PORT=str(master[1]))
     result = _on_node(request, rank_argv(request.run), rank, poll_s)
     return result.to_dict() if rank == 0 else None
 

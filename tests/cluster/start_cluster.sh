@@ -9,16 +9,14 @@
 # machine's host name resolve to the node's own address; each daemon there has the node's name
 # as its host name (/etc/netns/NS/hosts, mounted
 # over /etc/hosts there), so gloo and torchrun find each other across nodes.
-# Ray (head in node1, worker in node2 joined to it) starts with `ray` as the second argument.
 #
 # Everything it starts is recorded by PID in $STATE/pids; namespaces, links and files outside
 # $STATE in $STATE/made. stop_cluster.sh removes all of it. Clients use SLURM_CONF=$STATE/slurm.conf
 # (written to $STATE/env). Coexists with tests/slurm/start_local_slurm.sh: other config, socket,
 # ports (its daemons' ports are inside the namespaces) and state.
-# Usage: tests/cluster/start_cluster.sh [STATE_DIR] [ray]   (default /tmp/paratune-cluster)
+# Usage: tests/cluster/start_cluster.sh [STATE_DIR]   (default /tmp/paratune-cluster)
 set -euo pipefail
 STATE=${1:-/tmp/paratune-cluster}
-WITH_RAY=${2:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 NET=10.211.0
 NODES=(node1 node2)
@@ -151,21 +149,4 @@ done
 wait_for 60 "both nodes idle" sh -c '[ "$(sinfo -h -N -o %t | grep -cx idle)" = 2 ]'
 echo "two-node Slurm up: $(sinfo -h -N -o '%N %t' | tr '\n' ' ')(state in $STATE)"
 
-if [ "$WITH_RAY" = ray ]; then  # a head in node1, a worker in node2 joined to it; 2 CPUs each
-  RAY=${RAY_BIN:-$(cd "$HERE/../.." && pwd)/.venv/bin/ray}
-  ROOT=$(cd "$HERE/../.." && pwd)
-  RAYTMP=/tmp/ptc-ray  # Ray's socket paths must stay short
-  rm -rf "$RAYTMP" && echo "dir $RAYTMP" >> "$STATE/made"
-  spawn ray-head node1 env PYTHONPATH="$ROOT" RAY_USAGE_STATS_ENABLED=0 "$RAY" start --head \
-    --block --node-ip-address=$NET.1 --port=6379 --num-cpus=2 --num-gpus=0 --temp-dir="$RAYTMP" \
-    --include-dashboard=true --dashboard-host=$NET.1 --dashboard-port=8265 \
-    --ray-client-server-port=10001 --disable-usage-stats
-  wait_for 90 "the Ray head" bash -c "exec 3<>/dev/tcp/$NET.1/6379"
-  spawn ray-worker node2 env PYTHONPATH="$ROOT" RAY_USAGE_STATS_ENABLED=0 "$RAY" start --block \
-    --address=$NET.1:6379 --node-ip-address=$NET.2 --num-cpus=2 --num-gpus=0 --disable-usage-stats
-  wait_for 90 "two Ray nodes" sh -c "'$RAY' status --address=$NET.1:6379 2>/dev/null | grep -c node_ | grep -qx 2"
-  wait_for 60 "Ray's job server" bash -c "exec 3<>/dev/tcp/$NET.1/8265"
-  wait_for 60 "the Ray client server" bash -c "exec 3<>/dev/tcp/$NET.1/10001"
-  echo "Ray up: head $NET.1:6379 (client ray://$NET.1:10001, jobs http://$NET.1:8265), 2 nodes"
-fi
 trap - ERR
