@@ -107,8 +107,8 @@ def test_trial_timeout_inside_the_job(tmp_path):
 
 
 class _EndedJob:
-    """Stand-in for a submitit job in a terminal Slurm state. Real TIMEOUT and NODE_FAIL need a
-    job to outlive a 1-minute limit or a node to die, which a test here cannot wait for."""
+    """Stand-in for a submitit job in a terminal Slurm state: the mapping alone. The real
+    daemons' TIMEOUT and NODE_FAIL are tested on two nodes in test_cluster_slurm.py."""
 
     def __init__(self, state: str):
         self.state, self.job_id = state, "42"

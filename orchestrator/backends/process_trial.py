@@ -54,7 +54,15 @@ def run_trial_to_end(request: TrialRequest, poll_s: float = 0.5) -> dict[str, An
 
 def _on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -> TrialResult:
     """Run this task's part of a trial as a child in the task's process group (so the
-    scheduler's stop reaches it), killed with its tree on any exception, timeout enforced."""
+    scheduler's stop reaches it), killed with its tree on any exception, timeout enforced.
+
+    SIGUSR2, which submitit asks Slurm to send ahead of the time limit, is ignored here and in
+    the trial's processes (an ignored signal stays ignored across exec): a trial cannot be
+    checkpointed, so submitit's handler would requeue it as preempted or end it early as failed,
+    and the rank programs would die of the signal's default action. The limit itself is Slurm's
+    to enforce (state TIMEOUT, status `timeout`)."""
+    if hasattr(signal, "SIGUSR2"):
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     folder = request.folder
     env = trial_env(folder, request.trial_id, {**request.run.env, **request.env})
     process = TrialProcess(argv, folder=folder, env=env, timeout_s=request.timeout_s,

@@ -8,8 +8,11 @@ job array limited to `array_parallelism` running at once. The sbatch script subm
 stays in the trial's `slurm/` folder with its logs.
 
 Slurm states become statuses: TIMEOUT -> timeout, OUT_OF_MEMORY -> oom, NODE_FAIL and
-PREEMPTED -> the trial is submitted again up to `max_requeues` times, then failed; a job that
-failed after the trial wrote its result keeps that result (e.g. oom from the job itself).
+PREEMPTED -> the trial is submitted again up to `max_requeues` times, then failed (jobs go out
+with --no-requeue, so Slurm's own requeue does not hide a node failure from that count). A job
+that failed after the trial wrote its result keeps that result (e.g. oom from the job itself),
+unless Slurm ended it (time limit, node failure, preemption). The tasks ignore the SIGUSR2 submitit asks for ahead
+of the limit (process_trial._on_node), so the limit ends a job as TIMEOUT.
 On resume, a trial whose Slurm job still runs is re-attached by its job ID.
 """
 
@@ -73,7 +76,8 @@ class SlurmHandle(TrialHandle):
                                                                       self.request)
             return None
         own = self.request.read_result(None)  # the trial may have reported oom or failed itself
-        if own.status != "failed" or self.request.folder.result_file.exists():
+        slurm_says = state in STATUS_OF or state in RETRYABLE  # not a rank's failure as it dies
+        if own.status != "failed" or (self.request.folder.result_file.exists() and not slurm_says):
             return own
         status = STATUS_OF.get(state, "failed")
         detail = f"Slurm job {self.job.job_id} ended {state}"
@@ -105,7 +109,7 @@ class SlurmBackend(Backend):
             "nodes": nodes, "ntasks_per_node": tasks_per_node(request, nodes),
             "time": max(s.time_limit_min, math.ceil(request.timeout_s / 60) + 1),
             "job_name": f"paratune-{request.trial_id}", "setup": list(s.setup),
-            "additional_parameters": dict(s.sbatch_args),
+            "additional_parameters": {"no_requeue": True, **s.sbatch_args},
         }
         for key in ("partition", "account", "qos", "constraint", "cpus_per_task"):
             if getattr(s, key) is not None:

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Undo start_cluster.sh: stop the daemons it recorded, by PID, in reverse order (SIGTERM, then
+# SIGKILL after 5 s); then end every process still inside the namespaces it made (job steps,
+# trial ranks, Ray workers: all started there by this cluster); then delete those namespaces,
+# the bridge and veths, and the /etc/netns files. Prints what needed SIGKILL.
+# Usage: tests/cluster/stop_cluster.sh [STATE_DIR]   (default /tmp/paratune-cluster)
+set -u
+STATE=${1:-/tmp/paratune-cluster}
+stop_pid() {  # stop_pid NAME PID
+  kill -TERM "$2" 2>/dev/null || return 0
+  for _ in $(seq 1 25); do kill -0 "$2" 2>/dev/null || return 0; sleep 0.2; done
+  kill -KILL "$2" 2>/dev/null && echo "stop_cluster: $1 ($2) needed SIGKILL"
+}
+if [ -f "$STATE/pids" ]; then
+  tac "$STATE/pids" | while read -r name pid; do [ -n "${pid:-}" ] && stop_pid "$name" "$pid"; done
+fi
+if [ -f "$STATE/made" ]; then
+  for ns in $(awk '$1 == "netns" {print $2}' "$STATE/made"); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      kill -TERM "$pid" 2>/dev/null
+    done
+    for _ in $(seq 1 25); do [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break; sleep 0.2; done
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      kill -KILL "$pid" 2>/dev/null && echo "stop_cluster: $(cat /proc/$pid/comm 2>/dev/null) ($pid) in $ns needed SIGKILL"
+    done
+  done
+  tac "$STATE/made" | while read -r kind name; do
+    case $kind in
+      link) ip link del "$name" 2>/dev/null ;;
+      netns) ip netns del "$name" 2>/dev/null ;;
+      dir) rm -rf "$name" ;;
+    esac
+  done
+  rmdir /etc/netns 2>/dev/null
+fi
+rm -f "$STATE/pids" "$STATE/made"
+exit 0

@@ -1,0 +1,108 @@
+"""The two-node cluster of tests/cluster/start_cluster.sh, for the multi-node tests: started by
+a module fixture, stopped at its end, and checked to have left nothing behind (no process it
+recorded, no namespace, no interface, no /etc/netns file)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "tests" / "cluster"
+STATE = Path(os.environ.get("PARATUNE_CLUSTER_STATE", "/tmp/paratune-cluster"))
+TOOLS = ("ip", "nsenter", "unshare", "munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd")
+TINY = {"num_layers": 2, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "vocab_size": 256,
+        "seq_len": 32}
+
+
+def skip_reason() -> str | None:
+    """Why the two-node tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "not root: the two-node cluster needs root for its network namespaces"
+    missing = [tool for tool in TOOLS if not shutil.which(tool)]
+    if missing:
+        return f"no {', '.join(missing)} here (run tests/slurm/start_local_slurm.sh once as root)"
+    if (STATE / "pids").exists() and (STATE / "pids").read_text().strip():
+        return f"a two-node cluster is already up in {STATE}"
+    probe = subprocess.run(["ip", "netns", "add", "ptc-probe"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"network namespaces not allowed here: {probe.stderr.strip()[:200]}"
+    subprocess.run(["ip", "netns", "del", "ptc-probe"], capture_output=True)
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def leftovers(pids: list[int]) -> list[str]:
+    """What a stopped cluster left behind: live recorded PIDs, namespaces, links, files."""
+    left = [f"process {pid}" for pid in pids if _alive(pid)]
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    left += [f"namespace {line.split()[0]}" for line in netns.splitlines()
+             if line.startswith("ptc-")]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    left += [f"link {line.split(':')[1].strip()}" for line in links.splitlines()
+             if line.split(":")[1].strip().startswith("ptc-")]
+    left += [f"file {p}" for p in Path("/etc/netns").glob("ptc-*")] if Path("/etc/netns").exists() else []
+    return left
+
+
+def recorded_pids() -> list[int]:
+    lines = (STATE / "pids").read_text().splitlines() if (STATE / "pids").exists() else []
+    return [int(line.split()[1]) for line in lines if len(line.split()) == 2]
+
+
+def pid_of(name: str) -> int:
+    for line in (STATE / "pids").read_text().splitlines():
+        if line.split()[0] == name:
+            return int(line.split()[1])
+    raise KeyError(name)
+
+
+@contextlib.contextmanager
+def two_node_cluster(*extra: str):
+    """Start the cluster (extra arguments go to the script), point this process's
+    Slurm clients at it, and on the way out stop it and assert nothing is left."""
+    started = subprocess.run(["bash", str(SCRIPTS / "start_cluster.sh"), str(STATE), *extra],
+                             capture_output=True, text=True, timeout=300)
+    assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-3000:]
+    before = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(STATE / "slurm.conf")
+    try:
+        yield STATE
+    finally:
+        if before is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = before
+        pids = recorded_pids()
+        stopped = subprocess.run(["bash", str(SCRIPTS / "stop_cluster.sh"), str(STATE)],
+                                 capture_output=True, text=True, timeout=300)
+        assert stopped.returncode == 0, stopped.stderr[-2000:]
+        left = leftovers(pids)
+        assert not left, f"the cluster left {left}"
+
+
+def single_process_losses(tmp_path: Path, global_batch: dict, steps: int) -> list[float]:
+    """The losses of a one-process run of the built-in job: the reference for multi-node runs."""
+    config = {"model": TINY, "dp": 1, "steps": steps, "warmup_steps": 1, "peak_tflops": 0.1,
+              **global_batch, "result_file": str(tmp_path / "single.result.json")}
+    (tmp_path / "single.json").write_text(json.dumps(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
+         "-m", "jobs.train", "--config", str(tmp_path / "single.json")],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((tmp_path / "single.result.json").read_text())
+    return result["extra"]["losses"]

@@ -1,0 +1,143 @@
+"""The Slurm backend on a real two-node Slurm (two network namespaces on this machine, one
+slurmd each, tests/cluster/start_cluster.sh): trials across both nodes train to the loss of one
+process, and TIMEOUT and node failure come from the daemons themselves. Skipped, with the
+reason, where not root or namespaces are not allowed."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from cluster_harness import (
+    SCRIPTS,
+    TINY,
+    pid_of,
+    single_process_losses,
+    skip_reason,
+    two_node_cluster,
+)
+from conftest import ROOT, builtin_request
+
+reason = skip_reason()
+pytestmark = [pytest.mark.skipif(reason is not None, reason=reason or ""), pytest.mark.slow]
+ENV = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+BATCH = {"micro_batch_size": 2, "grad_accum_steps": 2}  # x dp=4: a global batch of 16
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with two_node_cluster() as state:
+        yield state
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The losses of one process on the same model and global batch (16 = 1 x 2 x 8)."""
+    return single_process_losses(tmp_path_factory.mktemp("single"),
+                                 {"micro_batch_size": 2, "grad_accum_steps": 8}, steps=2)
+
+
+def backend(**spec):
+    from orchestrator.backends.slurm import SlurmBackend
+    from orchestrator.spec import SlurmBackendSpec
+
+    return SlurmBackend(SlurmBackendSpec(**{"time_limit_min": 5, **spec}), gpus_per_node=2)
+
+
+def world4(tmp_path, name, timeout_s=240, env=None):
+    from orchestrator.search_spaces import ParallelConfig
+
+    return builtin_request(
+        tmp_path / name, name, {"model": TINY, "dp": 4, **BATCH, "steps": 2, "warmup_steps": 1},
+        timeout_s=timeout_s, env={**ENV, **(env or {})},
+        config=ParallelConfig(dp=4, **BATCH))
+
+
+def wait(handle, limit: float = 240):
+    deadline = time.time() + limit
+    while (result := handle.poll()) is None:
+        assert time.time() < deadline, "the Slurm trial did not end"
+        time.sleep(0.5)
+    return result
+
+
+def sacct(job_id: str, field: str) -> str:
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", field, "-j", str(job_id)],
+                         capture_output=True, text=True).stdout.split()
+    return out[0] if out else ""
+
+
+def squeue_state(job_id: str) -> str:
+    return subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_the_cluster_has_two_nodes_of_two_cpus(cluster):
+    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %c %t"], capture_output=True,
+                           text=True).stdout.split("\n")
+    assert sorted(n for n in nodes if n) == ["node1 2 idle", "node2 2 idle"]
+
+
+def test_builtin_trial_on_two_nodes_trains_like_one_process(cluster, reference, tmp_path):
+    """World size 4, 2 ranks a node (a Slurm task each), gloo across the namespaces."""
+    start = time.time()
+    handle = backend().submit(world4(tmp_path, "two-nodes"))
+    result = wait(handle)
+    assert result.status == "ok", result.error
+    assert result.world_size == 4
+    assert result.loss_first == pytest.approx(reference[0], rel=1e-5)
+    assert sacct(handle.job.job_id, "NodeList") == "node[1-2]"
+    assert "--ntasks-per-node=2" in (tmp_path / "two-nodes" / "sbatch.sh").read_text()
+    assert sorted(p.name for p in (tmp_path / "two-nodes").glob("rank*.log")) == \
+        ["rank1.log", "rank2.log", "rank3.log"]  # a task each; rank 0 writes trial.log
+    print(f"2-node builtin trial: {time.time() - start:.1f}s")
+
+
+def test_external_trainer_on_two_nodes_with_torchrun_rendezvous(cluster, reference, tmp_path):
+    """A `command` trial that launches itself as docs/launch.md says: srun, one torchrun per
+    node, c10d rendezvous at the first host; here the program is the built-in job, so its loss
+    can be checked."""
+    from orchestrator.trainers import CommandTrainer
+
+    request = world4(tmp_path, "external")
+    run = dataclasses.replace(request.run, launcher="self", program=[
+        "bash", str(SCRIPTS / "srun_torchrun.sh"), "2", sys.executable, *request.run.program])
+    request = dataclasses.replace(request, run=run, trainer=CommandTrainer())
+    start = time.time()
+    handle = backend().submit(request)
+    result = wait(handle)
+    assert result.status == "ok", result.error
+    assert result.world_size == 4
+    assert result.loss_first == pytest.approx(reference[0], rel=1e-5)
+    assert sacct(handle.job.job_id, "NodeList") == "node[1-2]"
+    print(f"2-node external trial: {time.time() - start:.1f}s")
+
+
+def test_slurm_time_limit_ends_the_trial_as_timeout(cluster, tmp_path):
+    """The trial's own timeout is far; Slurm's 1-minute limit ends it (state TIMEOUT)."""
+    handle = backend(sbatch_args={"time": "1"}).submit(
+        world4(tmp_path, "limit", timeout_s=900, env={"PARATUNE_INJECT_FAULT": "hang"}))
+    result = wait(handle, limit=200)
+    assert sacct(handle.job.job_id, "State") == "TIMEOUT"
+    assert result.status == "timeout" and "TIMEOUT" in result.error
+
+
+def test_killed_slurmd_ends_the_trial_as_node_failure(cluster, tmp_path):
+    """node2's slurmd dies while a 2-node trial runs: slurmctld marks the node down and the
+    job NODE_FAIL; with max_requeues=0 the trial is recorded failed with that state. Last in
+    this module: node2 stays down, and what the job left there ends with the cluster."""
+    handle = backend(max_requeues=0).submit(
+        world4(tmp_path, "nodefail", timeout_s=900, env={"PARATUNE_INJECT_FAULT": "hang"}))
+    deadline = time.time() + 120
+    while time.time() < deadline and not (tmp_path / "nodefail" / "rank3.log").exists():
+        time.sleep(0.5)
+    assert squeue_state(handle.job.job_id) == "RUNNING"
+    os.kill(pid_of("slurmd-node2"), signal.SIGKILL)
+    result = wait(handle, limit=200)
+    assert sacct(handle.job.job_id, "State") == "NODE_FAIL"
+    assert result.status == "failed" and "NODE_FAIL" in result.error
