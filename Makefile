@@ -45,7 +45,7 @@ test: $(STAMP)
 	  bash tests/postgres/start_local_postgres.sh $(POSTGRES_STATE) && pg_started=1 || echo "local PostgreSQL did not start: its tests will be skipped"; \
 	else echo "not root: the PostgreSQL tests will be skipped"; fi; \
 	if [ -z "$${PARATUNE_TEST_POSTGRES_URL:-}" ] && pg_up; then export PARATUNE_TEST_POSTGRES_URL="$$(cat $(POSTGRES_STATE)/url)"; fi; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider -rs; status=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -rs -m "not study" --durations=15; status=$$?; \
 	if [ $$pg_started = 1 ]; then bash tests/postgres/stop_local_postgres.sh $(POSTGRES_STATE); fi; \
 	if [ $$started = 1 ]; then bash tests/slurm/stop_local_slurm.sh $(SLURM_STATE); fi; \
 	exit $$status

@@ -68,7 +68,7 @@ def test_profile_job_runs_through_the_local_backend(tmp_path, cli):
     assert spec.cluster.name == "cpu-local-profiled" and 0 < spec.cluster.compute_efficiency <= 1
 
 
-@pytest.mark.slow
+@pytest.mark.study  # 14 real trials, about 5 minutes here: run by hand, figures in docs
 def test_profiled_preset_predicts_real_cpu_trials_better_than_the_stock_one(tmp_path, runs_dir, cli):
     """14 real torchrun trials (DDP, ZeRO 1-3, TP, PP, micro-batch 1 and 4, full recompute):
     before any calibration, the preset `paratune profile` writes on this machine predicts them

@@ -61,8 +61,7 @@ def _on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -
     checkpointed, so submitit's handler would requeue it as preempted or end it early as failed,
     and the rank programs would die of the signal's default action. The limit itself is Slurm's
     to enforce (state TIMEOUT, status `timeout`)."""
-    if hasattr(signal, "SIGUSR2"):
-        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     folder = request.folder
     env = trial_env(folder, request.trial_id, {**request.run.env, **request.env})
     process = TrialProcess(argv, folder=folder, env=env, timeout_s=request.timeout_s,

@@ -11,8 +11,9 @@ Slurm states become statuses: TIMEOUT -> timeout, OUT_OF_MEMORY -> oom, NODE_FAI
 PREEMPTED -> the trial is submitted again up to `max_requeues` times, then failed (jobs go out
 with --no-requeue, so Slurm's own requeue does not hide a node failure from that count). A job
 that failed after the trial wrote its result keeps that result (e.g. oom from the job itself),
-unless Slurm ended it (time limit, node failure, preemption). The tasks ignore the SIGUSR2 submitit asks for ahead
-of the limit (process_trial._on_node), so the limit ends a job as TIMEOUT.
+unless Slurm ended it (time limit, node failure, preemption). The tasks ignore the SIGUSR2
+submitit asks for ahead of the limit (process_trial._on_node), so the limit ends a job as
+TIMEOUT.
 On resume, a trial whose Slurm job still runs is re-attached by its job ID.
 """
 
