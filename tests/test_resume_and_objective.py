@@ -106,7 +106,13 @@ def test_a_campaign_of_the_previous_layout_resumes(runs_dir, cli, name):
     assert code == 0, err
     complete = [json.loads(line) for line in
                 (LEGACY / name / "journal.complete.jsonl").read_text().splitlines()]
-    assert _trials(journal_events(runs_dir / name)) == _trials(complete)
+    resumed, recorded = _trials(journal_events(runs_dir / name)), _trials(complete)
+    cut = [json.loads(line) for line in (LEGACY / name / "journal.jsonl").read_text().splitlines()]
+    before_cut = {e["trial_id"] for e in cut if e["event"] == "finished"}
+    # Trials run after the cut are simulated by today's cost model, so their throughputs differ
+    # from 0.1's; which trials run, in which phase and with which status does not.
+    assert {t: v[:3] for t, v in resumed.items()} == {t: v[:3] for t, v in recorded.items()}
+    assert {t: resumed[t] for t in before_cut} == {t: recorded[t] for t in before_cut}
     view = CampaignView.open(runs_dir, name)
     expected_best = {"legacy-grid": "t0001", "legacy-halving": "t0005"}[name]
     assert view.best().trial_id == expected_best
