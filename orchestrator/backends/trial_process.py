@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from orchestrator.backends.extension_locks import clear_abandoned_locks
 from orchestrator.processes import descendants, kill_tree, live_pids
 from orchestrator.result import TrialResult
 from orchestrator.trainers import TrainerRun
@@ -98,6 +99,9 @@ class TrialProcess:
         self.timeout_s = timeout_s
         self.world_size = world_size
         with open(folder.rank_log(rank), "ab") as log:
+            for lock in clear_abandoned_locks(env):
+                log.write(f"paratune: removed the abandoned build lock {lock}\n".encode())
+            log.flush()
             self.process = subprocess.Popen(
                 argv, cwd=cwd or folder.path, env=env, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=own_session,
