@@ -75,7 +75,7 @@ def run_one(args: tuple) -> dict:
     measured: dict = {}  # config -> measured tokens/s, repeats included
     while trials < max_trials:
         start = time.perf_counter()
-        proposed = [c for c in (searcher.repeat(),) if c is not None] or searcher.ask(1)
+        proposed = [c for c in (searcher.repeat(trials_left=max_trials - trials),) if c is not None] or searcher.ask(1)
         overhead.append(time.perf_counter() - start)
         if not proposed:
             break

@@ -83,6 +83,10 @@ class BudgetState:
     since_improvement: int
     patience: int | None
 
+    @property
+    def trials_left(self) -> int:
+        return max(0, self.max_trials - self.trials)
+
     def exhausted(self) -> str | None:
         """Why no further trial may start, or None."""
         if self.trials >= self.max_trials:
@@ -99,7 +103,7 @@ class BudgetState:
         left = lambda used, cap: None if cap is None else max(0.0, cap - used)  # noqa: E731
         return {
             "trials": self.trials, "max_trials": self.max_trials,
-            "trials_left": max(0, self.max_trials - self.trials),
+            "trials_left": self.trials_left,
             "gpu_hours": self.gpu_hours, "gpu_hours_left": left(self.gpu_hours, self.max_gpu_hours),
             "elapsed_s": self.elapsed_s, "wall_clock_left_s": left(self.elapsed_s, self.wall_clock_s),
             "since_improvement": self.since_improvement, "patience": self.patience,

@@ -40,6 +40,11 @@ class LoopState(Protocol):
         """No trial of this config in this phase exists yet."""
         ...
 
+    @property
+    def trials_left(self) -> int:
+        """Trials `budget.max_trials` still allows, those about to be submitted counted."""
+        ...
+
 
 class ProposalSource(ABC):
     budgeted = True  # counts against the campaign's budget, and stops when it is spent
@@ -76,5 +81,5 @@ class RepeatProposals(ProposalSource):
         self.searcher = searcher
 
     def propose(self, state: LoopState) -> Proposal | None:
-        config = self.searcher.repeat()
+        config = self.searcher.repeat(trials_left=state.trials_left)
         return None if config is None else Proposal(config, REPEAT, prune=False)

@@ -81,6 +81,11 @@ class SchedulingLoop:
     def is_new(self, config: ParallelConfig, phase: str) -> bool:
         return (config, phase) not in self._seen
 
+    @property
+    def trials_left(self) -> int:
+        return self.tally.state(self.spec.budget, self.started_at,
+                                pending=len(self._pending)).trials_left
+
     # ------------------------------------------------------------- the loop
 
     def run(self, sources: list[ProposalSource]) -> None:

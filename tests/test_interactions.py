@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -182,7 +183,7 @@ def _trials(runs, name):
 def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_path):
     from orchestrator.campaign import CampaignView
     from orchestrator.controller import Controller
-    from orchestrator.searchers.cost_guided import MAX_MEASUREMENTS
+    from orchestrator.searchers.cost_guided import FINAL_MEASUREMENTS
     from orchestrator.spec import load_campaign_spec
 
     runs = tmp_path / "runs"
@@ -192,7 +193,7 @@ def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_p
     assert repeats, "no close contender was measured again"
     searched = [config for config, fidelity in trials if fidelity == "full"]
     assert all(config in searched for config in repeats)  # repeats of measured layouts only
-    assert max(repeats.count(c) for c in repeats) < MAX_MEASUREMENTS
+    assert max(repeats.count(c) for c in repeats) < FINAL_MEASUREMENTS
 
     # The best is the layout with the best mean over its measurements.
     values: dict[str, list[float]] = {}
@@ -202,12 +203,34 @@ def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_p
     means = {key: sum(v) / len(v) for key, v in values.items()}
     assert whole.best.config.key() == max(means, key=means.get)
 
-    # Stopped part-way and resumed: the same trials, repeats included, in the same phases.
-    Controller(_noisy_spec(runs, "cut", 17)).run()
-    saved = runs / "cut" / "spec.yaml"
-    data = yaml.safe_load(saved.read_text())
-    data["budget"]["max_trials"] = 40
-    saved.write_text(yaml.safe_dump(data))
-    Controller(load_campaign_spec(runs, "cut")).run(resume=True)
-    assert _trials(runs, "cut") == trials
-    assert CampaignView.open(runs, "cut").best().config == whole.best.config
+    # A controller that died after 17 trials: the journal ends there. Resumed, the campaign
+    # runs the same trials, repeats included, in the same phases.
+    journal = runs / "whole" / "journal.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    finished = [i for i, line in enumerate(lines) if json.loads(line)["event"] == "finished"]
+    journal.write_text("".join(lines[:finished[16] + 1]))
+    assert len(_trials(runs, "whole")) < len(trials)
+    Controller(load_campaign_spec(runs, "whole")).run(resume=True)
+    assert _trials(runs, "whole") == trials
+    assert CampaignView.open(runs, "whole").best().config == whole.best.config
+
+
+def test_the_last_trials_of_the_budget_go_to_naming_the_winner(frontier):
+    """With few trials left, close contenders are re-measured before the search is over, and
+    before the search has run the trials it would wait for otherwise."""
+    from orchestrator.objective import Objective
+    from orchestrator.result import TrialResult
+    from orchestrator.searchers import make_searcher
+    from orchestrator.searchers.cost_guided import REPEAT_FROM
+
+    configs, cost = frontier
+    sim = SimulatedBackend(cost, seed=1, noise=0.05, interactions=1.0)
+    searcher = make_searcher("cost-guided", configs, Objective(), seed=0, cost_model=cost)
+    for trial in range(4):
+        (config,) = searcher.ask(1)
+        searcher.tell(config, sim.run(config, f"t{trial}"))
+    assert 4 < REPEAT_FROM and searcher._next() is not None  # the search would go on
+    assert searcher.repeat(trials_left=100) is None
+    contender = searcher.repeat(trials_left=3)
+    assert contender is not None and contender in [c for _, c, _ in searcher.history]
+    searcher.tell(contender, TrialResult(status="ok", tokens_per_s=1.0))

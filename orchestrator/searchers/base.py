@@ -25,11 +25,13 @@ class Searcher(ABC):
     def tell(self, config: ParallelConfig, result: TrialResult) -> None:
         """Record the outcome of a config (which may be a failure), whoever proposed it."""
 
-    def repeat(self) -> ParallelConfig | None:
+    def repeat(self, trials_left: int | None = None) -> ParallelConfig | None:
         """A config measured before that should be measured again before a winner is named
-        (a close contender, within the measured noise), or None. Asked once `ask` has nothing;
-        the repeat is a trial of its own, told back through `tell` like any other. Searchers
-        that do not model measurement noise never ask for one."""
+        (a close contender, within the measured noise), or None. Asked before `ask`;
+        the repeat is a trial of its own, told back through `tell` like any other.
+        `trials_left` is what the campaign's trial budget still allows (None: unbounded), so
+        the last trials can go to naming the winner. Searchers that do not model measurement
+        noise never ask for one."""
         return None
 
     def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:

@@ -15,7 +15,8 @@ where the model is wrong.
   interaction uncertainty in σ, reaches the best expected value of a measured one less
   `stop_margin`.
 - Before a winner is named, contenders within the measured noise of the leader are measured
-  again (`repeat`), up to MAX_MEASUREMENTS each; the noise is estimated from those repeats.
+  again (`repeat`), the closest rival first, also when the trial budget is about to end the
+  search; the noise is estimated from those repeats.
 
 Everything is computed on the objective's gain (the metric, or its reciprocal under
 `mode: min`), so "higher is better" holds inside and the mode is honoured.
@@ -41,8 +42,9 @@ KAPPA_STOP = 3.0  # stopping needs more confidence than choosing
 MIN_TRIALS_BEFORE_STOP = 8
 DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
-MAX_MEASUREMENTS = 6  # of one config, repeats included, once the search is over
+MAX_MEASUREMENTS = 6  # of each contender, repeats included, that the budget is kept for
 MEASUREMENTS_WHILE_SEARCHING = 3
+FINAL_MEASUREMENTS = 12  # of one config once the search is over
 REPEAT_FROM = 12  # measured trials before the search itself re-measures the top two
 CONTENDER_Z = 2.5  # a contender's mean is within this many standard errors of the leader's
 
@@ -149,32 +151,41 @@ class CostGuidedSearcher(Searcher):
         groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
         return max(groups, key=lambda c: sum(groups[c]) / len(groups[c]), default=None)
 
-    def repeat(self) -> ParallelConfig | None:
-        """A measured config to measure again: the leader or a contender whose mean is within
-        CONTENDER_Z standard errors of the leader's, the one with the fewest measurements.
-        While the search runs (from REPEAT_FROM measured trials) up to
-        MEASUREMENTS_WHILE_SEARCHING each;
-        once it is over, up to MAX_MEASUREMENTS."""
+    def repeat(self, trials_left: int | None = None) -> ParallelConfig | None:
+        """A measured config to measure again: the leader or a rival whose mean is within
+        CONTENDER_Z standard errors of the leader's; the closest rival first and, of that
+        pair, the less measured. While the search runs (from REPEAT_FROM measured trials) up
+        to MEASUREMENTS_WHILE_SEARCHING each; once it is over, up to FINAL_MEASUREMENTS. Once
+        the trials left (`trials_left`, the campaign's budget) are no more than the leader and
+        its rivals need to reach MAX_MEASUREMENTS each, the search counts as over, so the
+        last trials name the winner instead of measuring layouts once."""
         groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
         if len(groups) < 2:
             return None
-        over = self._next() is None  # from the told results alone, so a resume agrees
-        if not over and sum(map(len, groups.values())) < REPEAT_FROM:
-            return None
         noise = self.noise()
         means = {c: sum(v) / len(v) for c, v in groups.items()}
-        ranked = sorted(means, key=means.get, reverse=True)
-        leader = ranked[0]
-        close = [c for c in ranked
-                 if c == leader or means[c] >= means[leader] - CONTENDER_Z * noise
-                 * math.sqrt(1 / len(groups[c]) + 1 / len(groups[leader]))]
-        cap = MAX_MEASUREMENTS if over else MEASUREMENTS_WHILE_SEARCHING
-        open_ = [c for c in close if len(groups[c]) < cap and c not in self._repeating]
-        if len(close) < 2 or not open_:
+        leader = max(means, key=means.get)
+
+        def gap(c: ParallelConfig) -> float:  # the leader's lead over c, in standard errors
+            error = noise * math.sqrt(1 / len(groups[c]) + 1 / len(groups[leader]))
+            return (means[leader] - means[c]) / max(error, 1e-12)
+
+        rivals = sorted((c for c in means if c != leader and gap(c) < CONTENDER_Z), key=gap)
+        if not rivals:
             return None
-        config = min(open_, key=lambda c: (len(groups[c]), -means[c]))
-        self._repeating.add(config)
-        return config
+        needed = sum(max(0, MAX_MEASUREMENTS - len(groups[c])) for c in [leader, *rivals])
+        naming = trials_left is not None and trials_left <= needed
+        over = naming or self._next() is None  # from the told results alone: a resume agrees
+        if not over and sum(map(len, groups.values())) < REPEAT_FROM:
+            return None
+        cap = FINAL_MEASUREMENTS if over else MEASUREMENTS_WHILE_SEARCHING
+        for rival in rivals:  # the closest rival first; of the pair, the less measured
+            pair = [c for c in (rival, leader) if len(groups[c]) < cap and c not in self._repeating]
+            if pair:
+                config = min(pair, key=lambda c: len(groups[c]))
+                self._repeating.add(config)
+                return config
+        return None
 
     def ask(self, n: int = 1) -> list[ParallelConfig]:
         proposed: list[ParallelConfig] = []
