@@ -58,6 +58,8 @@ class SchedulingLoop:
         self.calibration: Calibration | None = None
         self.tally = tally
         self.records = records
+        self._highest_id = max((int(t[1:]) for t in records if t[:1] == "t" and t[1:].isdigit()),
+                               default=0)
         self.started_at = started_at
         self.tracking = tracking
         self.on_event = on_event or (lambda kind, record: None)
@@ -146,8 +148,14 @@ class SchedulingLoop:
                 return self._record(proposal), source.budgeted
         return None
 
+    def _new_trial_id(self) -> str:
+        """One past the highest ID handed out: with a gap in the journal (a trial that waited
+        for a slot and never ran), counting the records would hand an existing ID out again."""
+        self._highest_id += 1
+        return f"t{self._highest_id:04d}"
+
     def _record(self, proposal: Proposal) -> TrialRecord:
-        record = TrialRecord(f"t{len(self.records) + 1:04d}", proposal.config, phase=proposal.phase)
+        record = TrialRecord(self._new_trial_id(), proposal.config, phase=proposal.phase)
         self.records[record.trial_id] = record
         self._seen.add((record.config, record.phase))
         if proposal.prune:

@@ -185,3 +185,21 @@ def test_resume_reattaches_survivors_and_reruns_the_rest(tmp_path):
     assert not set(finished) & {r.trial_id for r in second.submitted}
     assert len(summary.records) == 8 and len({r.config for r in summary.records}) == 8
     assert all(r.done for r in summary.records)
+
+
+def test_a_gap_in_the_journal_never_hands_an_existing_trial_id_out_again(tmp_path):
+    """A trial that waited for a slot and never ran leaves a gap in the IDs; a resumed
+    campaign numbers its new trials past the highest ID, so no ID is finished twice."""
+    spec = make_spec(tmp_path, budget={"max_trials": 4})
+    Controller(spec, backend=FakeBackend()).run()
+    journal = tmp_path / "runs" / "fake" / "journal.jsonl"
+    kept = [line for line in journal.read_text().splitlines(keepends=True)
+            if '"trial_id": "t0002"' not in line]
+    journal.write_text("".join(kept))
+    assert sorted(Journal(journal).trials()) == ["t0001", "t0003", "t0004"]
+
+    more = make_spec(tmp_path, budget={"max_trials": 6})
+    Controller(more, backend=FakeBackend()).run(resume=True)
+    finished = [e["trial_id"] for e in Journal(journal).events() if e["event"] == "finished"]
+    assert len(finished) == len(set(finished)) == 6
+    assert finished[3:] == ["t0005", "t0006", "t0007"]
