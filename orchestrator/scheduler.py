@@ -149,8 +149,9 @@ class SchedulingLoop:
         return None
 
     def _new_trial_id(self) -> str:
-        """One past the highest ID handed out: with a gap in the journal (a trial that waited
-        for a slot and never ran), counting the records would hand an existing ID out again."""
+        """One past the highest ID handed out. A journal can have gaps: a trial about to be
+        submitted when the controller stopped is not in it, while those pruned after it (as
+        infeasible, journaled at once) are; counting records would then hand an ID out again."""
         self._highest_id += 1
         return f"t{self._highest_id:04d}"
 

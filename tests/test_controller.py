@@ -188,8 +188,9 @@ def test_resume_reattaches_survivors_and_reruns_the_rest(tmp_path):
 
 
 def test_a_gap_in_the_journal_never_hands_an_existing_trial_id_out_again(tmp_path):
-    """A trial that waited for a slot and never ran leaves a gap in the IDs; a resumed
-    campaign numbers its new trials past the highest ID, so no ID is finished twice."""
+    """A trial about to be submitted when the controller stopped, with later ones already
+    journaled as pruned, leaves a gap in the IDs; a resumed campaign numbers its new trials
+    past the highest ID, so no ID is finished twice."""
     spec = make_spec(tmp_path, budget={"max_trials": 4})
     Controller(spec, backend=FakeBackend()).run()
     journal = tmp_path / "runs" / "fake" / "journal.jsonl"
