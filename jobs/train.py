@@ -169,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         if dist.get_rank() == 0:
             write_result(config.result_file, result)
         dist.barrier()
+        # Ended here, not by the interpreter: a gloo group left to exit-time teardown can
+        # abort the process ("terminate called without an active exception") after success.
+        dist.destroy_process_group()
         return 0
     except torch.OutOfMemoryError as exc:
         failure = TrialResult(status="oom", error=f"OutOfMemoryError: {exc}"[:2000])

@@ -88,6 +88,8 @@ def main() -> None:
                 f"{engine.global_rank} > --memory-limit-gb {args.memory_limit_gb}")
         if engine.global_rank == 0:
             print(f"step={step + 1} loss={loss.item():.4f}", flush=True)
+    engine.destroy()
+    torch.distributed.destroy_process_group()  # not left to teardown at exit, which can abort
 
 
 if __name__ == "__main__":
