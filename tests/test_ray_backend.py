@@ -34,7 +34,7 @@ def test_campaign_on_ray_runs_real_trials(tmp_path, runs_dir, cli, ray_runtime):
     finished = [e for e in journal_events(runs_dir / "on-ray") if e["event"] == "finished"]
     assert [e["result"]["status"] for e in finished] == ["ok", "ok"]
     submitted = [e for e in journal_events(runs_dir / "on-ray") if e["event"] == "submitted"]
-    assert all("ray_task" in e["handle"] for e in submitted)
+    assert all("ray_actor" in e["handle"] for e in submitted)
 
 
 @pytest.mark.slow
