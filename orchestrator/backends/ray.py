@@ -20,6 +20,7 @@ a cancel stops the tasks and sweeps every node for processes that outlived their
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any
 
 import ray
@@ -58,6 +59,21 @@ def _stop_actor(actor) -> None:
         ray.kill(actor, no_restart=True)
     except Exception:  # noqa: BLE001
         pass
+
+
+def _connect(kwargs: dict[str, Any], attempts: int = 3) -> None:
+    """ray.init, tried again when a Ray client server fails to start this client's own server
+    (ConnectionAbortedError "Initialization failure from server", seen with Ray 2.60 right after
+    another client left): a failure of that attempt, not of the cluster."""
+    for attempt in range(attempts):
+        try:
+            ray.init(**kwargs)
+            return
+        except ConnectionAbortedError:
+            if attempt == attempts - 1:
+                raise
+            ray.shutdown()
+            time.sleep(2.0)
 
 
 class RayHandle(TrialHandle):
@@ -104,7 +120,7 @@ class RayBackend(Backend):
                 kwargs["num_cpus"] = num_cpus
                 if temp_dir:
                     kwargs["_temp_dir"] = temp_dir
-            ray.init(**kwargs)
+            _connect(kwargs)
             self.started_runtime = not address
 
     def submit(self, request: TrialRequest) -> RayHandle:
