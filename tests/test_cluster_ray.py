@@ -54,7 +54,9 @@ def drive(env: dict, address: str, *args: str, in_node1: bool = False) -> dict:
     argv = [sys.executable, str(SCRIPTS / "ray_trial.py"), address, *args]
     if in_node1:
         argv = ["nsenter", "--net=/run/netns/ptc-node1", *argv]
+    start = time.time()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    print(f"driver {args[0]} ({address}): {time.time() - start:.1f}s")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -81,7 +83,8 @@ def test_trial_across_two_ray_nodes_trains_like_one_process(cluster, ray_env, re
     assert result["world_size"] == 4
     assert result["loss_first"] == pytest.approx(reference[0], rel=1e-5)
     assert two_a_node(placement(tmp_path / "trial"))
-    print(f"2-node Ray trial ({address}): {out['seconds']:.1f}s")
+    print(f"2-node Ray trial ({address}): connected in {out['connect_s']:.1f}s, "
+          f"trial {out['seconds']:.1f}s")
 
 
 def test_cancel_ends_the_ranks_on_both_nodes(cluster, ray_env, tmp_path):

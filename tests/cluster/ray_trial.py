@@ -32,7 +32,10 @@ def run(address: str, folder: Path, fault: str = "") -> dict:
     request = builtin_request(folder, folder.name, {"model": TINY, "dp": 4, **BATCH, "steps": 2,
                                                     "warmup_steps": 1},
                               timeout_s=240, env=env, config=ParallelConfig(dp=4, **BATCH))
-    handle = RayBackend(address=address, ranks_per_node=2).submit(request)
+    began = time.time()
+    backend = RayBackend(address=address, ranks_per_node=2)
+    connect_s = time.time() - began
+    handle = backend.submit(request)
     start, deadline = time.time(), time.time() + 240
     if fault:
         while time.time() < deadline and not (folder / "rank3.log").exists():
@@ -42,6 +45,7 @@ def run(address: str, folder: Path, fault: str = "") -> dict:
     while (result := handle.poll()) is None and time.time() < deadline:
         time.sleep(0.2)
     return {"result": result.to_dict() if result else None, "seconds": time.time() - start,
+            "connect_s": connect_s,
             "nodes": sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]),
             "info": handle.info()}
 
