@@ -86,8 +86,11 @@ class TrialRunner:
             self.outcome = _failed(f"Ray task failed: {type(exc).__name__}: {exc}",
                                    self.request.world_size)
         finally:
-            if self.pg is not None:
-                ray.util.remove_placement_group(self.pg)
+            try:
+                if self.pg is not None:
+                    ray.util.remove_placement_group(self.pg)
+            except Exception:  # noqa: BLE001 - it goes with the actor anyway; the result must out
+                pass
             self.done.set()
 
     def _run_single(self) -> dict[str, Any]:
@@ -148,8 +151,11 @@ class TrialRunner:
             ray.cancel(ref, force=True)
         sweep = ray.remote(max_retries=0)(_sweep)
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
-        ray.get([sweep.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-            node, soft=False)).remote(self.request.folder) for node in nodes], timeout=60)
+        try:
+            ray.get([sweep.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node, soft=False)).remote(self.request.folder) for node in nodes], timeout=60)
+        except Exception:  # noqa: BLE001 - a node lost meanwhile: its processes went with it
+            pass
 
     def result(self) -> dict[str, Any]:
         self.done.wait()
