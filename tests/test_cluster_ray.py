@@ -92,7 +92,7 @@ def test_cancel_ends_the_ranks_on_both_nodes(cluster, ray_env, tmp_path):
     assert out["result"]["status"] == "failed" and "Cancelled" in out["result"]["error"]
     assert two_a_node(placement(tmp_path / "trial"))
     assert not alive_naming(tmp_path / "trial"), "the cancelled trial left ranks behind"
-    names = [a["name"] for a in drive(ray_env, CLIENT, "actors")["actors"]]
+    names = [a["name"] for a in drive(ray_env, "auto", "actors", in_node1=True)["actors"]]
     assert out["info"]["ray_actor"] not in names  # killed once the trial ended
 
 
@@ -130,7 +130,7 @@ def test_resume_reattaches_a_trial_that_outlived_its_controller(cluster, ray_env
     (done,) = [e for e in events if e["event"] == "finished"]
     assert done["result"]["status"] == "ok" and done["result"]["world_size"] == 4
     assert two_a_node(placement(trial))
-    assert drive(ray_env, CLIENT, "actors")["actors"] == []
+    assert drive(ray_env, "auto", "actors", in_node1=True)["actors"] == []
 
     from mlflow.tracking import MlflowClient
 
