@@ -70,10 +70,12 @@ def pid_of(name: str) -> int:
 
 @contextlib.contextmanager
 def two_node_cluster(*extra: str):
-    """Start the cluster (extra arguments go to the script), point this process's
-    Slurm clients at it, and on the way out stop it and assert nothing is left."""
+    """Start the cluster (extra arguments go to the script: `ray` adds a Ray cluster run by
+    this interpreter's Ray), point this process's Slurm clients at it, and on the way out stop
+    it and assert nothing is left."""
     started = subprocess.run(["bash", str(SCRIPTS / "start_cluster.sh"), str(STATE), *extra],
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PARATUNE_PYTHON": sys.executable})
     assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-3000:]
     before = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(STATE / "slurm.conf")

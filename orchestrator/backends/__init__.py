@@ -1,5 +1,5 @@
 """Backends run trials: `local` (torchrun process trees), `simulated` (the cost model), `ray`
-(one Ray task per trial) and `slurm` (one Slurm job per trial, through submitit).
+(a detached Ray actor per trial) and `slurm` (one Slurm job per trial, through submitit).
 
 Each kind is one module behind the `Backend` base (base.py); `make_backend` builds the one a
 spec's `backend` section names. Ray and submitit are imported only when chosen.
@@ -27,7 +27,8 @@ def make_backend(backend_spec, *, cost_model=None, gpus_per_node: int = 1,
         from orchestrator.backends.ray import RayBackend
 
         return RayBackend(address=backend_spec.address, num_cpus=backend_spec.num_cpus,
-                          gpus_per_trial_rank=backend_spec.gpus_per_rank)
+                          gpus_per_trial_rank=backend_spec.gpus_per_rank,
+                          ranks_per_node=gpus_per_node)
     if backend_spec.kind == "slurm":
         from orchestrator.backends.slurm import SlurmBackend
 

@@ -9,7 +9,9 @@ standard library and the trial program on the node.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
+import socket
 import time
 from typing import Any
 
@@ -61,7 +63,10 @@ def _on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -
     checkpointed, so submitit's handler would requeue it as preempted or end it early as failed,
     and the rank programs would die of the signal's default action. The limit itself is Slurm's
     to enforce (state TIMEOUT, status `timeout`)."""
-    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    try:
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    except ValueError:  # not the main thread (some Ray workers): no submitit handler there
+        pass
     folder = request.folder
     env = trial_env(folder, request.trial_id, {**request.run.env, **request.env})
     process = TrialProcess(argv, folder=folder, env=env, timeout_s=request.timeout_s,
@@ -76,6 +81,24 @@ def run_rank(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | Non
     comes back from rank 0 (None from the others)."""
     rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False).rank
     result = _on_node(request, rank_argv(request.run), rank, poll_s)
+    return result.to_dict() if rank == 0 else None
+
+
+def run_rank_at(request: TrialRequest, rank: int, local: tuple[int, int],
+                master: tuple[str, int], poll_s: float = 0.5) -> dict[str, Any] | None:
+    """One rank of a `rank-env` trial placed by a scheduler that sets no rank variables (a Ray
+    placement group): rank, (local rank, ranks on this node) and the rendezvous (rank 0's
+    node and a port free there) come from the caller. The result comes back from rank 0."""
+    world = request.world_size
+    env = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(local[0]),
+           "LOCAL_WORLD_SIZE": str(local[1]), "MASTER_ADDR": master[0],
+           "MASTER_PORT": str(master[1])}
+    placed = dataclasses.replace(request, env={**request.env, **env})
+    request.folder.path.mkdir(parents=True, exist_ok=True)
+    with open(request.folder.rank_log(rank), "a") as log:
+        log.write(f"paratune: rank {rank} of {world} on {socket.gethostname()} (local rank "
+                  f"{local[0]} of {local[1]}), rendezvous at {master[0]}:{master[1]}\n")
+    result = _on_node(placed, rank_argv(request.run), rank, poll_s)
     return result.to_dict() if rank == 0 else None
 
 

@@ -14,10 +14,21 @@
 # $STATE in $STATE/made. stop_cluster.sh removes all of it. Clients use SLURM_CONF=$STATE/slurm.conf
 # (written to $STATE/env). Coexists with tests/slurm/start_local_slurm.sh: other config, socket,
 # ports (its daemons' ports are inside the namespaces) and state.
-# Usage: tests/cluster/start_cluster.sh [STATE_DIR]   (default /tmp/paratune-cluster)
+#
+# With `ray`, also a Ray cluster: a head in node1 (GCS 10.211.0.1:6379, Ray client server
+# :10001, no dashboard) and a worker in node2, 2 CPUs each, with token authentication on a
+# token of its own ($STATE/ray/auth_token, not ~/.ray's) and a Ray temp root of its own
+# (RAY_TMPDIR=/tmp/ptc-ray, where `address: auto` finds the head). Ray 2.60 turns token auth on
+# for `ray start --head` whenever ~/.ray/auth_token exists but not for `ray start --address`,
+# so a worker or driver left to its defaults fails with InvalidAuthToken: every Ray process
+# here, and every driver (source $STATE/ray.env), gets RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH.
+# Usage: tests/cluster/start_cluster.sh [STATE_DIR] [ray]   (default /tmp/paratune-cluster)
+# PARATUNE_PYTHON names the interpreter whose `ray` runs the nodes (default: the repo's .venv).
 set -euo pipefail
 STATE=${1:-/tmp/paratune-cluster}
+WITH_RAY=${2:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
 NET=10.211.0
 NODES=(node1 node2)
 if [ "$(id -u)" != 0 ]; then echo "start_cluster: needs root" >&2; exit 2; fi
@@ -149,4 +160,33 @@ done
 wait_for 60 "both nodes idle" sh -c '[ "$(sinfo -h -N -o %t | grep -cx idle)" = 2 ]'
 echo "two-node Slurm up: $(sinfo -h -N -o '%N %t' | tr '\n' ' ')(state in $STATE)"
 
+
+# --- Ray: a head in node1, a worker in node2 ---------------------------------------------------
+if [ "$WITH_RAY" = ray ]; then
+  PY=${PARATUNE_PYTHON:-$ROOT/.venv/bin/python}
+  RAY="$(dirname "$PY")/ray"
+  RAYTMP=/tmp/ptc-ray
+  mkdir -p "$STATE/ray" && chmod 700 "$STATE/ray"
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$STATE/ray/auth_token"
+  chmod 600 "$STATE/ray/auth_token"
+  rm -rf "$RAYTMP" && mkdir -p "$RAYTMP" && echo "dir $RAYTMP" >> "$STATE/made"
+  cat > "$STATE/ray.env" <<ENV
+export RAY_AUTH_MODE=token
+export RAY_AUTH_TOKEN_PATH=$STATE/ray/auth_token
+export RAY_TMPDIR=$RAYTMP
+export RAY_USAGE_STATS_ENABLED=0
+ENV
+  . "$STATE/ray.env"  # for the nodes and for `ray status` below
+  RAYENV=(env PYTHONPATH="$ROOT")
+  spawn ray-head node1 "${RAYENV[@]}" "$RAY" start --head --block --node-ip-address=$NET.1 \
+    --port=6379 --num-cpus=2 --num-gpus=0 --object-store-memory=200000000 \
+    --include-dashboard=false --ray-client-server-port=10001 --disable-usage-stats
+  wait_for 90 "the Ray head" bash -c "exec 3<>/dev/tcp/$NET.1/6379"
+  spawn ray-worker node2 "${RAYENV[@]}" "$RAY" start --block --address=$NET.1:6379 \
+    --node-ip-address=$NET.2 --num-cpus=2 --num-gpus=0 --object-store-memory=200000000 \
+    --disable-usage-stats
+  wait_for 90 "two Ray nodes" sh -c "'$RAY' status --address=$NET.1:6379 2>/dev/null | grep -c node_ | grep -qx 2"
+  wait_for 60 "the Ray client server" bash -c "exec 3<>/dev/tcp/$NET.1/10001"
+  echo "Ray up: head $NET.1:6379 (client ray://$NET.1:10001), 2 nodes; drivers: . $STATE/ray.env"
+fi
 trap - ERR

@@ -12,14 +12,21 @@ stop_pid() {  # stop_pid NAME PID
   kill -KILL "$2" 2>/dev/null && echo "stop_cluster: $1 ($2) needed SIGKILL"
 }
 if [ -f "$STATE/pids" ]; then
-  tac "$STATE/pids" | while read -r name pid; do [ -n "${pid:-}" ] && stop_pid "$name" "$pid"; done
+  tac "$STATE/pids" | while read -r name pid; do
+    case $name in
+      # `ray start --block` only watches its node's Ray processes, and takes more than 5 s to
+      # stop them one by one on SIGTERM: it is killed, and they end with the namespace below.
+      ray-*) kill -KILL "$pid" 2>/dev/null ;;
+      *) [ -n "${pid:-}" ] && stop_pid "$name" "$pid" ;;
+    esac
+  done
 fi
 if [ -f "$STATE/made" ]; then
-  for ns in $(awk '$1 == "netns" {print $2}' "$STATE/made"); do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do
-      kill -TERM "$pid" 2>/dev/null
-    done
-    for _ in $(seq 1 25); do [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break; sleep 0.2; done
+  namespaces=$(awk '$1 == "netns" {print $2}' "$STATE/made")
+  left() { for ns in $namespaces; do ip netns pids "$ns" 2>/dev/null; done; }
+  for pid in $(left); do kill -TERM "$pid" 2>/dev/null; done
+  for _ in $(seq 1 25); do [ -z "$(left)" ] && break; sleep 0.2; done
+  for ns in $namespaces; do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do
       kill -KILL "$pid" 2>/dev/null && echo "stop_cluster: $(cat /proc/$pid/comm 2>/dev/null) ($pid) in $ns needed SIGKILL"
     done
