@@ -95,6 +95,17 @@ def builtin_request(folder_path: Path, trial_id: str, settings: dict, *, timeout
                         steps=settings.get("steps", 2), timeout_s=timeout_s, env=dict(env or {}))
 
 
+def wait_for_result(handle, limit: float = 240, what: str = "the trial"):
+    """Poll a backend's trial handle until it gives a result; fail after `limit` seconds."""
+    import time
+
+    deadline = time.time() + limit
+    while (result := handle.poll()) is None:
+        assert time.time() < deadline, f"{what} did not end within {limit:g}s"
+        time.sleep(0.5)
+    return result
+
+
 POSTGRES_SKIP_REASON = ("no PostgreSQL: run `make test` as root, which starts one from the "
                         "distribution's packages (or set PARATUNE_TEST_POSTGRES_URL)")
 

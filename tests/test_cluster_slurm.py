@@ -21,7 +21,7 @@ from cluster_harness import (
     skip_reason,
     two_node_cluster,
 )
-from conftest import ROOT, builtin_request
+from conftest import ROOT, builtin_request, wait_for_result
 
 reason = skip_reason()
 pytestmark = [pytest.mark.skipif(reason is not None, reason=reason or ""), pytest.mark.slow]
@@ -58,13 +58,6 @@ def world4(tmp_path, name, timeout_s=240, env=None):
         config=ParallelConfig(dp=4, **BATCH))
 
 
-def wait(handle, limit: float = 240):
-    deadline = time.time() + limit
-    while (result := handle.poll()) is None:
-        assert time.time() < deadline, "the Slurm trial did not end"
-        time.sleep(0.5)
-    return result
-
 
 def sacct(job_id: str, field: str) -> str:
     out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", field, "-j", str(job_id)],
@@ -87,7 +80,7 @@ def test_builtin_trial_on_two_nodes_trains_like_one_process(cluster, reference, 
     """World size 4, 2 ranks a node (a Slurm task each), gloo across the namespaces."""
     start = time.time()
     handle = backend().submit(world4(tmp_path, "two-nodes"))
-    result = wait(handle)
+    result = wait_for_result(handle)
     assert result.status == "ok", result.error
     assert result.world_size == 4
     assert result.loss_first == pytest.approx(reference[0], rel=1e-5)
@@ -110,7 +103,7 @@ def test_external_trainer_on_two_nodes_with_torchrun_rendezvous(cluster, referen
     request = dataclasses.replace(request, run=run, trainer=CommandTrainer())
     start = time.time()
     handle = backend().submit(request)
-    result = wait(handle)
+    result = wait_for_result(handle)
     assert result.status == "ok", result.error
     assert result.world_size == 4
     assert result.loss_first == pytest.approx(reference[0], rel=1e-5)
@@ -122,7 +115,7 @@ def test_slurm_time_limit_ends_the_trial_as_timeout(cluster, tmp_path):
     """The trial's own timeout is far; Slurm's 1-minute limit ends it (state TIMEOUT)."""
     handle = backend(sbatch_args={"time": "1"}).submit(
         world4(tmp_path, "limit", timeout_s=900, env={"PARATUNE_INJECT_FAULT": "hang"}))
-    result = wait(handle, limit=200)
+    result = wait_for_result(handle, limit=200)
     assert sacct(handle.job.job_id, "State") == "TIMEOUT"
     assert result.status == "timeout" and "TIMEOUT" in result.error
 
@@ -138,6 +131,6 @@ def test_killed_slurmd_ends_the_trial_as_node_failure(cluster, tmp_path):
         time.sleep(0.5)
     assert squeue_state(handle.job.job_id) == "RUNNING"
     os.kill(pid_of("slurmd-node2"), signal.SIGKILL)
-    result = wait(handle, limit=200)
+    result = wait_for_result(handle, limit=200)
     assert sacct(handle.job.job_id, "State") == "NODE_FAIL"
     assert result.status == "failed" and "NODE_FAIL" in result.error

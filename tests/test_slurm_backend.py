@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, builtin_request, journal_events, write_spec
+from conftest import ROOT, builtin_request, journal_events, wait_for_result, write_spec
 from test_failures_and_external import TINY, processes_naming
 
 
@@ -46,13 +46,6 @@ def backend():
 
     return SlurmBackend(SlurmBackendSpec(time_limit_min=5), gpus_per_node=2)
 
-
-def wait(handle, limit: float = 180):
-    deadline = time.time() + limit
-    while (result := handle.poll()) is None:
-        assert time.time() < deadline, "Slurm trial did not end"
-        time.sleep(0.5)
-    return result
 
 
 def sacct_state(job_id: str) -> str:
@@ -93,7 +86,7 @@ def test_cancel_ends_the_job_and_its_ranks(tmp_path):
     while time.time() < deadline and processes_naming(str(tmp_path / "hang")):
         time.sleep(0.5)
     assert not processes_naming(str(tmp_path / "hang"))
-    result = wait(handle)
+    result = wait_for_result(handle)
     assert result.status == "failed" and "CANCELLED" in result.error
     assert sacct_state(handle.job.job_id).startswith("CANCELLED")
 
@@ -101,7 +94,7 @@ def test_cancel_ends_the_job_and_its_ranks(tmp_path):
 def test_trial_timeout_inside_the_job(tmp_path):
     handle = backend().submit(request(tmp_path, "slow", timeout_s=8,
                                       env={"PARATUNE_INJECT_FAULT": "hang"}))
-    result = wait(handle)
+    result = wait_for_result(handle)
     assert result.status == "timeout" and "timeout_s=8" in result.error
     assert not processes_naming(str(tmp_path / "slow"))
 
