@@ -13,6 +13,7 @@ included) is within 3% of the true best ("winner ok").
 
 Run: .venv/bin/python benchmarks/search_efficiency.py [--seeds 20] [--json out.json]
      [--noise 0.05]                                      measurement noise (default 3%)
+     [--first-seed 20]                                   seeds 20.. instead of 0..
      [--max-trials 300 --no-stop --searchers cost-guided]  overhead at 300 trials
 """
 
@@ -139,6 +140,7 @@ def fmt(value: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=0, help="held-out checks: e.g. 20")
     parser.add_argument("--searchers", default=",".join(SEARCHERS))
     parser.add_argument("--json", default=None)
     parser.add_argument("--processes", type=int, default=2)
@@ -148,9 +150,10 @@ def main() -> None:
     parser.add_argument("--no-stop", action="store_true", help="cost-guided never stops itself")
     args = parser.parse_args()
     margin = 1.0 if args.no_stop else 0.0
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     jobs = [(name, algorithm, seed, args.noise, args.max_trials, margin)
             for name in args.landscapes.split(",")
-            for algorithm in args.searchers.split(",") for seed in range(args.seeds)]
+            for algorithm in args.searchers.split(",") for seed in seeds]
     started = time.time()
     with Pool(args.processes) as pool:
         rows = pool.map(run_one, jobs, chunksize=4)

@@ -149,6 +149,28 @@ def test_calibration_recovers_a_known_efficiency_and_overhead():
     assert calibrate(cost, measured[:2]) is None  # too few trials to fit
 
 
+def test_calibration_fits_tensor_parallel_latency_apart_from_bandwidth():
+    """A cluster whose TP all-reduces pay 20x the preset's per-step latency but see its
+    bandwidth (gloo on loopback against NCCL): one multiplier on TP communication cannot
+    fit micro-batch 1 (many small all-reduces) and micro-batch 8 (few large ones) at once;
+    fitting latency and bandwidth apart recovers both."""
+    model = MODEL_PRESETS["llama-7b"]
+    cost = CostModel(model, A800, 8)
+    configs = [ParallelConfig(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,
+                              grad_accum_steps=8 // m)
+               for t in (1, 2, 4, 8) for m in (1, 2, 8)]
+    truth = cost.with_coefficients(cost.coefficients.with_(scale_model_parallel_latency=20.0))
+    measured = []
+    for i, c in enumerate(configs):
+        est = truth.estimate(c)
+        measured.append((f"t{i}", c, TrialResult(status="ok", step_time_s=est.step_time_s,
+                                                 tokens_per_s=est.tokens_per_s)))
+    assert truth.estimate(configs[3]).time.model_parallel_latency_s > 0
+    fit = calibrate(cost, measured)
+    assert fit.multipliers["model_parallel_latency"] == pytest.approx(20.0, rel=0.05)
+    assert fit.multipliers["model_parallel_comm"] == pytest.approx(1.0, rel=0.05)
+    assert fit.median_abs_error < 1e-3
+
 def test_simulated_backend_is_seeded_and_fails_honestly():
     cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
     fits = ParallelConfig(dp=8, zero_stage=3, micro_batch_size=1, grad_accum_steps=1)
@@ -185,3 +207,4 @@ def test_zero_plus_plus_trades_memory_for_intra_node_backward_gathers():
     secondary_copy = 2 * cost.model.num_params / 8  # bf16 weights over the node's 8 GPUs
     assert zpp.memory.buffers - z3.memory.buffers == pytest.approx(secondary_copy)
     assert zpp.mfu > z3.mfu
+

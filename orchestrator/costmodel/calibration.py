@@ -1,8 +1,10 @@
 """Calibration: refit the cost model's coefficients to measured trials (least squares).
 
-The predicted step time is a sum of terms: compute, bubble, model-parallel communication,
-exposed data-parallel communication, and a fixed cost per layer and micro-batch. Calibration
-finds non-negative multipliers for the first four and the fixed cost (NNLS on the measured
+The predicted step time is a sum of terms: compute, bubble, model-parallel communication
+(its bandwidth part and its per-step latency part apart: TP's many small all-reduces are
+latency-bound where PP's sends and large micro-batches are not, and a cluster's α and β are
+independent), exposed data-parallel communication, and a fixed cost per layer and micro-batch.
+Calibration finds non-negative multipliers for the first five and the fixed cost (NNLS on the measured
 step times), so the refit model is the same model with its efficiency and overlap scaled to
 what this cluster showed; the data-parallel multiplier applies to the raw communication, so
 it is the exposed fraction this cluster showed. Memory gets one ratio of measured to predicted (without the
@@ -19,7 +21,8 @@ from orchestrator.costmodel.estimate import CostModel
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 
-FEATURES = ("compute", "bubble", "model_parallel_comm", "data_parallel_comm", "launches")
+FEATURES = ("compute", "bubble", "model_parallel_comm", "model_parallel_latency",
+            "data_parallel_comm", "launches")
 MIN_TRIALS = 3
 
 
@@ -77,15 +80,17 @@ def feature_model(cost: CostModel) -> CostModel:
     """The model whose step-time terms are the features: unit multipliers, no fixed cost."""
     return cost.with_coefficients(cost.coefficients.with_(
         scale_compute=1.0, scale_bubble=1.0, scale_model_parallel_comm=1.0,
-        scale_data_parallel_comm=1.0, launch_overhead_s=0.0, dp_exposure=None))
+        scale_model_parallel_latency=1.0, scale_data_parallel_comm=1.0, launch_overhead_s=0.0,
+        dp_exposure=None))
 
 
 def features(feature_cost: CostModel, config: ParallelConfig) -> list[float]:
     """The terms a calibrated step time is a non-negative combination of (see FEATURES)."""
     t = feature_cost.estimate(config).time
     layers = feature_cost.model.num_layers // config.pp
-    return [t.compute_s, t.bubble_s, t.tp_comm_s + t.pp_comm_s, t.dp_comm.total,
-            float(layers * config.grad_accum_steps)]
+    latency = t.model_parallel_latency_s
+    return [t.compute_s, t.bubble_s, t.tp_comm_s + t.pp_comm_s - latency, latency,
+            t.dp_comm.total, float(layers * config.grad_accum_steps)]
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -129,6 +134,7 @@ def calibrate(
     model = cost.with_coefficients(cost.coefficients.with_(
         scale_compute=fitted["compute"], scale_bubble=fitted["bubble"],
         scale_model_parallel_comm=fitted["model_parallel_comm"],
+        scale_model_parallel_latency=fitted["model_parallel_latency"],
         dp_exposure=fitted["data_parallel_comm"], launch_overhead_s=fitted["launches"],
     ))
     return _finish(model, ok, fitted)
@@ -152,6 +158,7 @@ def _global_fit(cost: CostModel, ok: list) -> Calibration:
     model = cost.with_coefficients(c.with_(
         scale_compute=c.scale_compute * scale, scale_bubble=c.scale_bubble * scale,
         scale_model_parallel_comm=c.scale_model_parallel_comm * scale,
+        scale_model_parallel_latency=c.scale_model_parallel_latency * scale,
         scale_data_parallel_comm=c.scale_data_parallel_comm * scale,
         launch_overhead_s=c.launch_overhead_s * scale,
         dp_exposure=None if c.dp_exposure is None else c.dp_exposure * scale,

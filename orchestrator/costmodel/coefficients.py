@@ -15,9 +15,9 @@ The overlap model (how much communication hides behind compute), per engine:
 - The optimizer's parameter broadcast (T_os1) is exposed (`overlap_broadcast` = 0): AMSP
   turned its overlap off in the end-to-end runs (AMSP §VI-A).
 - TP collectives sit between dependent matmuls and are exposed; PP sends are small and counted.
-Calibration scales each term (compute, bubble, TP/PP comm), replaces the overlap model of DP
-communication by a measured exposed fraction, and fits a fixed cost per layer and micro-batch
-(kernel launches, Python); see calibration.py.
+Calibration scales each term (compute, bubble, TP/PP comm's bandwidth and latency apart),
+replaces the overlap model of DP communication by a measured exposed fraction, and fits a
+fixed cost per layer and micro-batch (kernel launches, Python); see calibration.py.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ class Coefficients:
     # Multipliers fitted by calibration (1.0 = the analytic model as it is).
     scale_compute: float = 1.0
     scale_bubble: float = 1.0
-    scale_model_parallel_comm: float = 1.0
+    scale_model_parallel_comm: float = 1.0  # TP/PP collectives' bandwidth part
+    scale_model_parallel_latency: float = 1.0  # their per-step latency part
     scale_data_parallel_comm: float = 1.0
 
     def with_(self, **changes: float) -> "Coefficients":

@@ -50,6 +50,10 @@ class Fabric:
             msg_half_bytes=cluster.msg_half_bytes,
         )
 
+    def bandwidth_only(self) -> "Fabric":
+        """The same links with no per-step latency or chunk cost: the β part of α-β."""
+        return Fabric(self.intra_bw, self.inter_bw_per_device, 0.0, 0.0, 0.0)
+
     # -- building blocks ---------------------------------------------------------------
 
     def _bandwidth(self, nbytes_total: float, p0: int, p1: int) -> float:

@@ -61,6 +61,8 @@ class StepTime:
     pp_comm_s: float
     dp_comm: DataParallelComm
     dp_exposed_s: float
+    # The part of tp_comm_s + pp_comm_s that is per-step latency, not bandwidth.
+    model_parallel_latency_s: float = 0.0
 
     @property
     def total_s(self) -> float:
@@ -71,6 +73,7 @@ class StepTime:
         return {
             "compute_s": self.compute_s, "bubble_s": self.bubble_s, "overhead_s": self.overhead_s,
             "tp_comm_s": self.tp_comm_s, "pp_comm_s": self.pp_comm_s,
+            "model_parallel_latency_s": self.model_parallel_latency_s,
             "dp_t_p_s": self.dp_comm.t_p, "dp_t_g_s": self.dp_comm.t_g,
             "dp_t_os0_s": self.dp_comm.t_os0, "dp_t_os1_s": self.dp_comm.t_os1,
             "dp_comm_s": self.dp_comm.total, "dp_exposed_s": self.dp_exposed_s,
@@ -132,6 +135,27 @@ def exposed_data_parallel(
     return exposed
 
 
+def model_parallel_comm(
+    model: ModelShape, config: ParallelConfig, fabric: Fabric, gpus_per_node: int,
+    act_bytes: int,
+) -> tuple[float, float]:
+    """Seconds of TP collectives and of PP sends per step (raw, before calibration)."""
+    m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
+    layers = model.num_layers // p
+    layer_io = config.micro_batch_size * model.seq_len * model.hidden * act_bytes
+    tp_calls = 6 if config.activation_checkpointing == "full" else 4
+    tp_nodes = -(-config.tp // gpus_per_node)
+    tp_comm = tp_calls * layers * m * fabric.all_reduce(
+        layer_io, min(config.tp, gpus_per_node), tp_nodes
+    )
+    pp_comm = 0.0
+    if p > 1:
+        crosses = config.tp * config.dp >= gpus_per_node
+        send = layer_io / config.tp  # Megatron's scatter/gather: each TP rank sends 1/t
+        pp_comm = 2 * v * m * fabric.send(send, crosses)
+    return tp_comm, pp_comm
+
+
 def step_time(
     model: ModelShape,
     config: ParallelConfig,
@@ -155,18 +179,12 @@ def step_time(
     bubble = compute * (p - 1) / (v * m)
     overhead = c.launch_overhead_s * layers * m
 
-    layer_io = config.micro_batch_size * model.seq_len * model.hidden * act_bytes
-    tp_calls = 6 if config.activation_checkpointing == "full" else 4
-    tp_nodes = -(-config.tp // gpus_per_node)
-    tp_comm = tp_calls * layers * m * fabric.all_reduce(
-        layer_io, min(config.tp, gpus_per_node), tp_nodes
-    )
-
-    pp_comm = 0.0
-    if p > 1:
-        crosses = config.tp * config.dp >= gpus_per_node
-        send = layer_io / config.tp  # Megatron's scatter/gather: each TP rank sends 1/t
-        pp_comm = 2 * v * m * fabric.send(send, crosses)
+    tp_comm, pp_comm = model_parallel_comm(model, config, fabric, gpus_per_node, act_bytes)
+    # The same collectives at link bandwidth alone: the rest is per-step latency, which
+    # calibration scales apart from bandwidth (an α-β fit, Hockney 1994).
+    tp_bw, pp_bw = model_parallel_comm(model, config, fabric.bandwidth_only(), gpus_per_node,
+                                       act_bytes)
+    bw_scale, lat_scale = c.scale_model_parallel_comm, c.scale_model_parallel_latency
 
     params = params_on_first_stage(model, config)
     weight_bytes = 2 if precision == "bf16-mixed" else 4
@@ -181,8 +199,9 @@ def step_time(
         compute_s=compute * c.scale_compute,
         bubble_s=bubble * c.scale_bubble,
         overhead_s=overhead,
-        tp_comm_s=tp_comm * c.scale_model_parallel_comm,
-        pp_comm_s=pp_comm * c.scale_model_parallel_comm,
+        tp_comm_s=tp_bw * bw_scale + (tp_comm - tp_bw) * lat_scale,
+        pp_comm_s=pp_bw * bw_scale + (pp_comm - pp_bw) * lat_scale,
+        model_parallel_latency_s=(tp_comm - tp_bw + pp_comm - pp_bw) * lat_scale,
         dp_comm=dp,
         dp_exposed_s=exposed * c.scale_data_parallel_comm,
     )
