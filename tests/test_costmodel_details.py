@@ -113,13 +113,18 @@ def test_compute_efficiency_grows_with_the_gemm_shape():
 
 
 def test_sharded_schemes_gather_per_module():
-    """ZeRO-3 issues 3 collectives per linear module, layer and micro-batch: 7 per LLaMA layer."""
+    """ZeRO-3 issues 3 collectives per linear module, layer and micro-batch: 7 per LLaMA layer;
+    FSDP 3 per block."""
     cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
     base = ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=1)
     z3 = cost.estimate(dataclasses.replace(base, sharding=ShardingFactors.named("zero3", 8, 1)))
     fabric = Fabric.of(A800, 8, cost.coefficients.bandwidth_efficiency)
     unit = 2 * cost.model.num_params / (32 * 7)
     assert z3.time.dp_comm.t_p == pytest.approx(32 * 7 * 3 * fabric.all_gather(unit, 8))
+    # FSDP wraps a whole block: one gather of the layer's weights, not seven.
+    fsdp = cost.estimate(dataclasses.replace(base, sharding=ShardingFactors.named("fsdp", 8, 1)))
+    assert fsdp.time.dp_comm.t_p == pytest.approx(32 * 3 * fabric.all_gather(7 * unit, 8))
+    assert fsdp.time.dp_comm.t_p < z3.time.dp_comm.t_p
 
 
 def test_calibration_recovers_a_known_efficiency_and_overhead():

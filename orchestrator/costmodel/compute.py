@@ -37,6 +37,6 @@ def gemm_efficiency(cluster: Cluster, model: ModelShape, config: ParallelConfig)
 
 def modules_per_layer(model: ModelShape, engine: str) -> int:
     """Units whose weights are gathered one collective each, per layer."""
-    if engine == "fsdp":
+    if engine == "torch":  # FSDP and HSDP: one unit per transformer block
         return 1
     return 7 if model.gated_mlp else 4
