@@ -176,6 +176,7 @@ def test_calibration_fits_tensor_parallel_latency_apart_from_bandwidth():
     assert fit.multipliers["model_parallel_comm"] == pytest.approx(1.0, rel=0.05)
     assert fit.median_abs_error < 1e-3
 
+
 def test_simulated_backend_is_seeded_and_fails_honestly():
     cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
     fits = ParallelConfig(dp=8, zero_stage=3, micro_batch_size=1, grad_accum_steps=1)
@@ -212,4 +213,3 @@ def test_zero_plus_plus_trades_memory_for_intra_node_backward_gathers():
     secondary_copy = 2 * cost.model.num_params / 8  # bf16 weights over the node's 8 GPUs
     assert zpp.memory.buffers - z3.memory.buffers == pytest.approx(secondary_copy)
     assert zpp.mfu > z3.mfu
-

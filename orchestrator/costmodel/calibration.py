@@ -3,12 +3,13 @@
 The predicted step time is a sum of terms: compute, bubble, model-parallel communication
 (its bandwidth part and its per-step latency part apart: TP's many small all-reduces are
 latency-bound where PP's sends and large micro-batches are not, and a cluster's α and β are
-independent), exposed data-parallel communication, and a fixed cost per layer and micro-batch.
-Calibration finds non-negative multipliers for the first five and the fixed cost (NNLS on the measured
-step times), so the refit model is the same model with its efficiency and overlap scaled to
-what this cluster showed; the data-parallel multiplier applies to the raw communication, so
-it is the exposed fraction this cluster showed. Memory gets one ratio of measured to predicted (without the
-fragmentation reserve, which no measurement sees); pruning applies it.
+independent), exposed data-parallel communication, and a fixed cost per layer and
+micro-batch. Calibration finds non-negative multipliers for the first five and the fixed
+cost (NNLS on the measured step times), so the refit model is the same model with its
+efficiency and overlap scaled to what this cluster showed; the data-parallel multiplier
+applies to the raw communication, so it is the exposed fraction this cluster showed. Memory
+gets one ratio of measured to predicted (without the fragmentation reserve, which no
+measurement sees); pruning applies it.
 """
 
 from __future__ import annotations
