@@ -177,6 +177,36 @@ def test_calibration_fits_tensor_parallel_latency_apart_from_bandwidth():
     assert fit.median_abs_error < 1e-3
 
 
+def test_calibration_fits_weight_gathers_apart_from_gradient_sync():
+    """Weight gathers hide by prefetch, gradient reduction behind the backward: a cluster that
+    exposes 90% of one and 30% of the other is fitted as such; a campaign that measured no
+    sharded weights, or too few trials, predicts them with the gradients' fraction."""
+    cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
+    configs = [ParallelConfig(dp=64, zero_stage=z, micro_batch_size=m, grad_accum_steps=8 // m)
+               for z in (0, 1, 2, 3) for m in (1, 2, 4, 8)]
+    truth = cost.with_coefficients(cost.coefficients.with_(dp_exposure=0.3,
+                                                           dp_exposure_gathers=0.9))
+
+    def measure(config):
+        est = truth.estimate(config)
+        return TrialResult(status="ok", step_time_s=est.step_time_s, tokens_per_s=est.tokens_per_s)
+
+    fit = calibrate(cost, [(f"t{i}", c, measure(c)) for i, c in enumerate(configs)])
+    assert fit.multipliers["data_parallel_gathers"] == pytest.approx(0.9, rel=0.05)
+    assert fit.multipliers["data_parallel_comm"] == pytest.approx(0.3, rel=0.05)
+    unsharded = [(f"t{i}", c, measure(c)) for i, c in enumerate(configs) if c.zero_stage < 3]
+    fit = calibrate(cost, unsharded)
+    assert fit.multipliers["data_parallel_gathers"] == fit.multipliers["data_parallel_comm"]
+    # Seven trials for four terms: too few to fit gathers apart, enough for three terms.
+    few = [(f"t{i}", c, measure(c)) for i, c in enumerate(configs[::2][:7])]
+    assert any(c.zero_stage == 3 for _, c, _ in few)
+    fit = calibrate(cost, few)
+    assert fit.global_scale is None
+    assert fit.multipliers["data_parallel_gathers"] == fit.multipliers["data_parallel_comm"]
+    z3 = fit.model.estimate(configs[-1]).time
+    pooled = fit.multipliers["data_parallel_comm"]
+    assert z3.dp_exposed_s == pytest.approx(pooled * z3.dp_comm.total)
+
 def test_simulated_backend_is_seeded_and_fails_honestly():
     cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
     fits = ParallelConfig(dp=8, zero_stage=3, micro_batch_size=1, grad_accum_steps=1)

@@ -3,8 +3,9 @@
 The predicted step time is a sum of terms: compute, bubble, model-parallel communication
 (its bandwidth part and its per-step latency part apart: TP's many small all-reduces are
 latency-bound where PP's sends and large micro-batches are not, and a cluster's α and β are
-independent), exposed data-parallel communication, and a fixed cost per layer and
-micro-batch. Calibration finds non-negative multipliers for the first five and the fixed
+independent), exposed data-parallel communication (weight gathers apart from gradient and
+optimizer synchronization: they overlap by different mechanisms), and a fixed cost per layer
+and micro-batch. Calibration finds non-negative multipliers for the first six and the fixed
 cost (NNLS on the measured step times), so the refit model is the same model with its
 efficiency and overlap scaled to what this cluster showed; the data-parallel multiplier
 applies to the raw communication, so it is the exposed fraction this cluster showed. Memory
@@ -23,7 +24,7 @@ from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 
 FEATURES = ("compute", "bubble", "model_parallel_comm", "model_parallel_latency",
-            "data_parallel_comm", "launches")
+            "data_parallel_comm", "data_parallel_gathers", "launches")
 MIN_TRIALS = 3
 
 
@@ -82,7 +83,7 @@ def feature_model(cost: CostModel) -> CostModel:
     return cost.with_coefficients(cost.coefficients.with_(
         scale_compute=1.0, scale_bubble=1.0, scale_model_parallel_comm=1.0,
         scale_model_parallel_latency=1.0, scale_data_parallel_comm=1.0, launch_overhead_s=0.0,
-        dp_exposure=None))
+        dp_exposure=None, dp_exposure_gathers=None))
 
 
 def features(feature_cost: CostModel, config: ParallelConfig) -> list[float]:
@@ -90,8 +91,9 @@ def features(feature_cost: CostModel, config: ParallelConfig) -> list[float]:
     t = feature_cost.estimate(config).time
     layers = feature_cost.model.num_layers // config.pp
     latency = t.model_parallel_latency_s
+    gathers = t.dp_comm.t_p
     return [t.compute_s, t.bubble_s, t.tp_comm_s + t.pp_comm_s - latency, latency,
-            t.dp_comm.total, float(layers * config.grad_accum_steps)]
+            t.dp_comm.total - gathers, gathers, float(layers * config.grad_accum_steps)]
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -107,9 +109,13 @@ def calibrate(
     cost: CostModel,
     measured: list[tuple[str, ParallelConfig, TrialResult]],
     feature_rows: dict[ParallelConfig, list[float]] | None = None,
+    gathers_apart: bool = True,
 ) -> Calibration | None:
     """Fit on the trials that ended ok; None until MIN_TRIALS of them exist. `feature_rows`
-    may hold precomputed `features` per config (a searcher refitting after every trial)."""
+    may hold precomputed `features` per config (a searcher refitting after every trial).
+    Weight gathers get an exposed fraction of their own only with `gathers_apart` and twice
+    as many trials as terms; otherwise they share gradient sync's (a searcher refitting from
+    few trials chases noise with the extra term)."""
     import numpy as np
     from scipy.optimize import nnls
 
@@ -121,7 +127,12 @@ def calibrate(
     rows = feature_rows or {}
     x = np.array([rows[c] if c in rows else features(base, c) for _, c, _ in ok])
     y = np.array([r.step_time_s for _, _, r in ok])
+    gathers = FEATURES.index("data_parallel_gathers")
     used = [i for i in range(len(FEATURES)) if x[:, i].any()]  # drop terms absent everywhere
+    if gathers in used and (not gathers_apart or len(ok) < 2 * len(used)):
+        x[:, FEATURES.index("data_parallel_comm")] += x[:, gathers]  # one DP fraction
+        x[:, gathers] = 0.0
+        used.remove(gathers)
     if len(ok) < 2 * len(used):
         return _global_fit(cost, ok)
     # Relative least squares: weight each trial by 1/measured so fast and slow trials count alike.
@@ -132,11 +143,14 @@ def calibrate(
     fitted.update({FEATURES[i]: float(v) for i, v in zip(used, solution)})
     if fitted["compute"] <= 0:  # compute must cost something; keep the analytic value
         fitted["compute"] = 1.0
+    if gathers not in used:  # no sharded weights measured, or pooled
+        fitted["data_parallel_gathers"] = fitted["data_parallel_comm"]
     model = cost.with_coefficients(cost.coefficients.with_(
         scale_compute=fitted["compute"], scale_bubble=fitted["bubble"],
         scale_model_parallel_comm=fitted["model_parallel_comm"],
         scale_model_parallel_latency=fitted["model_parallel_latency"],
-        dp_exposure=fitted["data_parallel_comm"], launch_overhead_s=fitted["launches"],
+        dp_exposure=fitted["data_parallel_comm"],
+        dp_exposure_gathers=fitted["data_parallel_gathers"], launch_overhead_s=fitted["launches"],
     ))
     return _finish(model, ok, fitted)
 
@@ -163,6 +177,8 @@ def _global_fit(cost: CostModel, ok: list) -> Calibration:
         scale_data_parallel_comm=c.scale_data_parallel_comm * scale,
         launch_overhead_s=c.launch_overhead_s * scale,
         dp_exposure=None if c.dp_exposure is None else c.dp_exposure * scale,
+        dp_exposure_gathers=(None if c.dp_exposure_gathers is None
+                             else c.dp_exposure_gathers * scale),
     ))
     return _finish(model, ok, {}, global_scale=scale)
 

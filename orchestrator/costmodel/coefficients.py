@@ -47,8 +47,10 @@ class Coefficients:
     # Fixed time per layer per micro-batch (kernel launches, Python); ~0 for large models.
     launch_overhead_s: float = 20e-6
     # Set by calibration: the measured fraction of raw data-parallel communication that stays
-    # exposed, replacing the overlap model above (None = use the overlap model).
+    # exposed, replacing the overlap model above (None = use the overlap model); weight
+    # gathers (T_p) get their own, as their overlap is another mechanism (None = dp_exposure).
     dp_exposure: float | None = None
+    dp_exposure_gathers: float | None = None
     # Multipliers fitted by calibration (1.0 = the analytic model as it is).
     scale_compute: float = 1.0
     scale_bubble: float = 1.0

@@ -192,7 +192,8 @@ def step_time(
     dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c, layers,
                             modules_per_layer(model, engine))
     if c.dp_exposure is not None:
-        exposed = c.dp_exposure * dp.total
+        gathers = c.dp_exposure if c.dp_exposure_gathers is None else c.dp_exposure_gathers
+        exposed = c.dp_exposure * (dp.total - dp.t_p) + gathers * dp.t_p
     else:
         exposed = exposed_data_parallel(dp, compute, m, c, engine)
     return StepTime(

@@ -231,7 +231,7 @@ class CostGuidedSearcher(Searcher):
             # big: every layout predicted to need as much or more is skipped from now on.
             i = self._index[config]
             self._oom_scale = max(self._oom_scale, 1.001 * self._room[i] / max(self._used[i], 1e-9))
-        fit = calibrate(self.base, self.history, feature_rows=self._rows)
+        fit = calibrate(self.base, self.history, feature_rows=self._rows, gathers_apart=False)
         if fit is not None:
             self.model = fit.model
             if fit.global_scale is not None:
