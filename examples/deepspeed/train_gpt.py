@@ -12,7 +12,9 @@ passes it stops with an out-of-memory error, as it would on a GPU.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import sys
 
 import deepspeed
 import torch
@@ -89,7 +91,12 @@ def main() -> None:
         if engine.global_rank == 0:
             print(f"step={step + 1} loss={loss.item():.4f}", flush=True)
     engine.destroy()
-    torch.distributed.destroy_process_group()  # not left to teardown at exit, which can abort
+    torch.distributed.destroy_process_group()
+    # Leave without C++ static teardown: a worker thread still joinable there aborts the
+    # process ("terminate called without an active exception") after training has finished.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
