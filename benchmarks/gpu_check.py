@@ -20,6 +20,7 @@ import torch.distributed as dist  # noqa: E402
 
 from jobs.config import JobConfig  # noqa: E402
 from jobs.model import ModelArgs  # noqa: E402
+from jobs.shutdown import leave  # noqa: E402
 from jobs.train import pick_device, train  # noqa: E402
 from jobs.trainer import check_feasible  # noqa: E402
 
@@ -73,7 +74,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"device": name, "rows": rows}, fh, indent=1)
-    dist.destroy_process_group()
+    leave(0)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from jobs.shutdown import leave
 from orchestrator.result import TrialResult
 
 ROWS = (16, 64, 256, 1024)
@@ -118,7 +119,7 @@ def main() -> None:
             "collectives": collectives}})
         with open(os.environ["PARATUNE_RESULT_FILE"], "w") as f:
             json.dump(result.to_dict(), f)
-    dist.destroy_process_group()
+    leave(0)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from jobs.config import JobConfig, parse_config
 from jobs.faults import maybe_inject_fault
+from jobs.shutdown import leave
 from jobs.trainer import Infeasible, build_trainer, check_feasible
 from orchestrator.result import TrialResult, training_flops_per_iteration
 
@@ -169,10 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         if dist.get_rank() == 0:
             write_result(config.result_file, result)
         dist.barrier()
-        # Ended here, not by the interpreter: a gloo group left to exit-time teardown can
-        # abort the process ("terminate called without an active exception") after success.
-        dist.destroy_process_group()
-        return 0
+        leave(0)
     except torch.OutOfMemoryError as exc:
         failure = TrialResult(status="oom", error=f"OutOfMemoryError: {exc}"[:2000])
     except Exception as exc:  # any other failure is data, reported with its reason
@@ -180,9 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         failure = TrialResult(status="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
     failure.world_size = world
     write_result(config.result_file, failure, exclusive=True)
-    sys.stderr.flush()
-    os._exit(1)  # skip a teardown that could block on ranks still inside a collective
-    return 1  # pragma: no cover - not reached
+    leave(1, destroy_group=False)
 
 
 if __name__ == "__main__":

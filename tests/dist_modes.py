@@ -15,6 +15,7 @@ import traceback
 import torch.distributed as dist
 
 from jobs.config import parse_config
+from jobs.shutdown import leave
 from jobs.train import pick_device, train
 from jobs.trainer import Infeasible, check_feasible
 
@@ -43,8 +44,9 @@ def main(cases_path: str, out_path: str) -> None:
             results[name] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
             break  # the process group may be unusable after a failure inside a collective
     if dist.get_rank() == 0:
-        json.dump(results, open(out_path, "w"), indent=1)
-    dist.destroy_process_group()
+        with open(out_path, "w") as out:
+            json.dump(results, out, indent=1)
+    leave(0)
 
 
 if __name__ == "__main__":
