@@ -128,10 +128,11 @@ def exposed_data_parallel(
     deepspeed = engine == "deepspeed"
     grad = c.overlap_grad_deepspeed if deepspeed else c.overlap_grad
     gathers = c.overlap_params_deepspeed if deepspeed else c.overlap_params
+    broadcast = 0.0 if deepspeed else c.overlap_broadcast  # ZeRO's bucketed all-gather waits
     exposed = max(0.0, comm.t_p - gathers * compute)
     exposed += max(0.0, comm.t_g - grad * backward_per_micro * (m - 1))
     exposed += max(0.0, comm.t_os0 - grad * backward_per_micro)
-    exposed += max(0.0, comm.t_os1 - c.overlap_broadcast * forward_per_micro)
+    exposed += max(0.0, comm.t_os1 - broadcast * forward_per_micro)
     return exposed
 
 
