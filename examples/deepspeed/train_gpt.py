@@ -92,8 +92,9 @@ def main() -> None:
             print(f"step={step + 1} loss={loss.item():.4f}", flush=True)
     engine.destroy()
     torch.distributed.destroy_process_group()
-    # Leave without C++ static teardown: a worker thread still joinable there aborts the
-    # process ("terminate called without an active exception") after training has finished.
+    # Leave without the interpreter's teardown: a group the engine still references is freed
+    # during finalization, where gloo's threads can abort the process ("terminate called
+    # without an active exception", pytorch/pytorch#179291) after training has finished.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
