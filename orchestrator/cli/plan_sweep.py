@@ -2,7 +2,7 @@
 
 `--compare` takes the best layout the cost model finds for the spec and prints AMSP's plan,
 MiCS, ZeRO++, ZeRO-1 and ZeRO-3 on it side by side (memory, MFU, HFU, and MFU with every
-collective exposed). `--nodes 1,16,128` repeats the plan (or the comparison) at each node
+overlap on and with every collective exposed). `--nodes 1,16,128` repeats the plan (or the comparison) at each node
 count with the spec's global batch (strong scaling, as AMSP §VI-B keeps 4M tokens), or with
 the batch per node kept (`--weak`), so the papers' trends print from one command.
 """
