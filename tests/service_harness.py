@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 from conftest import ROOT
 
-from orchestrator.processes import live_pids, parent_of
+from orchestrator.processes import is_running, live_pids, parent_of, start_time
 
 
 def free_port() -> int:
@@ -32,6 +32,8 @@ class ServiceProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
+        # (PID, start time) of the controllers it ran, recorded at stop or kill, ended at stop.
+        self.controllers: set[tuple[int, int]] = set()
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
         self.env.pop("PARATUNE_RUNS_DIR", None)
         self.env.pop("MLFLOW_TRACKING_URI", None)
@@ -67,22 +69,37 @@ class ServiceProcess:
                 time.sleep(0.2)
         raise AssertionError("the server did not answer in 60 s")
 
+    def _record_controllers(self) -> None:
+        children = [p for p in live_pids() if parent_of(p) == self.process.pid]
+        self.controllers |= {(p, t) for p in children if (t := start_time(p)) is not None}
+
+    def _running_controllers(self) -> list[int]:
+        return [pid for pid, started in self.controllers if is_running(pid, started)]
+
     def kill(self) -> None:
         """SIGKILL, as a crash would: no shutdown code runs."""
+        self._record_controllers()
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(30)
 
     def stop(self) -> None:
         """SIGTERM (controllers detach), then wait for the controllers it ran (its children;
-        their trials may run on) to end."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        controllers = [p for p in live_pids() if parent_of(p) == self.process.pid]
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(90)
-        deadline = time.monotonic() + 60
-        while any(_alive(pid) for pid in controllers) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        their trials may run on) to end; those still running after a minute, or left by a
+        kill, are stopped by their recorded PIDs."""
+        if self.process is not None and self.process.poll() is None:
+            self._record_controllers()
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(90)
+        for sig, wait_s in ((None, 60), (signal.SIGTERM, 15), (signal.SIGKILL, 15)):
+            for pid in self._running_controllers() if sig else []:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait_s
+            while self._running_controllers() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        self.controllers.clear()
 
     def api(self, method: str, path: str, token: str, **kw) -> httpx.Response:
         return httpx.request(method, f"{self.url}{path}", timeout=30,
@@ -113,10 +130,3 @@ class ServiceProcess:
             parts.append(f"--- {log.name}\n" + log.read_text(errors="replace")[-2000:])
         return "\n".join(parts)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").exists() and " Z " not in Path(f"/proc/{pid}/stat").read_text()
