@@ -70,7 +70,6 @@ def plan_sweep(load: Callable[[list[str]], CampaignSpec], nodes: list[int] | Non
     if compare:
         table = Table("GPUs", "scheme", "factors", "GB", "fits", "MFU", "HFU", "all", "none",
                       box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-        table.columns[2].min_width = 19  # all six factors, (8,128,8,128,8,128), in 80 columns
         for r in rows:
             if r.get("scheme") is None:
                 table.add_row(str(r["world_size"]), "-", "nothing fits", "", "", "", "", "", "")
