@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 
 import pytest
 from cluster_harness import (
@@ -112,11 +113,18 @@ def test_external_trainer_on_two_nodes_with_torchrun_rendezvous(cluster, referen
 
 
 def test_slurm_time_limit_ends_the_trial_as_timeout(cluster, tmp_path):
-    """The trial's own timeout is far; Slurm's 1-minute limit ends it (state TIMEOUT)."""
+    """The trial's own timeout is far; Slurm's 1-minute limit ends it (state TIMEOUT), and the
+    handle sees the end within seconds, though submitit's own watcher would by then wait a
+    minute between sacct calls."""
+    from orchestrator.backends.slurm import STATE_REFRESH_S
+
     handle = backend(sbatch_args={"time": "1"}).submit(
         world4(tmp_path, "limit", timeout_s=900, env={"PARATUNE_INJECT_FAULT": "hang"}))
     result = wait_for_result(handle, limit=200)
+    seen = time.time()
     assert sacct(handle.job.job_id, "State") == "TIMEOUT"
+    ended = datetime.fromisoformat(sacct(handle.job.job_id, "End")).timestamp()
+    assert seen - ended < STATE_REFRESH_S + 5, f"end seen {seen - ended:.0f}s late"
     assert result.status == "timeout" and "TIMEOUT" in result.error
 
 

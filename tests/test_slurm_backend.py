@@ -106,6 +106,9 @@ class _EndedJob:
     def __init__(self, state: str):
         self.state, self.job_id = state, "42"
 
+    def get_info(self, mode: str = "force") -> dict[str, str]:
+        return {"State": self.state}
+
     def cancel(self, check: bool = False) -> None:
         pass
 

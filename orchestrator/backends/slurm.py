@@ -14,6 +14,9 @@ that failed after the trial wrote its result keeps that result (e.g. oom from th
 unless Slurm ended it (time limit, node failure, preemption). The tasks ignore the SIGUSR2
 submitit asks for ahead of the limit (process_trial._on_node), so the limit ends a job as
 TIMEOUT.
+States come from submitit's watcher, which on its own backs off to one sacct call every ten
+minutes (half the time since the last submission); a handle forces a call at most every
+`STATE_REFRESH_S`, so a trial's end is seen within seconds and its nodes do not sit idle.
 On resume, a trial whose Slurm job still runs is re-attached by its job ID.
 """
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import math
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +39,7 @@ ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPEN
           "RESIZING", "UNKNOWN", "READY"}
 RETRYABLE = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"}
 STATUS_OF = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "OUT_OF_MEMORY": "oom"}
+STATE_REFRESH_S = 5.0
 
 
 def task_of(request: TrialRequest):
@@ -56,13 +61,24 @@ def _keep_sbatch_script(folder: Path, job_id: str, request: TrialRequest) -> Non
 
 
 class SlurmHandle(TrialHandle):
+    _last_refresh = float("-inf")  # one for all handles: the watcher asks for every job at once
+
     def __init__(self, backend: "SlurmBackend", request: TrialRequest, job, requeues: int = 0):
         self.backend = backend
         self.request = request
         self.job = job
         self.requeues = requeues
 
+    @classmethod
+    def _refresh_mode(cls) -> str:
+        now = time.monotonic()
+        if now - cls._last_refresh < STATE_REFRESH_S:
+            return "standard"
+        cls._last_refresh = now
+        return "force"
+
     def poll(self) -> TrialResult | None:
+        self.job.get_info(mode=self._refresh_mode())
         state = self.job.state.split()[0].rstrip("+") if self.job.state else "UNKNOWN"
         if state in ACTIVE:
             return None
