@@ -82,8 +82,8 @@ def mlflow_run_id(workdir: Path) -> dict[str, str]:
 
 
 def last_error(stderr: Path) -> str:
-    lines = [l.strip() for l in stderr.read_text(errors="replace").splitlines()] if stderr.exists() else []
-    hits = [l for l in lines if "Error" in l and not l.startswith("File ")]
+    lines = [text.strip() for text in stderr.read_text(errors="replace").splitlines()] if stderr.exists() else []
+    hits = [text for text in lines if "Error" in text and not text.startswith("File ")]
     return (hits or lines or ["(no stderr)"])[-1][:300]
 
 
@@ -168,7 +168,7 @@ def run_paratune(spec: dict, workdir: Path, name: str, overrides: list[str]) -> 
 def collect_paratune(journal: Path, seq_len: int, began: float | None = None) -> dict:
     """Trials from a campaign's journal: `submitted` and `finished` times (from `began`, else
     the campaign's first event), each result's status and tokens/s."""
-    events = [json.loads(l) for l in journal.read_text().splitlines() if l]
+    events = [json.loads(line) for line in journal.read_text().splitlines() if line]
     t0 = began if began is not None else events[0]["time"]
     trials: dict[str, dict] = {}
     for e in events:

@@ -128,7 +128,7 @@ class Trainer:
         self.schedule.step(*args, target=targets if last else None, losses=losses)
         if not (last and self.mesh["tp"].get_local_rank() == 0):
             return 0.0
-        return float(torch.stack([l.detach().float() for l in losses]).mean())
+        return float(torch.stack([loss.detach().float() for loss in losses]).mean())
 
     def _sync_grads(self, enabled: bool) -> None:
         if self.ddp is not None:

@@ -76,7 +76,7 @@ def test_campaign_logs_to_mlflow_and_survives_a_crashing_trial(tmp_path, runs_di
                        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("PARATUNE_RESULT "))
+    line = next(text for text in proc.stdout.splitlines() if text.startswith("PARATUNE_RESULT "))
     assert json.loads(line.split(" ", 1)[1])["status"] == "ok"
 
 

@@ -25,13 +25,13 @@ def test_zero_stages_shard_the_right_component():
 
 
 def test_flops_equal_megatron_closed_form():
-    b, s, l, h, v = 8, 2048, 96, 12288, 51200
-    closed = 72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h))
-    ours = training_flops_per_iteration(tokens=b * s, seq_len=s, num_layers=l, hidden=h,
+    b, s, layers, h, v = 8, 2048, 96, 12288, 51200
+    closed = 72 * b * s * layers * h * h * (1 + s / (6 * h) + v / (12 * layers * h))
+    ours = training_flops_per_iteration(tokens=b * s, seq_len=s, num_layers=layers, hidden=h,
                                         vocab_size=v, gated_mlp=False)
     assert ours == pytest.approx(closed, rel=1e-12)
-    full = 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
-    assert training_flops_per_iteration(tokens=b * s, seq_len=s, num_layers=l, hidden=h,
+    full = 96 * b * s * layers * h * h * (1 + s / (6 * h) + v / (16 * layers * h))
+    assert training_flops_per_iteration(tokens=b * s, seq_len=s, num_layers=layers, hidden=h,
                                         vocab_size=v, recompute="full") == pytest.approx(full)
 
 

@@ -111,7 +111,7 @@ def test_exported_sbatch_script_runs_on_slurm(quickstart, tmp_path, cli):
             break
         time.sleep(1)
     text = output.read_text()
-    line = next(l for l in text.splitlines() if l.startswith("PARATUNE_RESULT "))
+    line = next(row for row in text.splitlines() if row.startswith("PARATUNE_RESULT "))
     assert json.loads(line.split(" ", 1)[1])["status"] == "ok"
 
 
@@ -152,8 +152,8 @@ def test_report_renders_in_a_headless_browser(quickstart, tmp_path):
     assert dom.stdout.count('class="main-svg"') >= 4  # every figure drew its SVG
     assert len(re.findall(r'<path class="(?:point|js-line|bars?)"', dom.stdout)) + \
         dom.stdout.count('class="trace scatter') + dom.stdout.count("parcoords") > 4
-    console_errors = [l for l in (taken.stderr + dom.stderr).splitlines()
-                      if "CONSOLE" in l and ("Uncaught" in l or "Error" in l)]
+    console_errors = [text for text in (taken.stderr + dom.stderr).splitlines()
+                      if "CONSOLE" in text and ("Uncaught" in text or "Error" in text)]
     assert not console_errors, console_errors
     if os.environ.get("PARATUNE_SAVE_SCREENSHOT"):
         shutil.copy(shot, os.environ["PARATUNE_SAVE_SCREENSHOT"])
