@@ -37,6 +37,19 @@ def test_fits_recover_known_constants():
     assert link.latency_s == pytest.approx(300e-6, rel=1e-6)
 
 
+def test_a_device_faster_than_the_nominal_peak_raises_the_peak_not_the_shape():
+    """Measured at up to 1.44x the preset's nominal peak (a CPU here, at its boost clock): the
+    preset keeps the fitted shape and the measured speed, with efficiency 1 of a raised peak."""
+    profile = synthetic_profile(eff=2.0, hm=128.0, hn=512.0)
+    cluster = profiled_cluster(CPU, profile)
+    assert cluster.compute_efficiency == 1.0 and (cluster.gemm_half_m, cluster.gemm_half_n) == (
+        128.0, 512.0)
+    assert cluster.peak_tflops == pytest.approx(2.0 * CPU.peak_tflops)
+    for r in profile["layers"]:
+        shape = r["m"] / (r["m"] + 128.0) * r["n"] / (r["n"] + 512.0)
+        assert cluster.peak_tflops * shape == pytest.approx(r["tflops"])
+
+
 def test_profiled_preset_reproduces_the_measured_collectives():
     profile = synthetic_profile()
     cluster = profiled_cluster(CPU, profile)

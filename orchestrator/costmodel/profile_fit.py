@@ -3,7 +3,10 @@
 - Layers: the measured fraction of peak of a layer's GEMMs, forward and backward, at each
   (m tokens, width n) against compute.py's shape model
   `E · m/(m + half_m) · n/(n + half_n)`: a grid over the two halves, E in closed form by
-  relative least squares.
+  relative least squares. E is relative to the preset's nominal peak; where the device beats
+  it (a CPU's nominal peak assumes a base clock and one FMA width), the profiled preset's
+  peak is raised to the measured one and E set to 1, so the fitted shape is kept whole
+  (capping E at 1 instead left every prediction slow by the factor cut off).
 - Collectives: collectives.py's ring model inside a node, all-reduce `2(p-1)/p · v/bw +
   2(p-1)·α` and all-gather `(p-1)/p · v/bw + (p-1)·α`, fitted by non-negative least squares
   on relative errors. α then holds the per-step chunk cost too (`msg_half_bytes` = 0), and
@@ -54,7 +57,7 @@ def fit_gemm(rows: list[dict], peak_tflops: float) -> GemmFit:
             errors = sorted(abs(e_hat * gi / ei - 1) for gi, ei in zip(g, effs))
             loss = sum(x * x for x in errors)
             if best is None or loss < best[0]:
-                best = (loss, min(e_hat, 1.0), hm, hn, errors[len(errors) // 2])
+                best = (loss, e_hat, hm, hn, errors[len(errors) // 2])
     _, eff, hm, hn, median = best
     return GemmFit(eff, hm, hn, median)
 
@@ -80,8 +83,10 @@ def profiled_cluster(base: Cluster, profile: dict, name: str | None = None) -> C
     """`base` with the compute and intra-node link constants the profile measured."""
     gemm = fit_gemm(profile["layers"], base.peak_tflops)
     changes: dict = {"name": name or f"{base.name}-profiled",
-                     "compute_efficiency": float(gemm.efficiency),
+                     "compute_efficiency": float(min(gemm.efficiency, 1.0)),
                      "gemm_half_m": float(gemm.half_m), "gemm_half_n": float(gemm.half_n)}
+    if gemm.efficiency > 1.0:  # faster than the nominal peak: the peak was wrong, not E
+        changes["peak_tflops"] = float(base.peak_tflops * gemm.efficiency)
     inside = [r for r in profile.get("collectives", []) if r["group"] <= base.gpus_per_node]
     if inside:
         link = fit_link(inside)
