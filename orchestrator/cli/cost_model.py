@@ -179,13 +179,13 @@ def calibrate(
     if cluster is None:
         result = view.calibration()
     else:
+        from dataclasses import replace
+
         from orchestrator.campaign import calibration_input
-        from orchestrator.costmodel import CostModel
+        from orchestrator.costmodel import cost_model_for
         from orchestrator.costmodel.calibration import evaluate
 
-        spec = view.spec
-        cost = CostModel(spec.model, _cluster_named(cluster), spec.gpus_per_node,
-                         spec.trial.flash_attention)
+        cost = replace(cost_model_for(view.spec), cluster=_cluster_named(cluster))
         result = evaluate(cost, calibration_input(view.records()))
     if result is None:
         raise UserError(f"campaign {campaign!r} has fewer than 3 successful trials to fit on")
@@ -230,6 +230,10 @@ def profile(
     if as_json:
         print_json({"preset": str(out_file), "cluster": preset.model_dump(), "profile": measured})
         return
+    base = CLUSTER_PRESETS[cluster]
+    if preset.peak_tflops != base.peak_tflops:
+        out.print(f"measured faster than {cluster}'s nominal peak: peak raised from "
+                  f"{base.peak_tflops:g} to {preset.peak_tflops:.3g} TFLOPS")
     out.print(f"wrote {out_file}: compute efficiency {preset.compute_efficiency:.2f} "
               f"(halves m {preset.gemm_half_m:g}, n {preset.gemm_half_n:g}), intra-node "
               f"{preset.intra_node_gbps:.2f} GB/s, {preset.intra_node_latency_us:.0f} us per step")

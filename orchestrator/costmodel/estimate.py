@@ -6,13 +6,14 @@ can refit; `estimate()` is the one-call form with the default coefficients.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.compute import gemm_efficiency
 from orchestrator.costmodel.memory import GB, MemoryBreakdown, memory_per_device
 from orchestrator.costmodel.performance import StepTime, model_flops, step_time
+from orchestrator.costmodel.runtime import DEEPSPEED, Runtime, runtime_of_trainer
 from orchestrator.presets import Cluster, ModelShape
 from orchestrator.search_spaces import ParallelConfig
 
@@ -98,6 +99,8 @@ class CostModel:
     gpus_per_node: int
     flash_attention: bool = True
     coefficients: Coefficients = field(default_factory=Coefficients)
+    # How the campaign's trainer runs ZeRO stages (runtime.py); DeepSpeed's by default.
+    runtime: Runtime = DEEPSPEED
 
     @property
     def precision(self) -> str:
@@ -115,7 +118,7 @@ class CostModel:
         tokens = config.global_batch_size() * self.model.seq_len
         time = step_time(
             self.model, config, self.cluster, gpus_per_node=self.gpus_per_node,
-            precision=self.precision, coefficients=self.coefficients,
+            precision=self.precision, coefficients=self.coefficients, runtime=self.runtime,
         )
         return Estimate(
             config=config,
@@ -130,8 +133,7 @@ class CostModel:
         )
 
     def with_coefficients(self, coefficients: Coefficients) -> "CostModel":
-        return CostModel(self.model, self.cluster, self.gpus_per_node, self.flash_attention,
-                         coefficients)
+        return replace(self, coefficients=coefficients)
 
 
 def estimate(
@@ -147,5 +149,6 @@ def estimate(
 
 
 def cost_model_for(spec) -> CostModel:
-    """The default cost model of a campaign spec."""
-    return CostModel(spec.model, spec.cluster, spec.gpus_per_node, spec.trial.flash_attention)
+    """The default cost model of a campaign spec, for the trainer its trials run."""
+    return CostModel(spec.model, spec.cluster, spec.gpus_per_node, spec.trial.flash_attention,
+                     runtime=runtime_of_trainer(spec.trial.trainer))

@@ -25,6 +25,7 @@ from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.collectives import Fabric
 from orchestrator.costmodel.compute import gemm_efficiency, modules_per_layer
 from orchestrator.costmodel.memory import ACTIVATION_BYTES, params_on_first_stage
+from orchestrator.costmodel.runtime import DEEPSPEED, Runtime
 from orchestrator.presets import Cluster, ModelShape
 from orchestrator.result import training_flops_per_iteration
 from orchestrator.search_spaces import ParallelConfig, dp_mesh
@@ -84,12 +85,15 @@ class StepTime:
 def data_parallel_comm(
     params: float, config: ParallelConfig, fabric: Fabric, gpus_per_node: int,
     weight_bytes: int, c: Coefficients, layers: int, modules: int,
+    runtime: Runtime = DEEPSPEED,
 ) -> DataParallelComm:
-    f = config.factors(gpus_per_node)
+    f = config.factors(gpus_per_node, runtime.zero_engine)
     s0dp, s1dp = dp_mesh(config.dp, config.tp, gpus_per_node)
     m = config.grad_accum_steps
     bucket = c.bucket_bytes
     full = weight_bytes * params
+    if f.engine == "torch":
+        return pytorch_data_parallel_comm(full, f, (s0dp, s1dp), m, layers, fabric, c, runtime)
     t_p = 0.0
     if f.sp > 1:  # per gathered module i and micro-batch: 2·AG + RS of its 2Ψ_i bytes
         units = layers * modules
@@ -117,6 +121,34 @@ def data_parallel_comm(
         buckets = max(1.0, grads / c.gather_bucket_bytes)
         t_os1 = buckets * fabric.all_gather(grads / buckets, f.s0os // f.s0p, f.s1os // f.s1p)
     return DataParallelComm(t_p, t_g, t_os0, t_os1)
+
+
+def pytorch_data_parallel_comm(
+    full: float, f, mesh: tuple[int, int], m: int, layers: int, fabric: Fabric,
+    c: Coefficients, runtime: Runtime,
+) -> DataParallelComm:
+    """DDP, ZeroRedundancyOptimizer and FSDP2 (costmodel/runtime.py), in AMSP's four terms.
+    FSDP2's units are the transformer blocks and the root module; each micro-batch gathers a
+    unit's weights for its forward and, unless ZeRO-2 kept them, again for its backward (a
+    full-recompute replay uses the backward's), and reduce-scatters its gradients when the
+    trainer syncs them. Gradient syncs before the last micro-batch's are T_g (they hide
+    behind the backward as T_g does); replicas (DDP, HSDP) all-reduce what the shard holds."""
+    s0dp, s1dp = mesh
+    syncs = 1 if runtime.grads_once_per_step else m
+    t_p = 0.0
+    if f.sg > 1:
+        units = layers + 1
+        unit = full / units
+        gathers = 2 if f.sp > 1 else 1
+        t_p = units * (m * gathers * fabric.all_gather(unit, f.s0g, f.s1g)
+                       + syncs * fabric.reduce_scatter(unit, f.s0g, f.s1g))
+    replica_sync = fabric.bucketed_all_reduce(full / f.sg, c.bucket_bytes, s0dp // f.s0g,
+                                              s1dp // f.s1g)
+    t_os1 = 0.0
+    if f.sos > f.sg:  # ZeroRedundancyOptimizer: bucketed all-gathers of the updated weights
+        buckets = max(1.0, full / c.gather_bucket_bytes)
+        t_os1 = buckets * fabric.all_gather(full / buckets, f.s0os, f.s1os)
+    return DataParallelComm(t_p, (syncs - 1) * replica_sync, replica_sync, t_os1)
 
 
 def exposed_data_parallel(
@@ -165,6 +197,7 @@ def step_time(
     gpus_per_node: int,
     precision: str,
     coefficients: Coefficients,
+    runtime: Runtime = DEEPSPEED,
 ) -> StepTime:
     """Time of one optimizer step. Ranks are laid out tp fastest, then dp, then pp."""
     c = coefficients
@@ -189,9 +222,9 @@ def step_time(
 
     params = params_on_first_stage(model, config)
     weight_bytes = 2 if precision == "bf16-mixed" else 4
-    engine = config.factors(gpus_per_node).engine
+    engine = config.factors(gpus_per_node, runtime.zero_engine).engine
     dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c, layers,
-                            modules_per_layer(model, engine))
+                            modules_per_layer(model, engine), runtime)
     if c.dp_exposure is not None:
         gathers = c.dp_exposure if c.dp_exposure_gathers is None else c.dp_exposure_gathers
         exposed = c.dp_exposure * (dp.total - dp.t_p) + gathers * dp.t_p

@@ -68,12 +68,13 @@ class ParallelConfig:
     def global_batch_size(self) -> int:
         return self.micro_batch_size * self.grad_accum_steps * self.dp
 
-    def factors(self, gpus_per_node: int) -> ShardingFactors:
-        """The AMSP factors of this layout: explicit, or those of its ZeRO stage."""
+    def factors(self, gpus_per_node: int, zero_engine: str = "deepspeed") -> ShardingFactors:
+        """The AMSP factors of this layout: explicit, or those of its ZeRO stage run on
+        `zero_engine` (the trainer's: costmodel/runtime.py)."""
         if self.sharding is not None:
             return self.sharding
         return ShardingFactors.from_zero_stage(
-            self.zero_stage, *dp_mesh(self.dp, self.tp, gpus_per_node)
+            self.zero_stage, *dp_mesh(self.dp, self.tp, gpus_per_node), engine=zero_engine
         )
 
     def validate(

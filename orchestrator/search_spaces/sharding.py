@@ -22,7 +22,7 @@ with compute (costmodel/performance.py): "amsp" (AMSP/InternEvo, the default for
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from orchestrator.search_spaces.errors import InvalidConfig
 
@@ -102,9 +102,13 @@ class ShardingFactors:
         return self
 
     @classmethod
-    def from_zero_stage(cls, stage: int, s0dp: int, s1dp: int) -> "ShardingFactors":
+    def from_zero_stage(cls, stage: int, s0dp: int, s1dp: int,
+                        engine: str = "deepspeed") -> "ShardingFactors":
+        """A ZeRO stage's factors, run on `engine` ("deepspeed" or "torch": PyTorch's DDP,
+        ZeroRedundancyOptimizer and FSDP2, as the built-in trainer runs the stages)."""
         names = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
-        return cls.named(names[stage], s0dp, s1dp)
+        factors = cls.named(names[stage], s0dp, s1dp)
+        return replace(factors, engine="torch") if engine == "torch" else factors
 
     @classmethod
     def named(cls, scheme: str, s0dp: int, s1dp: int, group: int | None = None) -> "ShardingFactors":

@@ -1,0 +1,39 @@
+"""How the campaign's trainer runs a ZeRO stage: the cost of `zero_stage` depends on the code.
+
+`zero_stage` 1-3 name what is sharded, not how. DeepSpeed (and the Megatron trainers, whose
+distributed optimizer is ZeRO-1) gathers weights per module and, at stage 2, reduces
+gradients after every micro-batch's backward. The built-in trainer (jobs/) and torchtitan run
+PyTorch instead (jobs/layout.py): DDP, ZeroRedundancyOptimizer, and FSDP2 with one unit per
+transformer block; ZeRO-2 is FSDP2 with `reshard_after_forward=False`, so weights are sharded
+at rest and gathered once per micro-batch (forward), and kept for its backward. The built-in
+trainer turns gradient sync off for all but the last micro-batch
+(`set_requires_gradient_sync`, DDP's `require_backward_grad_sync`); torchtitan's train loop
+does not, so FSDP reduce-scatters, and DDP all-reduces, after every micro-batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Runtime:
+    # Engine that ZeRO stages run on: "deepspeed" or "torch" (search_spaces/sharding.py).
+    zero_engine: str = "deepspeed"
+    # DDP/FSDP gradients reduced once per step (on the last micro-batch), not after every
+    # one. DeepSpeed and Megatron reduce DDP and ZeRO-1 gradients at the accumulation
+    # boundary too; DeepSpeed's per-micro-batch ZeRO-2/3 reductions are in its own terms.
+    grads_once_per_step: bool = True
+
+
+DEEPSPEED = Runtime()
+RUNTIME_OF_TRAINER = {
+    "builtin": Runtime(zero_engine="torch"),
+    "torchtitan": Runtime(zero_engine="torch", grads_once_per_step=False),
+}
+
+
+def runtime_of_trainer(trainer: str | None) -> Runtime:
+    """The runtime of a spec's `trial.trainer` (DeepSpeed's for the others and the command
+    trainer, whose code the model cannot see)."""
+    return RUNTIME_OF_TRAINER.get(trainer or "builtin", DEEPSPEED)

@@ -1,0 +1,83 @@
+"""The cost of a ZeRO stage follows the trainer that runs it (costmodel/runtime.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from conftest import ROOT
+
+from orchestrator.costmodel import CostModel, cost_model_for
+from orchestrator.costmodel.collectives import Fabric
+from orchestrator.costmodel.runtime import DEEPSPEED, runtime_of_trainer
+from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
+from orchestrator.search_spaces import ParallelConfig
+from orchestrator.spec import load_spec
+
+A800 = CLUSTER_PRESETS["a800-80g"]
+MODEL = MODEL_PRESETS["llama-7b"]
+BUILTIN = runtime_of_trainer("builtin")
+TORCHTITAN = runtime_of_trainer("torchtitan")
+
+
+def comm(runtime, zero_stage: int, gas: int):
+    cost = CostModel(MODEL, A800, 8, runtime=runtime)
+    config = ParallelConfig(dp=8, zero_stage=zero_stage, micro_batch_size=1, grad_accum_steps=gas)
+    return cost.estimate(config).time.dp_comm
+
+
+def block_collectives():
+    """(all-gather, reduce-scatter) of one FSDP unit: 32 blocks and the root, bf16 weights."""
+    fabric = Fabric.of(A800, 8, CostModel(MODEL, A800, 8).coefficients.bandwidth_efficiency)
+    unit = 2 * MODEL.num_params / 33
+    return fabric.all_gather(unit, 8), fabric.reduce_scatter(unit, 8)
+
+
+def test_zero2_gathers_weights_per_micro_batch_on_fsdp2_but_not_on_deepspeed():
+    """The built-in trainer's ZeRO-2 is FSDP2 without resharding after forward: weights sharded
+    at rest, gathered once per micro-batch, gradients reduce-scattered once per step.
+    DeepSpeed's ZeRO-2 keeps whole weights and all-reduces gradients per micro-batch."""
+    gather, scatter = block_collectives()
+    fsdp = comm(BUILTIN, 2, gas=4)
+    assert fsdp.t_p == pytest.approx(33 * (4 * gather + scatter))
+    assert fsdp.t_g == fsdp.t_os0 == fsdp.t_os1 == 0.0
+    deepspeed = comm(DEEPSPEED, 2, gas=4)
+    assert deepspeed.t_p == 0.0 and deepspeed.t_g > 0.0 and deepspeed.t_os1 > 0.0
+
+
+def test_zero3_reduces_gradients_once_on_the_builtin_trainer_and_per_micro_batch_on_torchtitan():
+    """FSDP2 gathers a block's weights for forward and backward of every micro-batch; the
+    built-in trainer turns gradient sync off until the last micro-batch, torchtitan does not."""
+    gather, scatter = block_collectives()
+    assert comm(BUILTIN, 3, gas=4).t_p == pytest.approx(33 * (8 * gather + scatter))
+    assert comm(TORCHTITAN, 3, gas=4).t_p == pytest.approx(33 * (8 * gather + 4 * scatter))
+    assert comm(BUILTIN, 3, gas=1).t_p == pytest.approx(comm(TORCHTITAN, 3, gas=1).t_p)
+
+
+def test_ddp_all_reduces_after_every_micro_batch_only_where_the_trainer_syncs_each():
+    once, each = comm(BUILTIN, 0, gas=4), comm(TORCHTITAN, 0, gas=4)
+    assert once.t_g == 0.0 and once.t_os0 > 0.0
+    assert each.t_g == pytest.approx(3 * each.t_os0) and each.t_os0 == pytest.approx(once.t_os0)
+
+
+def test_zero_stages_differ_in_cost_on_the_builtin_trainer_at_one_micro_batch():
+    """At one micro-batch DeepSpeed's ZeRO-1 and ZeRO-2 move the same bytes (no gradient sync
+    before the last backward); FSDP2's ZeRO-2 gathers 33 units one by one instead."""
+    step = {(runtime, z): CostModel(MODEL, A800, 8, runtime=runtime).estimate(
+        ParallelConfig(dp=8, zero_stage=z, micro_batch_size=1, grad_accum_steps=1)).step_time_s
+        for runtime in (DEEPSPEED, BUILTIN) for z in (1, 2)}
+    assert step[DEEPSPEED, 1] == pytest.approx(step[DEEPSPEED, 2])
+    assert step[BUILTIN, 2] != pytest.approx(step[BUILTIN, 1])
+
+
+@pytest.mark.parametrize("example,engine", [("quickstart.yaml", "torch"),
+                                            ("torchtitan.yaml", "torch"),
+                                            ("deepspeed.yaml", "deepspeed"),
+                                            ("megatron-lm.yaml", "deepspeed")])
+def test_a_campaign_prices_zero_stages_on_its_trainers_engine(example, engine):
+    cost = cost_model_for(load_spec(ROOT / "examples" / example))
+    assert cost.runtime.zero_engine == engine
+    config = ParallelConfig(dp=2, zero_stage=3)
+    assert config.factors(2, cost.runtime.zero_engine).engine == engine
+    # Calibration's copies keep the runtime.
+    assert cost.with_coefficients(dataclasses.replace(cost.coefficients)).runtime == cost.runtime
