@@ -6,7 +6,8 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
   activations (all-gather + reduce-scatter of the same volume with sequence parallelism),
   2 more when full recompute replays the forward (Narayanan et al. 2021, §3).
 - PP: one send forward and one backward per micro-batch and stage boundary, v times more when
-  interleaved; each TP rank sends 1/t of the activation (Megatron's scatter/gather, §4.1). Bubble (p-1)/(m+p-1) of the step, i.e. (p-1)/(v·m) of the compute.
+  interleaved; each TP rank sends 1/t of the activation (Megatron's scatter/gather, §4.1).
+  Bubble (p-1)/(m+p-1) of the step, i.e. (p-1)/(v·m) of the compute.
 - DP and sharding: AMSP's terms (arXiv 2311.00257, §IV-C) on the two-level DP mesh:
   T_p = M·Σ_modules [2·AG + RS](2Ψ_i) over (s0p, s1p)        per module and micro-batch
   T_g = (M-1)·(2Ψ/(U·s_p))·t(AR, U, s0g/s0p × s1g/s1p)          gradient sync when s_g > s_p
@@ -14,7 +15,10 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
   T_os1 = (s_os/s_p)·t(BC, 2Ψ/s_os, s0os/s0p × s1os/s1p)        updated weights spread
           (DeepSpeed: bucketed all-gathers of 2Ψ/s_p instead of one broadcast per owner)
   with Ψ the parameters a rank holds after TP and PP. DDP and ZeRO-1/2/3 are points of this
-  space (search_spaces/sharding.py). Overlap: see coefficients.py.
+  space (search_spaces/sharding.py). PyTorch's DDP and FSDP2 (the "torch" engine, which the
+  built-in trainer and torchtitan run ZeRO stages on: runtime.py) put the same collectives
+  in these terms by FSDP unit, not module (`pytorch_data_parallel_comm`).
+  Overlap: see coefficients.py.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from orchestrator.costmodel.memory import ACTIVATION_BYTES, params_on_first_stag
 from orchestrator.costmodel.runtime import DEEPSPEED, Runtime
 from orchestrator.presets import Cluster, ModelShape
 from orchestrator.result import training_flops_per_iteration
-from orchestrator.search_spaces import ParallelConfig, dp_mesh
+from orchestrator.search_spaces import ParallelConfig, ShardingFactors, dp_mesh
 
 
 def model_flops(model: ModelShape, tokens: int, recompute: str = "none") -> float:
@@ -124,8 +128,8 @@ def data_parallel_comm(
 
 
 def pytorch_data_parallel_comm(
-    full: float, f, mesh: tuple[int, int], m: int, layers: int, fabric: Fabric,
-    c: Coefficients, runtime: Runtime,
+    full: float, f: ShardingFactors, mesh: tuple[int, int], m: int, layers: int,
+    fabric: Fabric, c: Coefficients, runtime: Runtime,
 ) -> DataParallelComm:
     """DDP, ZeroRedundancyOptimizer and FSDP2 (costmodel/runtime.py), in AMSP's four terms.
     FSDP2's units are the transformer blocks and the root module; each micro-batch gathers a
