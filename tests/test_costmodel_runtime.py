@@ -81,3 +81,20 @@ def test_a_campaign_prices_zero_stages_on_its_trainers_engine(example, engine):
     assert config.factors(2, cost.runtime.zero_engine).engine == engine
     # Calibration's copies keep the runtime.
     assert cost.with_coefficients(dataclasses.replace(cost.coefficients)).runtime == cost.runtime
+
+
+def test_gradient_accumulation_without_sync_holds_whole_gradients_on_fsdp2():
+    """The built-in trainer's FSDP2 keeps unsharded gradients while sync is off, so ZeRO-2/3
+    with several micro-batches hold the whole gradient at the peak; torchtitan reduce-scatters
+    every micro-batch and holds the shard, as DeepSpeed does."""
+    def grads(runtime, zero_stage, gas):
+        config = ParallelConfig(dp=8, zero_stage=zero_stage, micro_batch_size=1,
+                                grad_accum_steps=gas)
+        return CostModel(MODEL, A800, 8, runtime=runtime).memory(config).grads
+
+    whole, shard = 2 * MODEL.num_params, 2 * MODEL.num_params / 8
+    for zero_stage in (2, 3):
+        assert grads(BUILTIN, zero_stage, 4) == pytest.approx(whole)
+        assert grads(BUILTIN, zero_stage, 1) == pytest.approx(shard)
+        assert grads(TORCHTITAN, zero_stage, 4) == pytest.approx(shard)
+        assert grads(DEEPSPEED, zero_stage, 4) == pytest.approx(shard)

@@ -112,6 +112,7 @@ class CostModel:
             capacity_gb=self.cluster.memory_gb,
             runtime_overhead_gb=self.cluster.runtime_overhead_gb, precision=self.precision,
             flash_attention=self.flash_attention, bucket_bytes=self.coefficients.bucket_bytes,
+            runtime=self.runtime,
         )
 
     def estimate(self, config: ParallelConfig) -> Estimate:

@@ -16,8 +16,9 @@ Pure arithmetic, in bytes. Sources:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from orchestrator.costmodel.runtime import DEEPSPEED, Runtime
 from orchestrator.presets import ModelShape
 from orchestrator.search_spaces import ParallelConfig, ShardingFactors
 
@@ -145,11 +146,17 @@ def memory_per_device(
     precision: str = "bf16-mixed",
     flash_attention: bool = True,
     bucket_bytes: float = 25e6,
+    runtime: Runtime = DEEPSPEED,
 ) -> MemoryBreakdown:
     """Peak bytes on the busiest device (a rank of the first pipeline stage)."""
     params = params_on_first_stage(model, config)
-    factors = config.factors(gpus_per_node)
+    factors = config.factors(gpus_per_node, runtime.zero_engine)
     states = model_state_bytes_sharded(params, factors, precision)
+    if (factors.engine == "torch" and runtime.grads_once_per_step and factors.sg > 1
+            and config.grad_accum_steps > 1):
+        # FSDP2 with gradient sync off keeps each unit's unsharded gradient until the last
+        # micro-batch reduce-scatters it (runtime.py): the whole gradient at the peak.
+        states = replace(states, grads=PRECISION_BYTES[precision][1] * params)
 
     per_layer = activation_bytes_per_layer(
         model, config.micro_batch_size, config.tp, config.activation_checkpointing, precision,
