@@ -2,8 +2,10 @@
 
 Run under torchrun like a trial (`torchrun --nproc_per_node=W -m jobs.profile`). Every rank
 times fp32 (CPU) or bf16 (GPU) forward and backward passes of a layer's GEMMs at m tokens and
-width n at once, as a trial's ranks share the machine; then the ranks time all-reduce and all-gather over every group size that
-divides the world, for message sizes from 4 KB to 16 MB. Rank 0 writes a trial result whose
+width n at once, as a trial's ranks share the machine; then the ranks time all-reduce and
+all-gather over groups of consecutive ranks, for message sizes from 4 KB to 16 MB: every size
+that divides the ranks of a node, and on several nodes every multiple of a node that divides
+the world (each row says how many nodes its group spans). Rank 0 writes a trial result whose
 `extra.profile` holds the measurements; the cost model's fit (costmodel/profile_fit.py) turns
 them into a cluster preset. As Galvatron and Alpa profile before they plan.
 """
@@ -72,10 +74,16 @@ def layer_rates(device: torch.device, dtype: torch.dtype) -> list[dict]:
     return out
 
 
-def collective_times(device: torch.device, world: int) -> list[dict]:
+def group_sizes(world: int, per_node: int) -> list[int]:
+    """Sizes of groups that fill whole nodes or sit inside one (ranks are node-major)."""
+    return [p for p in range(2, world + 1)
+            if world % p == 0 and (per_node % p == 0 or p % per_node == 0)]
+
+
+def collective_times(device: torch.device, world: int, per_node: int) -> list[dict]:
     out = []
     rank = dist.get_rank()
-    for size in [p for p in range(2, world + 1) if world % p == 0]:
+    for size in group_sizes(world, per_node):
         groups = [dist.new_group(list(range(g, g + size))) for g in range(0, world, size)]
         group = groups[rank // size]
         for nbytes in SIZES:
@@ -96,7 +104,8 @@ def collective_times(device: torch.device, world: int) -> list[dict]:
                         fn()
                     samples.append((time.perf_counter() - start) / calls)
                 seconds = statistics.median(samples)
-                out.append({"op": op, "group": size, "bytes": nbytes, "seconds": seconds})
+                out.append({"op": op, "group": size, "nodes": max(1, size // per_node),
+                            "bytes": nbytes, "seconds": seconds})
     return out
 
 
@@ -111,11 +120,13 @@ def main() -> None:
     dtype = torch.bfloat16 if cuda else torch.float32
     dist.barrier()
     layers = layer_rates(device, dtype)
-    collectives = collective_times(device, world)
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    collectives = collective_times(device, world, per_node)
     if rank == 0:
         result = TrialResult(status="ok", world_size=world, extra={"profile": {
             "device": torch.cuda.get_device_name(device) if cuda else "cpu",
-            "world_size": world, "dtype": str(dtype), "layers": layers,
+            "world_size": world, "ranks_per_node": per_node, "nodes": world // per_node,
+            "dtype": str(dtype), "layers": layers,
             "collectives": collectives}})
         with open(os.environ["PARATUNE_RESULT_FILE"], "w") as f:
             json.dump(result.to_dict(), f)

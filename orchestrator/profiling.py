@@ -10,7 +10,9 @@ written as YAML that a spec names with `cluster: path/to/preset.yaml`.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -24,19 +26,70 @@ from orchestrator.trainers.command import CommandTrainer
 from orchestrator.trial_folder import TrialFolder
 
 
-def profile_request(folder: TrialFolder, world_size: int, timeout_s: float) -> TrialRequest:
+@dataclass(frozen=True)
+class ProfileTarget:
+    """Where a profile runs: a spec's backend section (None: the local backend), the preset
+    it refines, its nodes and ranks per node, and the environment its trials get."""
+
+    backend: Any
+    base: Cluster
+    nodes: int = 1
+    ranks_per_node: int = 2
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+
+def local_target(cluster: str, ranks: int) -> ProfileTarget:
+    """This machine, one node, a stock preset."""
+    from orchestrator.presets import CLUSTER_PRESETS
+    from orchestrator.spec import LocalBackendSpec
+
+    if cluster not in CLUSTER_PRESETS:
+        raise UserError(f"--cluster: unknown preset {cluster!r}; choose one of "
+                        f"{', '.join(CLUSTER_PRESETS)}")
+    base = CLUSTER_PRESETS[cluster]
+    if not 1 <= ranks <= base.gpus_per_node:
+        raise UserError(f"--gpus: {ranks} is not 1..{base.gpus_per_node} (the profile runs on "
+                        "one node here; --spec runs it on a campaign's nodes)")
+    return ProfileTarget(LocalBackendSpec(), base, 1, ranks)
+
+
+def spec_target(spec, nodes: int | None, ranks: int | None) -> ProfileTarget:
+    """A campaign's backend, cluster, nodes (or `nodes`) and trial environment."""
+    if spec.backend.kind == "simulated":
+        raise UserError("--spec: backend.kind is simulated; a profile measures hardware: use "
+                        "a spec whose backend is local, slurm or ray")
+    count = spec.scale.nodes if nodes is None else nodes
+    if count < 1 or (count > 1 and spec.backend.kind == "local"):
+        raise UserError(f"--nodes: {count} is not a node count the {spec.backend.kind} backend "
+                        "reaches (local: 1; slurm and ray: 1 or more)")
+    per_node = spec.gpus_per_node if ranks is None else ranks
+    if not 1 <= per_node <= spec.gpus_per_node:
+        raise UserError(f"--gpus: {per_node} is not 1..{spec.gpus_per_node} (scale.gpus_per_node)")
+    return ProfileTarget(spec.backend, spec.cluster, count, per_node, dict(spec.trial.env),
+                         spec.trial.workdir)
+
+
+def profile_request(folder: TrialFolder, target: ProfileTarget, timeout_s: float
+                    ) -> TrialRequest:
     run = TrainerRun(program=["-m", "jobs.profile"], launcher="torchrun")
-    measure = Measure(world_size=world_size, seq_len=1, tokens_per_step=1,
+    world = target.world_size
+    measure = Measure(world_size=world, seq_len=1, tokens_per_step=1,
                       model_flops_per_step=0.0, peak_tflops=1.0, warmup_steps=0)
-    return TrialRequest(trial_id=folder.path.name, config=ParallelConfig(dp=world_size),
+    return TrialRequest(trial_id=folder.path.name, config=ParallelConfig(dp=world),
                         folder=folder, trainer=CommandTrainer(), run=run, measure=measure,
-                        steps=1, timeout_s=timeout_s)
+                        steps=1, timeout_s=timeout_s, env=dict(target.env),
+                        workdir=target.workdir)
 
 
-def run_profile(backend: Backend, folder: TrialFolder, world_size: int,
-                timeout_s: float = 600.0) -> dict:
+def run_profile(backend: Backend, folder: TrialFolder, target: ProfileTarget,
+                timeout_s: float = 900.0) -> dict:
     """Submit the profiling job, wait for it, and return its measurements."""
-    handle = backend.submit(profile_request(folder, world_size, timeout_s))
+    handle = backend.submit(profile_request(folder, target, timeout_s))
     while (result := handle.poll()) is None:
         time.sleep(0.2)
     if not result.ok or "profile" not in result.extra:
@@ -47,9 +100,12 @@ def run_profile(backend: Backend, folder: TrialFolder, world_size: int,
 
 def write_preset(base: Cluster, profile: dict, path: Path, name: str | None = None) -> Cluster:
     cluster = profiled_cluster(base, profile, name)
+    nodes = profile.get("nodes", 1)
+    measured = "intra-node links and the network" if nodes > 1 else "intra-node links"
     header = (f"# Cluster preset written by `paratune profile` from {base.name}: compute and\n"
-              f"# intra-node links measured on {profile.get('device')} x "
-              f"{profile.get('world_size')} ranks; the rest is {base.name}'s.\n")
+              f"# {measured} measured on {profile.get('device')} x "
+              f"{profile.get('world_size')} ranks on {nodes} node(s); the rest is "
+              f"{base.name}'s.\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(header + yaml.safe_dump(cluster.model_dump(), sort_keys=False))
     return cluster

@@ -6,8 +6,10 @@ reason, where not root or namespaces are not allowed."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -22,7 +24,9 @@ from cluster_harness import (
     skip_reason,
     two_node_cluster,
 )
-from conftest import ROOT, builtin_request, wait_for_result
+from conftest import ROOT, builtin_request, wait_for_result, write_spec
+
+from orchestrator.spec import load_spec
 
 reason = skip_reason()
 pytestmark = [pytest.mark.skipif(reason is not None, reason=reason or ""), pytest.mark.slow]
@@ -110,6 +114,38 @@ def test_external_trainer_on_two_nodes_with_torchrun_rendezvous(cluster, referen
     assert result.loss_first == pytest.approx(reference[0], rel=1e-5)
     assert sacct(handle.job.job_id, "NodeList") == "node[1-2]"
     print(f"2-node external trial: {time.time() - start:.1f}s")
+
+
+def test_profile_on_two_nodes_measures_the_network_between_them(cluster, tmp_path, cli):
+    """`paratune profile --spec` with a Slurm backend over 2 nodes: groups of 4 ranks span both,
+    and the preset's network constants, fitted to them, reproduce those collectives better
+    than the stock preset's."""
+    from orchestrator.costmodel.collectives import Fabric
+    from orchestrator.presets import CLUSTER_PRESETS
+
+    spec = write_spec(tmp_path / "spec.yaml", name="profile-two-nodes", scale={"nodes": 2},
+                      backend={"kind": "slurm", "time_limit_min": 15}, trial={"env": ENV})
+    out = tmp_path / "profiled.yaml"
+    code, stdout, err = cli("profile", "--spec", str(spec), "--out", str(out),
+                            "--runs-dir", str(tmp_path / "runs"), "--json")
+    assert code == 0, err
+    measured = json.loads(stdout)["profile"]
+    spanning = [r for r in measured["collectives"] if r["nodes"] == 2]
+    assert measured["nodes"] == 2 and spanning and {r["group"] for r in spanning} == {4}
+
+    def median_error(cluster) -> float:
+        fabric = Fabric.of(cluster, 2, 0.8)
+        ops = {"all_reduce": fabric.all_reduce, "all_gather": fabric.all_gather}
+        return statistics.median(abs(ops[r["op"]](r["bytes"], 2, 2) / r["seconds"] - 1)
+                                 for r in spanning)
+
+    profiled = load_spec(spec, [f"cluster={out}"]).cluster
+    stock = CLUSTER_PRESETS["cpu-local"]
+    assert (profiled.inter_node_gbps, profiled.inter_node_latency_us) != (
+        stock.inter_node_gbps, stock.inter_node_latency_us)
+    print(f"network: {profiled.inter_node_gbps:.2f} GB/s, {profiled.inter_node_latency_us:.0f} us;"
+          f" median error {median_error(profiled):.1%} (stock {median_error(stock):.1%})")
+    assert median_error(profiled) < min(0.3, median_error(stock))
 
 
 def test_slurm_time_limit_ends_the_trial_as_timeout(cluster, tmp_path):

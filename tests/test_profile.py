@@ -70,6 +70,21 @@ def test_a_spec_names_a_preset_file(tmp_path, monkeypatch):
     assert spec.cluster == cluster
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--nodes", "2"], "--nodes: profiling several nodes needs --spec"),
+    (["--spec", str(EXAMPLES / "quickstart.yaml"), "--nodes", "2"],
+     "not a node count the local backend reaches"),
+    (["--spec", str(EXAMPLES / "amsp-llama-7b.yaml")], "backend.kind is simulated"),
+    (["--spec", str(EXAMPLES / "quickstart.yaml"), "--cluster", "a100-80g"],
+     "the spec's cluster preset is the one refined"),
+    (["--gpus", "3"], "--gpus: 3 is not 1..2"),
+])
+def test_profile_refuses_what_it_cannot_measure(cli, tmp_path, args, message):
+    code, _, err = cli("profile", "--runs-dir", str(tmp_path), *args)
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "_profile").exists()
+
+
 @pytest.mark.slow
 def test_profile_job_runs_through_the_local_backend(tmp_path, cli):
     out = tmp_path / "cpu.yaml"

@@ -15,7 +15,7 @@ import logging
 import click
 import typer
 
-from orchestrator.cli import campaigns, cost_model, remote, reports
+from orchestrator.cli import campaigns, cost_model, profile, remote, reports
 from orchestrator.cli.common import console
 from orchestrator.cli.service import server_app
 from orchestrator.errors import Detached, UserError, one_line
@@ -25,7 +25,7 @@ app = typer.Typer(
     help="Find the fastest parallelism and sharding for training an LLM on a cluster.",
 )
 for command in (campaigns.run, campaigns.resume, remote.status, remote.best,
-                cost_model.plan, cost_model.estimate, cost_model.calibrate, cost_model.profile,
+                cost_model.plan, cost_model.estimate, cost_model.calibrate, profile.profile,
                 reports.report, reports.ui, remote.submit, remote.ls, remote.cancel, remote.logs):
     app.command()(command)
 app.add_typer(server_app, name="server")

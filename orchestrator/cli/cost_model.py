@@ -202,43 +202,6 @@ def calibrate(
               f"over {data['trials']} trials; memory measured/predicted {data['memory_scale']:.2f}")
 
 
-def profile(
-    cluster: str = typer.Option("cpu-local", "--cluster", help="preset to start from"),
-    gpus: int = typer.Option(2, "--gpus", help="ranks of the profiling job (one node)"),
-    out_file: Path = typer.Option(Path("presets/profiled.yaml"), "--out",
-                                  help="where to write the cluster preset"),
-    runs_dir: Optional[Path] = RUNS_DIR_OPTION,
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Measure GEMMs and collectives here (a job on the local backend); write a cluster preset
-    that a spec names with `cluster: FILE`."""
-    from orchestrator.backends import LocalBackend
-    from orchestrator.paths import runs_root
-    from orchestrator.presets import CLUSTER_PRESETS
-    from orchestrator.profiling import run_profile, write_preset
-    from orchestrator.trial_folder import TrialFolder
-
-    if cluster not in CLUSTER_PRESETS:
-        raise UserError(f"--cluster: unknown preset {cluster!r}; choose one of "
-                        f"{', '.join(CLUSTER_PRESETS)}")
-    if not 1 <= gpus <= CLUSTER_PRESETS[cluster].gpus_per_node:
-        raise UserError(f"--gpus: {gpus} is not 1..{CLUSTER_PRESETS[cluster].gpus_per_node} "
-                        "(the profile runs on one node)")
-    folder = TrialFolder(runs_root(runs_dir) / "_profile" / f"profile-{cluster}")
-    measured = run_profile(LocalBackend(), folder, gpus)
-    preset = write_preset(CLUSTER_PRESETS[cluster], measured, out_file)
-    if as_json:
-        print_json({"preset": str(out_file), "cluster": preset.model_dump(), "profile": measured})
-        return
-    base = CLUSTER_PRESETS[cluster]
-    if preset.peak_tflops != base.peak_tflops:
-        out.print(f"measured faster than {cluster}'s nominal peak: peak raised from "
-                  f"{base.peak_tflops:g} to {preset.peak_tflops:.3g} TFLOPS")
-    out.print(f"wrote {out_file}: compute efficiency {preset.compute_efficiency:.2f} "
-              f"(halves m {preset.gemm_half_m:g}, n {preset.gemm_half_n:g}), intra-node "
-              f"{preset.intra_node_gbps:.2f} GB/s, {preset.intra_node_latency_us:.0f} us per step")
-
-
 def _cluster_named(name: str):
     """A cluster preset by name, or a preset YAML file (`paratune profile` writes one)."""
     import yaml

@@ -7,10 +7,13 @@
   it (a CPU's nominal peak assumes a base clock and one FMA width), the profiled preset's
   peak is raised to the measured one and E set to 1, so the fitted shape is kept whole
   (capping E at 1 instead left every prediction slow by the factor cut off).
-- Collectives: collectives.py's ring model inside a node, all-reduce `2(p-1)/p · v/bw +
-  2(p-1)·α` and all-gather `(p-1)/p · v/bw + (p-1)·α`, fitted by non-negative least squares
-  on relative errors. α then holds the per-step chunk cost too (`msg_half_bytes` = 0), and
-  the link rate is the fitted bandwidth over the model's `bandwidth_efficiency`.
+- Collectives: collectives.py's ring model, all-reduce `2(p-1)/p · v/bw + 2(p-1)·α` and
+  all-gather `(p-1)/p · v/bw + (p-1)·α`, fitted by non-negative least squares on relative
+  errors: inside a node (bw the device's link), and apart for groups that span nodes (bw the
+  p0 group members' share of their node's NICs, p0·bw_device: the ring's inter-node term).
+  α then holds the per-step chunk cost too (`msg_half_bytes` = 0), and a link rate is the
+  fitted bandwidth over the model's `bandwidth_efficiency` (the node's NICs: the per-device
+  share times the ranks per node, all of which ran a group at once).
 Only what the profile measured changes; the rest of the preset (peak, memory, the network
 between nodes when the profile ran on one) is kept, and the preset says where it came from.
 """
@@ -63,15 +66,17 @@ def fit_gemm(rows: list[dict], peak_tflops: float) -> GemmFit:
 
 
 def fit_link(rows: list[dict]) -> LinkFit:
-    """rows: {"op": all_reduce | all_gather, "group", "bytes", "seconds"} inside one node."""
+    """rows: {"op": all_reduce | all_gather, "group", "bytes", "seconds"[, "nodes"]}, all inside
+    one node or all spanning nodes (then the bandwidth is per device of a group's node)."""
     import numpy as np
     from scipy.optimize import nnls
 
     x, y = [], []
     for r in rows:
-        p, v, t = r["group"], r["bytes"], r["seconds"]
+        p, v, t, nodes = r["group"], r["bytes"], r["seconds"], r.get("nodes", 1)
+        per_node = p // nodes if nodes > 1 else 1
         rounds = 2 if r["op"] == "all_reduce" else 1
-        x.append([rounds * (p - 1) / p * v / t, rounds * (p - 1) / t])
+        x.append([rounds * (p - 1) / p * v / (per_node * t), rounds * (p - 1) / t])
         y.append(1.0)
     (inv_bw, alpha), _ = nnls(np.array(x), np.array(y))
     bw = 1 / inv_bw if inv_bw > 0 else float("inf")
@@ -87,14 +92,22 @@ def profiled_cluster(base: Cluster, profile: dict, name: str | None = None) -> C
                      "gemm_half_m": float(gemm.half_m), "gemm_half_n": float(gemm.half_n)}
     if gemm.efficiency > 1.0:  # faster than the nominal peak: the peak was wrong, not E
         changes["peak_tflops"] = float(base.peak_tflops * gemm.efficiency)
-    inside = [r for r in profile.get("collectives", []) if r["group"] <= base.gpus_per_node]
+    rows = profile.get("collectives", [])
+    inside = [r for r in rows if r.get("nodes", 1) == 1 and r["group"] <= base.gpus_per_node]
+    between = [r for r in rows if r.get("nodes", 1) > 1]
+    efficiency = Coefficients().bandwidth_efficiency
     if inside:
         link = fit_link(inside)
-        efficiency = Coefficients().bandwidth_efficiency
         gbps = float(min(link.bandwidth / efficiency / 1e9, 1e6))
         latency_us = float(link.latency_s * 1e6)
-        # The network between nodes is never faster than the links inside one.
+        # Unmeasured, the network between nodes is never faster than the links inside one.
         changes.update(intra_node_gbps=gbps, intra_node_latency_us=latency_us, msg_half_bytes=0.0,
                        inter_node_gbps=min(base.inter_node_gbps, gbps),
                        inter_node_latency_us=max(base.inter_node_latency_us, latency_us))
+    if between:
+        net = fit_link(between)
+        per_node = profile.get("ranks_per_node", base.gpus_per_node)
+        changes.update(msg_half_bytes=0.0, inter_node_latency_us=float(net.latency_s * 1e6),
+                       inter_node_gbps=float(min(net.bandwidth * per_node / efficiency / 1e9,
+                                                 1e6)))
     return base.model_copy(update=changes)

@@ -1,0 +1,71 @@
+"""`paratune profile`: measure GEMMs and collectives, write the cluster preset they fit.
+
+Without a spec the job runs here, on one node, through the local backend. With `--spec` it
+goes through that campaign's backend (local, Slurm or Ray) on its nodes, with its trials'
+environment, and refines its cluster preset: groups that span nodes measure the network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from orchestrator.cli.common import RUNS_DIR_OPTION, out, print_json
+from orchestrator.errors import UserError
+
+
+def profile(
+    cluster: Optional[str] = typer.Option(None, "--cluster",
+                                          help="preset to start from (default: cpu-local)"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="ranks per node (default: 2, or "
+                                       "the spec's gpus_per_node)"),
+    spec_file: Optional[Path] = typer.Option(None, "--spec", help="run on this campaign's "
+                                             "backend and refine its cluster preset"),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="nodes to profile (with --spec; "
+                                        "default: the spec's scale.nodes)"),
+    out_file: Path = typer.Option(Path("presets/profiled.yaml"), "--out",
+                                  help="where to write the cluster preset"),
+    runs_dir: Optional[Path] = RUNS_DIR_OPTION,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Measure GEMMs and collectives (here, or with --spec through a campaign's backend on
+    its nodes); write a cluster preset that a spec names with `cluster: FILE`."""
+    from orchestrator.backends import make_backend
+    from orchestrator.paths import runs_root
+    from orchestrator.profiling import local_target, run_profile, spec_target, write_preset
+    from orchestrator.spec import load_spec
+    from orchestrator.trial_folder import TrialFolder
+
+    if spec_file is None:
+        if nodes not in (None, 1):
+            raise UserError("--nodes: profiling several nodes needs --spec SPEC, whose backend "
+                            "(slurm or ray) reaches them")
+        target = local_target(cluster or "cpu-local", 2 if gpus is None else gpus)
+    else:
+        if cluster is not None:
+            raise UserError("--cluster: with --spec the spec's cluster preset is the one refined")
+        target = spec_target(load_spec(spec_file), nodes, gpus)
+    folder = TrialFolder(runs_root(runs_dir) / "_profile" / f"profile-{target.base.name}")
+    backend = make_backend(target.backend, gpus_per_node=target.ranks_per_node,
+                           use_gpus=target.base.device != "cpu")
+    try:
+        measured = run_profile(backend, folder, target)
+    finally:
+        backend.shutdown()
+    preset = write_preset(target.base, measured, out_file)
+    if as_json:
+        print_json({"preset": str(out_file), "cluster": preset.model_dump(), "profile": measured})
+        return
+    if preset.peak_tflops != target.base.peak_tflops:
+        out.print(f"measured faster than {target.base.name}'s nominal peak: peak raised from "
+                  f"{target.base.peak_tflops:g} to {preset.peak_tflops:.3g} TFLOPS")
+    network = ""
+    if target.nodes > 1:
+        network = (f"; between nodes {preset.inter_node_gbps:.2f} GB/s per node, "
+                   f"{preset.inter_node_latency_us:.0f} us per step")
+    out.print(f"wrote {out_file}: compute efficiency {preset.compute_efficiency:.2f} "
+              f"(halves m {preset.gemm_half_m:g}, n {preset.gemm_half_n:g}), intra-node "
+              f"{preset.intra_node_gbps:.2f} GB/s, {preset.intra_node_latency_us:.0f} us per step"
+              f"{network}")
