@@ -28,7 +28,7 @@ from orchestrator.trial_folder import TrialFolder
 
 @dataclass(frozen=True)
 class ProfileTarget:
-    """Where a profile runs: a spec's backend section (None: the local backend), the preset
+    """Where a profile runs: a backend section (a spec's, or the local backend's), the preset
     it refines, its nodes and ranks per node, and the environment its trials get."""
 
     backend: Any
