@@ -64,9 +64,10 @@ def spec_target(spec, nodes: int | None, ranks: int | None) -> ProfileTarget:
         raise UserError("--spec: backend.kind is simulated; a profile measures hardware: use "
                         "a spec whose backend is local, slurm or ray")
     count = spec.scale.nodes if nodes is None else nodes
-    if count < 1 or (count > 1 and spec.backend.kind == "local"):
+    if count < 1 or (count > 1 and spec.backend.kind != "slurm"):
+        # Ray gangs only rank-env trials across nodes; the profile is a torchrun job.
         raise UserError(f"--nodes: {count} is not a node count the {spec.backend.kind} backend "
-                        "reaches (local: 1; slurm and ray: 1 or more)")
+                        "profiles (local and ray: 1; slurm: 1 or more)")
     per_node = spec.gpus_per_node if ranks is None else ranks
     if not 1 <= per_node <= spec.gpus_per_node:
         raise UserError(f"--gpus: {per_node} is not 1..{spec.gpus_per_node} (scale.gpus_per_node)")

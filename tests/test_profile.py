@@ -7,7 +7,7 @@ import json
 
 import pytest
 import yaml
-from conftest import EXAMPLES
+from conftest import EXAMPLES, write_spec
 
 from orchestrator.costmodel.collectives import Fabric
 from orchestrator.costmodel.profile_fit import fit_gemm, fit_link, profiled_cluster
@@ -73,7 +73,7 @@ def test_a_spec_names_a_preset_file(tmp_path, monkeypatch):
 @pytest.mark.parametrize("args,message", [
     (["--nodes", "2"], "--nodes: profiling several nodes needs --spec"),
     (["--spec", str(EXAMPLES / "quickstart.yaml"), "--nodes", "2"],
-     "not a node count the local backend reaches"),
+     "not a node count the local backend profiles"),
     (["--spec", str(EXAMPLES / "amsp-llama-7b.yaml")], "backend.kind is simulated"),
     (["--spec", str(EXAMPLES / "quickstart.yaml"), "--cluster", "a100-80g"],
      "the spec's cluster preset is the one refined"),
@@ -83,6 +83,14 @@ def test_profile_refuses_what_it_cannot_measure(cli, tmp_path, args, message):
     code, _, err = cli("profile", "--runs-dir", str(tmp_path), *args)
     assert code == 2 and message in err and "Traceback" not in err
     assert not (tmp_path / "_profile").exists()
+
+
+def test_profile_refuses_several_nodes_on_ray(cli, tmp_path):
+    """Ray runs a torchrun job on one node (it gangs only rank-per-task trials), so several
+    nodes would measure one node's links and call them the network."""
+    spec = write_spec(tmp_path / "ray.yaml", backend={"kind": "ray"}, scale={"nodes": 2})
+    code, _, err = cli("profile", "--spec", str(spec), "--runs-dir", str(tmp_path))
+    assert code == 2 and "not a node count the ray backend profiles" in err
 
 
 @pytest.mark.slow

@@ -1,8 +1,9 @@
 """`paratune profile`: measure GEMMs and collectives, write the cluster preset they fit.
 
 Without a spec the job runs here, on one node, through the local backend. With `--spec` it
-goes through that campaign's backend (local, Slurm or Ray) on its nodes, with its trials'
-environment, and refines its cluster preset: groups that span nodes measure the network.
+goes through that campaign's backend (local or Ray: one node; Slurm: its nodes), with its
+trials' environment, and refines its cluster preset: groups that span nodes measure the
+network.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def profile(
 
     if spec_file is None:
         if nodes not in (None, 1):
-            raise UserError("--nodes: profiling several nodes needs --spec SPEC, whose backend "
-                            "(slurm or ray) reaches them")
+            raise UserError("--nodes: profiling several nodes needs --spec SPEC with a slurm "
+                            "backend, which reaches them")
         target = local_target(cluster or "cpu-local", 2 if gpus is None else gpus)
     else:
         if cluster is not None:
