@@ -78,21 +78,25 @@ def test_pipeline_schedules_hold_different_micro_batches():
 
 def test_collectives_two_level():
     fabric = Fabric.of(A800, 8, bandwidth_efficiency=1.0)
-    step_intra = 5.7e-6 + 65536 / 200e9  # α + the half-bandwidth chunk, per ring step
-    step_inter = 6.6e-6 + 65536 / 12.5e9
+    call = A800.collective_base_latency_us * 1e-6  # once per collective
+    # α + the half-bandwidth chunk, per ring step (NVLink; the network, a node's 100 GB/s / 8)
+    step_intra = A800.intra_node_latency_us * 1e-6 + A800.msg_half_bytes / 200e9
+    step_inter = A800.inter_node_latency_us * 1e-6 + A800.msg_half_bytes / 12.5e9
     v = 1e9
     # Inside a node: ring all-reduce moves 2(p-1)/p of the buffer at NVLink speed; the tree's
     # latency 2·(p0-1) steps equals the ring's inside one node.
-    assert fabric.all_reduce(v, 8) == pytest.approx(2 * 7 / 8 * v / 200e9 + 14 * step_intra)
+    assert fabric.all_reduce(v, 8) == pytest.approx(call + 2 * 7 / 8 * v / 200e9 + 14 * step_intra)
     # Across 16 nodes the node's NICs (100 GB/s shared by 8 GPUs) bound a flat ring, and every
     # one of its 127 steps waits on a network hop.
     nic_bound = 127 / 128 * v / (8 * 12.5e9)
-    assert fabric.all_gather(v, 8, 16) == pytest.approx(nic_bound + 127 * step_inter)
+    assert fabric.all_gather(v, 8, 16) == pytest.approx(call + nic_bound + 127 * step_inter)
     assert fabric.all_gather(v, 8, 16) > 2 * fabric.all_gather(v, 8)
     # All-reduce across nodes takes the double binary tree: log2 latency, not (p-1).
     tree = 2 * (7 * step_intra + 4 * step_inter)
-    assert fabric.all_reduce(v, 8, 16) == pytest.approx(2 * nic_bound + tree)
+    assert fabric.all_reduce(v, 8, 16) == pytest.approx(call + 2 * nic_bound + tree)
     assert fabric.all_reduce(v, 1) == 0.0 and fabric.broadcast(v, 1) == 0.0
+    # The bandwidth-only fabric (calibration's β part) drops the call cost with the steps'.
+    assert fabric.bandwidth_only().all_gather(v, 8, 16) == pytest.approx(nic_bound)
 
 
 def test_ring_latency_grows_with_ring_length():

@@ -50,14 +50,18 @@ def test_a_device_faster_than_the_nominal_peak_raises_the_peak_not_the_shape():
         assert cluster.peak_tflops * shape == pytest.approx(r["tflops"])
 
 
-def test_profiled_preset_reproduces_the_measured_collectives():
+@pytest.mark.parametrize("base", ["cpu-local", "a800-80g"])
+def test_profiled_preset_reproduces_the_measured_collectives(base):
+    """Also from a stock preset with per-call and chunk costs (a800-80g's NCCL constants): the
+    fitted per-step latency holds them, so the preset drops its own."""
     profile = synthetic_profile()
-    cluster = profiled_cluster(CPU, profile)
+    stock = CLUSTER_PRESETS[base]
+    cluster = profiled_cluster(stock, profile)
     fabric = Fabric.of(cluster, cluster.gpus_per_node, 0.8)
     for r in profile["collectives"]:
         op = fabric.all_reduce if r["op"] == "all_reduce" else fabric.all_gather
         assert op(r["bytes"], 2) == pytest.approx(r["seconds"], rel=1e-6)
-    assert cluster.name == "cpu-local-profiled" and cluster.peak_tflops == CPU.peak_tflops
+    assert cluster.name == f"{base}-profiled" and cluster.peak_tflops == stock.peak_tflops
     assert cluster.inter_node_latency_us >= cluster.intra_node_latency_us
 
 

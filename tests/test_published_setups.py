@@ -40,7 +40,7 @@ def test_amsp_table_iv_30b_plan_is_a_tie_with_the_papers(cli):
 
     Why they differ: with s_p = 8 the optimizer-state broadcast T_os1 moves 2Ψ/s_p bytes through
     the network whatever s1os is (s_os/s_p broadcasts of 2Ψ/s_os each), so the model separates
-    s1os = 2 from 4 only by ring latency (0.13 ms in a 7.5 s step); the tie goes to the plan
+    s1os = 2 from 4 only by ring latency (0.17 ms in a 7.5 s step); the tie goes to the plan
     that shards less. AMSP's profiled bandwidths
     (per message size and mesh) separate them. Both fit in memory, and the paper's plan is within
     2% of the model's optimum in predicted step time and in exposed communication.

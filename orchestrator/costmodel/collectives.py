@@ -16,7 +16,8 @@ is faster (tree latency 2·((p0-1)·α_intra + log2(p1)·α_inter), the same tun
 Message size: each ring step moves a chunk of v/p bytes, and a chunk reaches half the link
 bandwidth at `msg_half_bytes` (protocol and per-step setup costs: nccl-tests' bus bandwidth
 curves reach half their plateau at tens to hundreds of KB per rank), i.e. step time
-α + (chunk + msg_half)/bw.
+α + (chunk + msg_half)/bw. Each call also pays a fixed cost once (`call_alpha`: kernel launch
+and protocol set-up, NCCL's baseLat).
 Sources: Thakur et al., Optimization of Collective Communication in MPICH (2005); NCCL
 src/graph/tuning.cc; nccl-tests PERFORMANCE.md (bus bandwidth).
 """
@@ -38,6 +39,7 @@ class Fabric:
     intra_alpha: float
     inter_alpha: float
     msg_half_bytes: float = 0.0
+    call_alpha: float = 0.0
 
     @classmethod
     def of(cls, cluster: Cluster, gpus_per_node: int, bandwidth_efficiency: float) -> "Fabric":
@@ -48,11 +50,12 @@ class Fabric:
             intra_alpha=cluster.intra_node_latency_us * 1e-6,
             inter_alpha=cluster.inter_node_latency_us * 1e-6,
             msg_half_bytes=cluster.msg_half_bytes,
+            call_alpha=cluster.collective_base_latency_us * 1e-6,
         )
 
     def bandwidth_only(self) -> "Fabric":
         """The same links with no per-step latency or chunk cost: the β part of α-β."""
-        return Fabric(self.intra_bw, self.inter_bw_per_device, 0.0, 0.0, 0.0)
+        return Fabric(self.intra_bw, self.inter_bw_per_device, 0.0, 0.0, 0.0, 0.0)
 
     # -- building blocks ---------------------------------------------------------------
 
@@ -76,7 +79,8 @@ class Fabric:
     def _ring(self, nbytes_total: float, p0: int, p1: int) -> float:
         if p0 * p1 <= 1 or nbytes_total <= 0:
             return 0.0
-        return self._bandwidth(nbytes_total, p0, p1) + self._steps(nbytes_total, p0, p1)
+        return (self.call_alpha + self._bandwidth(nbytes_total, p0, p1)
+                + self._steps(nbytes_total, p0, p1))
 
     # -- collectives -----------------------------------------------------------------
 
@@ -97,14 +101,14 @@ class Fabric:
         if p1 > 1:
             half_inter = self.msg_half_bytes / self.inter_bw_per_device
             tree += 2 * math.log2(p1) * (self.inter_alpha + half_inter)
-        return bandwidth + min(ring, tree)
+        return self.call_alpha + bandwidth + min(ring, tree)
 
     def broadcast(self, nbytes: float, p0: int, p1: int = 1) -> float:
         """A pipelined ring (chain): the buffer crosses the slowest link once; p-1 hops."""
         if p0 * p1 <= 1 or nbytes <= 0:
             return 0.0
         bw = self.inter_bw_per_device if p1 > 1 else self.intra_bw
-        return nbytes / bw + self._steps(nbytes, p0, p1)
+        return self.call_alpha + nbytes / bw + self._steps(nbytes, p0, p1)
 
     def send(self, nbytes: float, crosses_nodes: bool) -> float:
         if nbytes <= 0:

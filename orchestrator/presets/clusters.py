@@ -25,6 +25,9 @@ class Cluster(BaseModel):
     inter_node_gbps: float = Field(ge=1e-3, le=1e6)
     intra_node_latency_us: float = Field(default=5.0, ge=0, le=1e9)
     inter_node_latency_us: float = Field(default=10.0, ge=0, le=1e9)
+    # Fixed cost of one collective call on top of its per-step latencies (kernel launch and
+    # protocol set-up; NCCL's tuning model calls it baseLat). 0 = none.
+    collective_base_latency_us: float = Field(default=0.0, ge=0, le=1e9)
     # Fraction of peak a transformer step's kernels reach on average: cuBLAS reaches 70-80% of
     # peak on large BF16 GEMMs on A100/H100, and norms, softmax and element-wise kernels pull
     # the average down to about 0.6 (Megatron-LM reports 52% HFU end to end on 3,072 A100s).
@@ -44,17 +47,24 @@ class Cluster(BaseModel):
     dist_backend: str = Field(default="nccl", max_length=200)
 
 
-# NVIDIA presets share the NCCL constants: per-step ring latencies from NCCL's tuning model
-# (src/graph/tuning.cc, hwLat Ring/Simple: NVLink 5.7 us, network 6.6 us per step) and a 64 KB
-# half-bandwidth chunk (NCCL models a 256 KB chunk as costing about its latency again,
-# "base lat + 256k/12GB/s"; nccl-tests bus bandwidth halves near 64 KB per rank on IB).
+# NVIDIA presets share the NCCL constants. Latencies from NCCL's tuning model
+# (src/graph/tuning.cc of current releases): with the Simple protocol that large collectives
+# use, 3.4 us per ring step over NVLink and 14 us over the network (hwLat), plus 8.4 us per
+# call (baseLat). NCCL charges the network rate only to the steps that cross
+# nodes; collectives.py charges it to every step of a ring that spans nodes, each step waiting
+# on its slowest hop, which is what reproduces ZeRO-3's collapse at 1,024 GPUs (AMSP §VI-B).
+# Chunk cost (`msg_half_bytes`): 16 KB per ring step, so a network step reaches half the
+# link rate at 16 KB + α·bw = 156 KB per rank. The one constant of the set chosen against the
+# AMSP figures: docs/costmodel.md gives what 0, 8, 16, 32 and 64 KB each reproduce
+# (benchmarks/chunk_cost_sensitivity.py).
 # GEMM shape: cuBLAS BF16 GEMMs on A100/H100 reach 75-80% of peak at 4096-wide shapes and
 # fall off below ~512 on either side (NVIDIA "Matrix Multiplication Background" guide, wave
 # quantization and tile efficiency); a 0.72 asymptote with halves m 128, n 256 puts a
 # 4096 x 4096 layer at 0.66 (AMSP's 64% MFU on 8 A800s, §III) and Megatron's 1T layer
 # (m 2048, n 25600/8) at 0.63 (52% HFU on 3,072 A100s with bubble and TP communication).
-NCCL = dict(intra_node_latency_us=5.7, inter_node_latency_us=6.6, msg_half_bytes=65536.0,
-            compute_efficiency=0.72, gemm_half_m=128.0, gemm_half_n=256.0)
+NCCL = dict(intra_node_latency_us=3.4, inter_node_latency_us=14.0, collective_base_latency_us=8.4,
+            msg_half_bytes=16384.0, compute_efficiency=0.72, gemm_half_m=128.0,
+            gemm_half_n=256.0)
 
 CLUSTER_PRESETS: dict[str, Cluster] = {
     # This kind of machine: 2 cores, one trial rank per core, gloo over loopback.
