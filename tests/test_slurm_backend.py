@@ -87,7 +87,8 @@ def test_cancel_ends_the_job_and_its_ranks(tmp_path):
         time.sleep(0.5)
     assert not processes_naming(str(tmp_path / "hang"))
     result = wait_for_result(handle)
-    assert result.status == "failed" and "CANCELLED" in result.error
+    assert result.status == "failed" and "cancelled (ended" in result.error
+    assert handle.requeues == 0  # one job: a cancel is never undone by a resubmission
     assert sacct_state(handle.job.job_id).startswith("CANCELLED")
 
 

@@ -13,7 +13,8 @@ with --no-requeue, so Slurm's own requeue does not hide a node failure from that
 that failed after the trial wrote its result keeps that result (e.g. oom from the job itself),
 unless Slurm ended it (time limit, node failure, preemption). The tasks ignore the SIGUSR2
 submitit asks for ahead of the limit (process_trial._on_node), so the limit ends a job as
-TIMEOUT.
+TIMEOUT. A cancelled trial is never submitted again, whatever state Slurm reports while it
+ends the job.
 States come from submitit's watcher, which on its own backs off to one sacct call every ten
 minutes (half the time since the last submission); a handle forces a call at most every
 `STATE_REFRESH_S`, so a trial's end is seen within seconds and its nodes do not sit idle.
@@ -68,6 +69,7 @@ class SlurmHandle(TrialHandle):
         self.request = request
         self.job = job
         self.requeues = requeues
+        self.cancelled = False  # a cancelled trial is never submitted again
 
     @classmethod
     def _refresh_mode(cls) -> str:
@@ -87,7 +89,8 @@ class SlurmHandle(TrialHandle):
                 return TrialResult.from_dict(self.job.results()[0])
             except Exception as exc:
                 return TrialResult(status="failed", error=f"Slurm job {self.job.job_id}: {exc}"[:2000])
-        if state in RETRYABLE and self.requeues < self.backend.spec.max_requeues:
+        retry = state in RETRYABLE and not self.cancelled
+        if retry and self.requeues < self.backend.spec.max_requeues:
             self.requeues += 1
             self.job = self.backend.executor_for(self.request).submit(task_of(self.request),
                                                                       self.request)
@@ -98,11 +101,14 @@ class SlurmHandle(TrialHandle):
             return own
         status = STATUS_OF.get(state, "failed")
         detail = f"Slurm job {self.job.job_id} ended {state}"
-        if state in RETRYABLE:
+        if self.cancelled:
+            detail = f"Slurm job {self.job.job_id} cancelled (ended {state})"
+        elif state in RETRYABLE:
             detail += f" after {self.requeues} resubmissions"
         return TrialResult(status=status, error=detail, world_size=self.request.world_size)
 
     def cancel(self) -> None:
+        self.cancelled = True
         self.job.cancel(check=False)
 
     def info(self) -> dict[str, Any]:
