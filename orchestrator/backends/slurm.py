@@ -89,8 +89,8 @@ class SlurmHandle(TrialHandle):
                 return TrialResult.from_dict(self.job.results()[0])
             except Exception as exc:
                 return TrialResult(status="failed", error=f"Slurm job {self.job.job_id}: {exc}"[:2000])
-        retry = state in RETRYABLE and not self.cancelled
-        if retry and self.requeues < self.backend.spec.max_requeues:
+        if state in RETRYABLE and not self.cancelled and \
+                self.requeues < self.backend.spec.max_requeues:
             self.requeues += 1
             self.job = self.backend.executor_for(self.request).submit(task_of(self.request),
                                                                       self.request)
@@ -100,11 +100,12 @@ class SlurmHandle(TrialHandle):
         if own.status != "failed" or (self.request.folder.result_file.exists() and not slurm_says):
             return own
         status = STATUS_OF.get(state, "failed")
-        detail = f"Slurm job {self.job.job_id} ended {state}"
         if self.cancelled:
             detail = f"Slurm job {self.job.job_id} cancelled (ended {state})"
-        elif state in RETRYABLE:
-            detail += f" after {self.requeues} resubmissions"
+        else:
+            detail = f"Slurm job {self.job.job_id} ended {state}"
+            if state in RETRYABLE:
+                detail += f" after {self.requeues} resubmissions"
         return TrialResult(status=status, error=detail, world_size=self.request.world_size)
 
     def cancel(self) -> None:

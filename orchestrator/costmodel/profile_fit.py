@@ -100,17 +100,16 @@ def profiled_cluster(base: Cluster, profile: dict, name: str | None = None) -> C
         link = fit_link(inside)
         gbps = float(min(link.bandwidth / efficiency / 1e9, 1e6))
         latency_us = float(link.latency_s * 1e6)
-        # The fitted per-step latency absorbs the chunk and per-call costs the stock one has.
         # Unmeasured, the network between nodes is never faster than the links inside one.
-        changes.update(intra_node_gbps=gbps, intra_node_latency_us=latency_us, msg_half_bytes=0.0,
-                       collective_base_latency_us=0.0,
+        changes.update(intra_node_gbps=gbps, intra_node_latency_us=latency_us,
                        inter_node_gbps=min(base.inter_node_gbps, gbps),
                        inter_node_latency_us=max(base.inter_node_latency_us, latency_us))
     if between:
         net = fit_link(between)
         per_node = profile.get("ranks_per_node", base.gpus_per_node)
-        changes.update(msg_half_bytes=0.0, collective_base_latency_us=0.0,
-                       inter_node_latency_us=float(net.latency_s * 1e6),
+        changes.update(inter_node_latency_us=float(net.latency_s * 1e6),
                        inter_node_gbps=float(min(net.bandwidth * per_node / efficiency / 1e9,
                                                  1e6)))
+    if inside or between:  # a fitted per-step latency holds the stock chunk and per-call costs
+        changes.update(msg_half_bytes=0.0, collective_base_latency_us=0.0)
     return base.model_copy(update=changes)
