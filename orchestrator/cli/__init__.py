@@ -20,6 +20,12 @@ from orchestrator.cli.common import console
 from orchestrator.cli.service import server_app
 from orchestrator.errors import Detached, UserError, one_line
 
+# Typer 0.29 and later raise their own usage errors and aborts (under typer.TyperException and
+# typer.Abort); earlier releases raise click's.
+_TYPER_ERRORS = (typer.TyperException,) if hasattr(typer, "TyperException") else ()
+USAGE_ERRORS = (click.exceptions.UsageError, *_TYPER_ERRORS)
+ABORTS = (click.exceptions.Abort, typer.Abort, KeyboardInterrupt)
+
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
     help="Find the fastest parallelism and sharding for training an LLM on a cluster.",
@@ -44,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         console.print(one_line(f"error: {exc}"), markup=False, highlight=False, soft_wrap=True)
         return 2
-    except click.exceptions.UsageError as exc:
+    except USAGE_ERRORS as exc:
         console.print(one_line(f"error: {exc.format_message()}"), markup=False, highlight=False,
                       soft_wrap=True)
         return 2
@@ -52,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"detached; continue with `paratune resume {exc.campaign}`", markup=False,
                       highlight=False)
         return 143
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except ABORTS:
         code = 130
     if code == 130:  # an interrupt, which Typer turns into this exit code
         console.print("interrupted; continue with `paratune resume CAMPAIGN`", markup=False)
