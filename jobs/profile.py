@@ -1,13 +1,14 @@
-"""The profiling job `paratune profile` submits: GEMM speed by shape, collective time by size.
+"""The profiling job `paratune profile` submits: model steps by shape, collective time by size.
 
 Run under torchrun like a trial (`torchrun --nproc_per_node=W -m jobs.profile`). Every rank
-times fp32 (CPU) or bf16 (GPU) forward and backward passes of a layer's GEMMs at m tokens and
-width n at once, as a trial's ranks share the machine; then the ranks time all-reduce and
-all-gather over groups of consecutive ranks, for message sizes from 4 KB to 16 MB: every size
-that divides the ranks of a node, and on several nodes every multiple of a node that divides
-the world (each row says how many nodes its group spans). Rank 0 writes a trial result whose
-`extra.profile` holds the measurements; the cost model's fit (costmodel/profile_fit.py) turns
-them into a cluster preset. As Galvatron and Alpa profile before they plan.
+times fp32 (CPU) or bf16 (GPU) training steps (forward, loss, backward) of the built-in
+trainer's LLaMA at m tokens and width n, and an AdamW step over its weights, at once, as a
+trial's ranks share the machine; then the ranks time all-reduce and all-gather over groups
+of consecutive ranks, for message sizes from 4 KB to 16 MB: every size that divides the
+ranks of a node, and on several nodes every multiple of a node that divides the world (each
+row says how many nodes its group spans). Rank 0 writes a trial result whose `extra.profile` holds the measurements; the cost model's
+fit (costmodel/profile_fit.py) turns them into a cluster preset. As Galvatron and Alpa
+profile before they plan.
 """
 
 from __future__ import annotations
@@ -21,23 +22,30 @@ import time
 import torch
 import torch.distributed as dist
 
+from jobs.model import ModelArgs, Transformer
 from jobs.shutdown import leave
-from orchestrator.result import TrialResult
+from orchestrator.result import TrialResult, training_flops_per_iteration
 
-ROWS = (16, 64, 256, 1024)
-COLUMNS = (16, 64, 256, 1024)
+# Tokens per rank (m) and width (n) the compute grid times, by device: the shapes trials on
+# it run (a CPU trains models of width 64-512 at a few hundred tokens; a GPU thousands).
+GRIDS = {"cpu": ((64, 128, 256, 512, 1024), (64, 128, 256, 512)),
+         "cuda": ((512, 1024, 2048, 4096, 8192), (512, 1024, 2048, 4096))}
 SIZES = tuple(4096 * 4**i for i in range(7))  # 4 KB .. 16 MB
+PROFILE_LAYERS = 4  # the built-in trainer's tiny model's depth
+HEAD_DIM = 64
+VOCAB_PER_WIDTH = 8  # LLaMA's 32,000 over 4,096; the tiny model's 2,048 over 256
 
 
 def timed(fn, min_time_s: float = 0.02, repeats: int = 5) -> float:
-    """Median seconds of one call, each sample long enough to time."""
+    """Median seconds of one call, each sample long enough to time (fewer samples of a call
+    that alone takes a second)."""
     fn()
     calls, start = 1, time.perf_counter()
     fn()
     once = max(time.perf_counter() - start, 1e-7)
     calls = max(1, int(min_time_s / once))
     samples = []
-    for _ in range(repeats):
+    for _ in range(repeats if once < 1.0 else 3):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
@@ -45,33 +53,63 @@ def timed(fn, min_time_s: float = 0.02, repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
-def layer_rates(device: torch.device, dtype: torch.dtype) -> list[dict]:
-    """Forward and backward of one LLaMA-style layer's linear work at m tokens and width n
-    (QKV and output projections, gated MLP of 8n/3, two norms, SiLU, residuals): the kernels
-    a trial's step is made of, with autograd, at the shapes the cost model keys on. FLOPs are
-    counted as the cost model counts them: 3 × 2·m·(4n² + 3·n·f)."""
-    out = []
-    for m in ROWS:
-        for n in COLUMNS:
-            f = max(1, round(8 * n / 3))
-            x = torch.randn(m, n, device=device, dtype=dtype, requires_grad=True)
-            qkv, proj = torch.nn.Linear(n, 3 * n, bias=False), torch.nn.Linear(n, n, bias=False)
-            up, down = torch.nn.Linear(n, 2 * f, bias=False), torch.nn.Linear(f, n, bias=False)
-            for layer in (qkv, proj, up, down):
-                layer.to(device=device, dtype=dtype)
+def profile_model(n: int, seq_len: int) -> ModelArgs:
+    """The trainer's LLaMA at width n: heads of 64, a SwiGLU of 8n/3, a vocabulary of 8n."""
+    return ModelArgs(num_layers=PROFILE_LAYERS, hidden=n, num_heads=max(1, n // HEAD_DIM),
+                     ffn_hidden=max(1, round(8 * n / 3)), vocab_size=VOCAB_PER_WIDTH * n,
+                     seq_len=seq_len)
 
-            def run(x=x, qkv=qkv, proj=proj, up=up, down=down, n=n, f=f):
-                h = torch.nn.functional.layer_norm(x, (n,))
-                o = x + proj(qkv(h)[:, :n])
-                gate, value = up(torch.nn.functional.layer_norm(o, (n,))).split(f, dim=1)
-                (o + down(torch.nn.functional.silu(gate) * value)).sum().backward()
+
+def model_rates(device: torch.device, dtype: torch.dtype, seq_len: int) -> list[dict]:
+    """Forward, loss and backward of the built-in trainer's model (jobs/model.py: embedding,
+    RMSNorm, rotary attention, SwiGLU, logits, cross-entropy) at m tokens per rank and width
+    n, in sequences of min(m, seq_len): a trial's step, not only its GEMMs, so the fitted
+    efficiency holds the attention, element-wise and loss kernels and their per-op cost as
+    MFU does. FLOPs are counted as the cost model counts them (orchestrator.result)."""
+    rows, columns = GRIDS["cuda" if device.type == "cuda" else "cpu"]
+    out = []
+    for n in columns:
+        for m in rows:
+            seq = min(m, seq_len)
+            args = profile_model(n, seq)
+            model = Transformer(args).to(device=device, dtype=dtype)
+            tokens = torch.randint(0, args.vocab_size, (max(1, m // seq), seq), device=device)
+
+            def step(model=model, tokens=tokens):
+                logits = model(tokens)
+                loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(),
+                                                         tokens.flatten())
+                loss.backward()
                 if device.type == "cuda":
                     torch.cuda.synchronize()
 
-            seconds = timed(run)
-            flops = 3 * 2 * m * (4 * n * n + 3 * n * f)
-            out.append({"m": m, "n": n, "tflops": flops / seconds / 1e12})
+            seconds = timed(step)
+            model.zero_grad(set_to_none=True)
+            flops = training_flops_per_iteration(
+                tokens=tokens.numel(), seq_len=seq, num_layers=args.num_layers, hidden=n,
+                vocab_size=args.vocab_size, ffn_hidden=args.ffn_hidden, gated_mlp=True)
+            out.append({"m": tokens.numel(), "n": n, "seq_len": seq,
+                        "tflops": flops / seconds / 1e12})
     return out
+
+
+def optimizer_rate(device: torch.device, seq_len: int) -> dict:
+    """Seconds of one AdamW step (torch's default implementation, as the trainer builds it)
+    over the weights of the profile's model at the grid's middle width: the optimizer's
+    memory-bound pass over weights, gradients and moments, which no FLOP count sees."""
+    columns = GRIDS["cuda" if device.type == "cuda" else "cpu"][1]
+    model = Transformer(profile_model(columns[len(columns) // 2], seq_len)).to(device)
+    params = list(model.parameters())
+    for p in params:
+        p.grad = torch.randn_like(p)
+    optimizer = torch.optim.AdamW(params, lr=1e-4)
+
+    def step():
+        optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    return {"params": sum(p.numel() for p in params), "seconds": timed(step)}
 
 
 def group_sizes(world: int, per_node: int) -> list[int]:
@@ -110,7 +148,10 @@ def collective_times(device: torch.device, world: int, per_node: int) -> list[di
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seq-len", type=int, default=2048,
+                        help="the sequence length of the campaigns the preset is for")
+    args = parser.parse_args()
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -119,14 +160,16 @@ def main() -> None:
         torch.cuda.set_device(device)
     dtype = torch.bfloat16 if cuda else torch.float32
     dist.barrier()
-    layers = layer_rates(device, dtype)
+    layers = model_rates(device, dtype, args.seq_len)
+    optimizer = optimizer_rate(device, args.seq_len)
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     collectives = collective_times(device, world, per_node)
     if rank == 0:
         result = TrialResult(status="ok", world_size=world, extra={"profile": {
             "device": torch.cuda.get_device_name(device) if cuda else "cpu",
             "world_size": world, "ranks_per_node": per_node, "nodes": world // per_node,
-            "dtype": str(dtype), "layers": layers,
+            "dtype": str(dtype), "seq_len": args.seq_len, "layers": layers,
+            "optimizer": optimizer,
             "collectives": collectives}})
         with open(os.environ["PARATUNE_RESULT_FILE"], "w") as f:
             json.dump(result.to_dict(), f)

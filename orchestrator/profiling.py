@@ -37,15 +37,17 @@ class ProfileTarget:
     ranks_per_node: int = 2
     env: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None
+    seq_len: int = 2048  # of the sequences the profiled model steps (campaigns' seq_len)
 
     @property
     def world_size(self) -> int:
         return self.nodes * self.ranks_per_node
 
 
-def local_target(cluster: str, ranks: int) -> ProfileTarget:
-    """This machine, one node, a stock preset."""
-    from orchestrator.presets import CLUSTER_PRESETS
+def local_target(cluster: str, ranks: int, seq_len: int | None = None) -> ProfileTarget:
+    """This machine, one node, a stock preset; sequences of `seq_len` tokens, by default the
+    tiny model's on a CPU preset (what CPU campaigns train) and LLaMA's 2,048 on a GPU's."""
+    from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
     from orchestrator.spec import LocalBackendSpec
 
     if cluster not in CLUSTER_PRESETS:
@@ -55,11 +57,15 @@ def local_target(cluster: str, ranks: int) -> ProfileTarget:
     if not 1 <= ranks <= base.gpus_per_node:
         raise UserError(f"--gpus: {ranks} is not 1..{base.gpus_per_node} (the profile runs on "
                         "one node here; --spec runs it on a campaign's nodes)")
-    return ProfileTarget(LocalBackendSpec(), base, 1, ranks)
+    if seq_len is None:
+        seq_len = MODEL_PRESETS["tiny"].seq_len if base.device == "cpu" else 2048
+    return ProfileTarget(LocalBackendSpec(), base, 1, ranks, seq_len=seq_len)
 
 
-def spec_target(spec, nodes: int | None, ranks: int | None) -> ProfileTarget:
-    """A campaign's backend, cluster, nodes (or `nodes`) and trial environment."""
+def spec_target(spec, nodes: int | None, ranks: int | None, seq_len: int | None = None
+                ) -> ProfileTarget:
+    """A campaign's backend, cluster, nodes (or `nodes`), trial environment and sequence
+    length (or `seq_len`)."""
     if spec.backend.kind == "simulated":
         raise UserError("--spec: backend.kind is simulated; a profile measures hardware: use "
                         "a spec whose backend is local, slurm or ray")
@@ -72,12 +78,13 @@ def spec_target(spec, nodes: int | None, ranks: int | None) -> ProfileTarget:
     if not 1 <= per_node <= spec.gpus_per_node:
         raise UserError(f"--gpus: {per_node} is not 1..{spec.gpus_per_node} (scale.gpus_per_node)")
     return ProfileTarget(spec.backend, spec.cluster, count, per_node, dict(spec.trial.env),
-                         spec.trial.workdir)
+                         spec.trial.workdir, seq_len or spec.model.seq_len)
 
 
 def profile_request(folder: TrialFolder, target: ProfileTarget, timeout_s: float
                     ) -> TrialRequest:
-    run = TrainerRun(program=["-m", "jobs.profile"], launcher="torchrun")
+    run = TrainerRun(program=["-m", "jobs.profile", "--seq-len", str(target.seq_len)],
+                     launcher="torchrun")
     world = target.world_size
     measure = Measure(world_size=world, seq_len=1, tokens_per_step=1,
                       model_flops_per_step=0.0, peak_tflops=1.0, warmup_steps=0)

@@ -116,6 +116,21 @@ def test_compute_efficiency_grows_with_the_gemm_shape():
     assert eff[0] < eff[1] < eff[2] < CLUSTER_PRESETS["frontier"].compute_efficiency
 
 
+def test_the_optimizer_step_prices_the_shard_a_rank_updates():
+    """A measured AdamW time per parameter, over Ψ (DDP) or Ψ/dp (ZeRO-1): unpriced at 0."""
+    cluster = A800.model_copy(update={"optimizer_ns_per_param": 2.0})
+    cost = CostModel(MODEL_PRESETS["llama-7b"], cluster, 8)
+    base = ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=1)
+    psi = cost.model.num_params
+    for scheme, shard in (("ddp", 1), ("zero1", 8)):
+        config = dataclasses.replace(base, sharding=ShardingFactors.named(scheme, 8, 1))
+        priced = cost.estimate(config).time
+        assert priced.optimizer_s == pytest.approx(2e-9 * psi / shard)
+        unpriced = CostModel(MODEL_PRESETS["llama-7b"], A800, 8).estimate(config).time
+        assert unpriced.optimizer_s == 0
+        assert priced.total_s == pytest.approx(unpriced.total_s + priced.optimizer_s)
+
+
 def test_sharded_schemes_gather_per_module():
     """ZeRO-3 issues 3 collectives per linear module, layer and micro-batch: 7 per LLaMA layer;
     FSDP 3 per block and 3 for the root module (embeddings and head)."""

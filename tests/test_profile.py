@@ -25,7 +25,8 @@ def synthetic_profile(eff=0.5, hm=64.0, hn=16.0, bw=2e9, alpha=300e-6) -> dict:
         for v in (4096 * 4**i for i in range(7)):
             seconds = rounds * (0.5 * v / bw + alpha)
             collectives.append({"op": op, "group": 2, "bytes": v, "seconds": seconds})
-    return {"device": "cpu", "world_size": 2, "layers": gemm, "collectives": collectives}
+    return {"device": "cpu", "world_size": 2, "layers": gemm, "collectives": collectives,
+            "optimizer": {"params": 4_000_000, "seconds": 0.01}}
 
 
 def test_fits_recover_known_constants():
@@ -35,6 +36,7 @@ def test_fits_recover_known_constants():
     link = fit_link(profile["collectives"])
     assert link.bandwidth == pytest.approx(2e9, rel=1e-6)
     assert link.latency_s == pytest.approx(300e-6, rel=1e-6)
+    assert profiled_cluster(CPU, profile).optimizer_ns_per_param == pytest.approx(2.5)
 
 
 def test_a_device_faster_than_the_nominal_peak_raises_the_peak_not_the_shape():
@@ -97,13 +99,46 @@ def test_profile_refuses_several_nodes_on_ray(cli, tmp_path):
     assert code == 2 and "not a node count the ray backend profiles" in err
 
 
+def test_the_profile_steps_the_trainers_model_at_each_shape(monkeypatch):
+    """A training step of jobs/model.py's LLaMA per (m, n), in sequences of at most the
+    campaign's length, its rate counted in the cost model's FLOPs."""
+    import torch
+
+    from jobs import profile as job
+
+    monkeypatch.setitem(job.GRIDS, "cpu", ((64, 256), (64,)))
+    rows = job.model_rates(torch.device("cpu"), torch.float32, seq_len=128)
+    assert [(r["m"], r["n"], r["seq_len"]) for r in rows] == [(64, 64, 64), (256, 64, 128)]
+    assert all(0 < r["tflops"] < 10 for r in rows)
+
+
+@pytest.mark.parametrize("preset,seq_len", [("cpu-local", 128), ("a100-80g", 2048)])
+def test_the_profiled_sequence_length_defaults_to_what_campaigns_train(preset, seq_len,
+                                                                       tmp_path):
+    from orchestrator.profiling import local_target, profile_request, spec_target
+    from orchestrator.trial_folder import TrialFolder
+
+    target = local_target(preset, 1)
+    assert target.seq_len == seq_len
+    assert local_target(preset, 1, seq_len=512).seq_len == 512
+    request = profile_request(TrialFolder(tmp_path / "p"), target, timeout_s=60)
+    assert request.run.program == ["-m", "jobs.profile", "--seq-len", str(seq_len)]
+    spec = load_spec(EXAMPLES / "quickstart.yaml")
+    assert spec_target(spec, None, None).seq_len == spec.model.seq_len
+    assert spec_target(spec, None, None, seq_len=64).seq_len == 64
+
+
 @pytest.mark.slow
 def test_profile_job_runs_through_the_local_backend(tmp_path, cli):
     out = tmp_path / "cpu.yaml"
     code, stdout, err = cli("profile", "--out", str(out), "--runs-dir", str(tmp_path), "--json")
     assert code == 0, err
     data = json.loads(stdout)
-    assert len(data["profile"]["layers"]) == 16 and data["profile"]["collectives"]
+    from jobs.profile import GRIDS
+
+    rows, columns = GRIDS["cpu"]
+    assert len(data["profile"]["layers"]) == len(rows) * len(columns)
+    assert data["profile"]["collectives"] and data["profile"]["seq_len"] == 128
     spec = load_spec(EXAMPLES / "calibration-cpu.yaml", [f"cluster={out}"])
     assert spec.cluster.name == "cpu-local-profiled" and 0 < spec.cluster.compute_efficiency <= 1
 

@@ -1,4 +1,4 @@
-"""`paratune profile`: measure GEMMs and collectives, write the cluster preset they fit.
+"""`paratune profile`: time model steps by shape and collectives, write the preset they fit.
 
 Without a spec the job runs here, on one node, through the local backend. With `--spec` it
 goes through that campaign's backend (local or Ray: one node; Slurm: its nodes), with its
@@ -26,12 +26,16 @@ def profile(
                                              "backend and refine its cluster preset"),
     nodes: Optional[int] = typer.Option(None, "--nodes", help="nodes to profile (with --spec; "
                                         "default: the spec's scale.nodes)"),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, help="sequence length "
+                                          "the profiled model steps (default: the spec's "
+                                          "model's; without a spec 128 on cpu presets, else "
+                                          "2048)"),
     out_file: Path = typer.Option(Path("presets/profiled.yaml"), "--out",
                                   help="where to write the cluster preset"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Measure GEMMs and collectives (here, or with --spec through a campaign's backend on
+    """Time model steps by shape and collectives (here, or with --spec through a campaign's backend on
     its nodes); write a cluster preset that a spec names with `cluster: FILE`."""
     from orchestrator.backends import make_backend
     from orchestrator.paths import runs_root
@@ -43,11 +47,11 @@ def profile(
         if nodes not in (None, 1):
             raise UserError("--nodes: profiling several nodes needs --spec SPEC with a slurm "
                             "backend, which reaches them")
-        target = local_target(cluster or "cpu-local", 2 if gpus is None else gpus)
+        target = local_target(cluster or "cpu-local", 2 if gpus is None else gpus, seq_len)
     else:
         if cluster is not None:
             raise UserError("--cluster: with --spec the spec's cluster preset is the one refined")
-        target = spec_target(load_spec(spec_file), nodes, gpus)
+        target = spec_target(load_spec(spec_file), nodes, gpus, seq_len)
     folder = TrialFolder(runs_root(runs_dir) / "_profile" / f"profile-{target.base.name}")
     backend = make_backend(target.backend, gpus_per_node=target.ranks_per_node,
                            use_gpus=target.base.device != "cpu")

@@ -19,6 +19,8 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
   built-in trainer and torchtitan run ZeRO stages on: runtime.py) put the same collectives
   in these terms by FSDP unit, not module (`pytorch_data_parallel_comm`).
   Overlap: see coefficients.py.
+- Optimizer: one AdamW pass over the rank's shard of the weights (Ψ/s_os parameters) at the
+  cluster's measured time per parameter (0 in the stock presets: unpriced).
 """
 
 from __future__ import annotations
@@ -66,13 +68,15 @@ class StepTime:
     pp_comm_s: float
     dp_comm: DataParallelComm
     dp_exposed_s: float
+    # The optimizer step over this rank's shard of the weights (scaled with compute).
+    optimizer_s: float = 0.0
     # The part of tp_comm_s + pp_comm_s that is per-step latency, not bandwidth.
     model_parallel_latency_s: float = 0.0
 
     @property
     def total_s(self) -> float:
         return (self.compute_s + self.bubble_s + self.overhead_s + self.tp_comm_s
-                + self.pp_comm_s + self.dp_exposed_s)
+                + self.pp_comm_s + self.dp_exposed_s + self.optimizer_s)
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -82,7 +86,7 @@ class StepTime:
             "dp_t_p_s": self.dp_comm.t_p, "dp_t_g_s": self.dp_comm.t_g,
             "dp_t_os0_s": self.dp_comm.t_os0, "dp_t_os1_s": self.dp_comm.t_os1,
             "dp_comm_s": self.dp_comm.total, "dp_exposed_s": self.dp_exposed_s,
-            "step_time_s": self.total_s,
+            "optimizer_s": self.optimizer_s, "step_time_s": self.total_s,
         }
 
 
@@ -226,7 +230,10 @@ def step_time(
 
     params = params_on_first_stage(model, config)
     weight_bytes = 2 if precision == "bf16-mixed" else 4
-    engine = config.factors(gpus_per_node, runtime.zero_engine).engine
+    factors = config.factors(gpus_per_node, runtime.zero_engine)
+    engine = factors.engine
+    # Each rank updates the optimizer shard it holds (every ZeRO scheme has s_os >= s_g >= s_p).
+    optimizer = cluster.optimizer_ns_per_param * 1e-9 * params / factors.sos
     dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c, layers,
                             modules_per_layer(model, engine), runtime)
     if c.dp_exposure is not None:
@@ -243,4 +250,5 @@ def step_time(
         model_parallel_latency_s=(tp_comm - tp_bw + pp_comm - pp_bw) * lat_scale,
         dp_comm=dp,
         dp_exposed_s=exposed * c.scale_data_parallel_comm,
+        optimizer_s=optimizer * c.scale_compute,
     )

@@ -1,12 +1,14 @@
 """Fit a cluster preset to what `paratune profile` measured (jobs/profile.py): pure arithmetic.
 
-- Layers: the measured fraction of peak of a layer's GEMMs, forward and backward, at each
-  (m tokens, width n) against compute.py's shape model
+- Compute: the measured fraction of peak of a model's training step (jobs/profile.py: the
+  built-in trainer's LLaMA, so attention, norms, loss and per-op costs count as in a trial),
+  at each (m tokens, width n), against compute.py's shape model
   `E · m/(m + half_m) · n/(n + half_n)`: a grid over the two halves, E in closed form by
   relative least squares. E is relative to the preset's nominal peak; where the device beats
   it (a CPU's nominal peak assumes a base clock and one FMA width), the profiled preset's
   peak is raised to the measured one and E set to 1, so the fitted shape is kept whole
   (capping E at 1 instead left every prediction slow by the factor cut off).
+- Optimizer: the measured seconds of an AdamW step over the parameters it updated.
 - Collectives: collectives.py's ring model, all-reduce `2(p-1)/p · v/bw + 2(p-1)·α` and
   all-gather `(p-1)/p · v/bw + (p-1)·α`, fitted by non-negative least squares on relative
   errors: inside a node (bw the device's link), and apart for groups that span nodes (bw the
@@ -48,7 +50,7 @@ def _shape(m: float, n: float, hm: float, hn: float) -> float:
 
 
 def fit_gemm(rows: list[dict], peak_tflops: float) -> GemmFit:
-    """rows: {"m", "n", "tflops"} per measured GEMM."""
+    """rows: {"m", "n", "tflops"} per measured shape (m tokens per rank, width n)."""
     effs = [r["tflops"] / peak_tflops for r in rows]
     best = None
     for hm in HALVES:
@@ -92,6 +94,10 @@ def profiled_cluster(base: Cluster, profile: dict, name: str | None = None) -> C
                      "gemm_half_m": float(gemm.half_m), "gemm_half_n": float(gemm.half_n)}
     if gemm.efficiency > 1.0:  # faster than the nominal peak: the peak was wrong, not E
         changes["peak_tflops"] = float(base.peak_tflops * gemm.efficiency)
+    optimizer = profile.get("optimizer")
+    if optimizer and optimizer["params"] > 0:
+        changes["optimizer_ns_per_param"] = float(optimizer["seconds"] / optimizer["params"]
+                                                  * 1e9)
     rows = profile.get("collectives", [])
     inside = [r for r in rows if r.get("nodes", 1) == 1 and r["group"] <= base.gpus_per_node]
     between = [r for r in rows if r.get("nodes", 1) > 1]

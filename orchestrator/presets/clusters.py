@@ -41,6 +41,10 @@ class Cluster(BaseModel):
     # Per-step chunk (bytes) at which a collective reaches half its link bandwidth
     # (costmodel/collectives.py). 0 = latency only.
     msg_half_bytes: float = Field(default=0.0, ge=0, le=1e12)
+    # Time of one optimizer (AdamW) step per parameter a rank updates: a memory-bound pass
+    # over weights, gradients and both moments. 0 = not priced (the stock GPU presets: about
+    # 1% of a step at their scales, docs/costmodel.md); `paratune profile` measures it.
+    optimizer_ns_per_param: float = Field(default=0.0, ge=0, le=1e9)
     # Memory a process holds before the model exists (CUDA context, allocator, torch itself).
     runtime_overhead_gb: float = Field(default=1.0, ge=0, le=1e6)
     # Communication backend the built-in trial job uses on this cluster.
