@@ -72,7 +72,8 @@ def model_rates(device: torch.device, dtype: torch.dtype, seq_len: int) -> list[
         for m in rows:
             seq = min(m, seq_len)
             args = profile_model(n, seq)
-            model = Transformer(args).to(device=device, dtype=dtype)
+            with device:  # built where it runs: a GPU grid's largest model has 1B weights
+                model = Transformer(args).to(dtype=dtype)
             tokens = torch.randint(0, args.vocab_size, (max(1, m // seq), seq), device=device)
 
             def step(model=model, tokens=tokens):
@@ -98,7 +99,8 @@ def optimizer_rate(device: torch.device, seq_len: int) -> dict:
     over the weights of the profile's model at the grid's middle width: the optimizer's
     memory-bound pass over weights, gradients and moments, which no FLOP count sees."""
     columns = GRIDS["cuda" if device.type == "cuda" else "cpu"][1]
-    model = Transformer(profile_model(columns[len(columns) // 2], seq_len)).to(device)
+    with device:
+        model = Transformer(profile_model(columns[len(columns) // 2], seq_len))
     params = list(model.parameters())
     for p in params:
         p.grad = torch.randn_like(p)
