@@ -35,8 +35,8 @@ def profile(
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Time model steps by shape and collectives (here, or with --spec through a campaign's backend on
-    its nodes); write a cluster preset that a spec names with `cluster: FILE`."""
+    """Time model steps by shape and collectives (here, or with --spec through a campaign's
+    backend on its nodes); write a cluster preset that a spec names with `cluster: FILE`."""
     from orchestrator.backends import make_backend
     from orchestrator.paths import runs_root
     from orchestrator.profiling import local_target, run_profile, spec_target, write_preset
