@@ -27,8 +27,8 @@ from jobs.shutdown import leave
 from orchestrator.result import TrialResult, training_flops_per_iteration
 
 # Tokens per rank (m) and width (n) the compute grid times, by device: the shapes trials on
-# it run (a CPU trains models of width 64-512 at a few hundred tokens; a GPU thousands).
-GRIDS = {"cpu": ((64, 128, 256, 512, 1024), (64, 128, 256, 512)),
+# it run (a CPU trains models a few hundred wide at a few hundred tokens; a GPU thousands).
+GRIDS = {"cpu": ((64, 128, 256, 512), (64, 128, 256)),
          "cuda": ((512, 1024, 2048, 4096, 8192), (512, 1024, 2048, 4096))}
 SIZES = tuple(4096 * 4**i for i in range(7))  # 4 KB .. 16 MB
 PROFILE_LAYERS = 4  # the built-in trainer's tiny model's depth
@@ -37,15 +37,15 @@ VOCAB_PER_WIDTH = 8  # LLaMA's 32,000 over 4,096; the tiny model's 2,048 over 25
 
 
 def timed(fn, min_time_s: float = 0.02, repeats: int = 5) -> float:
-    """Median seconds of one call, each sample long enough to time (fewer samples of a call
-    that alone takes a second)."""
+    """Median seconds of one call, each sample long enough to time (three samples of a call
+    that alone takes a tenth of a second: its own length keeps noise down)."""
     fn()
     calls, start = 1, time.perf_counter()
     fn()
     once = max(time.perf_counter() - start, 1e-7)
     calls = max(1, int(min_time_s / once))
     samples = []
-    for _ in range(repeats if once < 1.0 else 3):
+    for _ in range(repeats if once < 0.1 else 3):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
