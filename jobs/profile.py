@@ -6,9 +6,9 @@ trainer's LLaMA at m tokens and width n, and an AdamW step over its weights, at 
 trial's ranks share the machine; then the ranks time all-reduce and all-gather over groups
 of consecutive ranks, for message sizes from 4 KB to 16 MB: every size that divides the
 ranks of a node, and on several nodes every multiple of a node that divides the world (each
-row says how many nodes its group spans). Rank 0 writes a trial result whose `extra.profile` holds the measurements; the cost model's
-fit (costmodel/profile_fit.py) turns them into a cluster preset. As Galvatron and Alpa
-profile before they plan.
+row says how many nodes its group spans). Rank 0 writes a trial result whose
+`extra.profile` holds the measurements; the cost model's fit (costmodel/profile_fit.py) turns
+them into a cluster preset. As Galvatron and Alpa profile before they plan.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from jobs.model import ModelArgs, Transformer
+from jobs.model import ModelArgs, Transformer, num_params
 from jobs.shutdown import leave
 from orchestrator.result import TrialResult, training_flops_per_iteration
 
@@ -53,6 +53,17 @@ def timed(fn, min_time_s: float = 0.02, repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
+def grid(device: torch.device) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The (m, n) values this device's compute grid times."""
+    return GRIDS["cuda" if device.type == "cuda" else "cpu"]
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued kernels, so a timing covers them."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def profile_model(n: int, seq_len: int) -> ModelArgs:
     """The trainer's LLaMA at width n: heads of 64, a SwiGLU of 8n/3, a vocabulary of 8n."""
     return ModelArgs(num_layers=PROFILE_LAYERS, hidden=n, num_heads=max(1, n // HEAD_DIM),
@@ -66,7 +77,7 @@ def model_rates(device: torch.device, dtype: torch.dtype, seq_len: int) -> list[
     n, in sequences of min(m, seq_len): a trial's step, not only its GEMMs, so the fitted
     efficiency holds the attention, element-wise and loss kernels and their per-op cost as
     MFU does. FLOPs are counted as the cost model counts them (orchestrator.result)."""
-    rows, columns = GRIDS["cuda" if device.type == "cuda" else "cpu"]
+    rows, columns = grid(device)
     out = []
     for n in columns:
         for m in rows:
@@ -81,8 +92,7 @@ def model_rates(device: torch.device, dtype: torch.dtype, seq_len: int) -> list[
                 loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(),
                                                          tokens.flatten())
                 loss.backward()
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
+                synchronize(device)
 
             seconds = timed(step)
             model.zero_grad(set_to_none=True)
@@ -98,7 +108,7 @@ def optimizer_rate(device: torch.device, seq_len: int) -> dict:
     """Seconds of one AdamW step (torch's default implementation, as the trainer builds it)
     over the weights of the profile's model at the grid's middle width: the optimizer's
     memory-bound pass over weights, gradients and moments, which no FLOP count sees."""
-    columns = GRIDS["cuda" if device.type == "cuda" else "cpu"][1]
+    columns = grid(device)[1]
     with device:
         model = Transformer(profile_model(columns[len(columns) // 2], seq_len))
     params = list(model.parameters())
@@ -108,10 +118,9 @@ def optimizer_rate(device: torch.device, seq_len: int) -> dict:
 
     def step():
         optimizer.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        synchronize(device)
 
-    return {"params": sum(p.numel() for p in params), "seconds": timed(step)}
+    return {"params": num_params(model), "seconds": timed(step)}
 
 
 def group_sizes(world: int, per_node: int) -> list[int]:
