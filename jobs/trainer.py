@@ -39,6 +39,8 @@ def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     if m.num_heads % config.tp or m.kv_heads % config.tp:
         raise Infeasible(f"tp({config.tp}) must divide num_heads({m.num_heads}) and "
                          f"num_kv_heads({m.kv_heads})")
+    if m.ffn_hidden % config.tp:
+        raise Infeasible(f"tp({config.tp}) must divide ffn_hidden({m.ffn_hidden})")
     if m.num_layers % (config.pp * config.virtual_stages):
         raise Infeasible(f"pp({config.pp}) * virtual_stages({config.virtual_stages}) does not "
                          f"divide num_layers({m.num_layers})")

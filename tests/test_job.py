@@ -58,6 +58,18 @@ def test_unsupported_layout_is_infeasible_before_any_process_group(tmp_path):
     assert result["status"] == "infeasible" and "tp(2)" in result["error"]
 
 
+def test_tp_that_does_not_split_the_mlp_is_infeasible_not_a_crash():
+    """DTensor's colwise split of a 341-wide SwiGLU over 2 ranks fails in its first matmul;
+    the job says so before any process group instead."""
+    from jobs.config import JobConfig
+    from jobs.model import ModelArgs
+    from jobs.trainer import Infeasible, check_feasible
+
+    config = JobConfig(model=ModelArgs(hidden=128, num_heads=2, ffn_hidden=341), tp=2)
+    with pytest.raises(Infeasible, match=r"tp\(2\) must divide ffn_hidden\(341\)"):
+        check_feasible(config, 2)
+
+
 def test_gpu_check_script_runs_on_cpu_with_a_tiny_model(tmp_path):
     """The GPU check is run by hand on a lent GPU; here its code path is smoke-tested."""
     out = tmp_path / "rows.json"
