@@ -6,14 +6,16 @@ trainer's LLaMA at m tokens and width n, and an AdamW step over its weights, at 
 trial's ranks share the machine; then the ranks time all-reduce and all-gather over groups
 of consecutive ranks, for message sizes from 4 KB to 16 MB: every size that divides the
 ranks of a node, and on several nodes every multiple of a node that divides the world (each
-row says how many nodes its group spans). Rank 0 writes a trial result whose
-`extra.profile` holds the measurements; the cost model's fit (costmodel/profile_fit.py) turns
-them into a cluster preset. As Galvatron and Alpa profile before they plan.
+row says how many nodes its group spans); with two ranks or more, it also times the built-in
+trainer's own step as DDP, ZeRO-3 and TP (jobs/profile_runtime.py). Rank 0 writes a trial
+result whose `extra.profile` holds the measurements; the cost model's fit
+(costmodel/profile_fit.py) turns them into a cluster preset. As Galvatron and Alpa profile before they plan.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -23,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from jobs.model import ModelArgs, Transformer, num_params
+from jobs.profile_runtime import trainer_steps
 from jobs.shutdown import leave
 from orchestrator.result import TrialResult, training_flops_per_iteration
 
@@ -33,6 +36,7 @@ GRIDS = {"cpu": ((64, 128, 256, 512), (64, 128, 256)),
 SIZES = tuple(4096 * 4**i for i in range(7))  # 4 KB .. 16 MB
 PROFILE_LAYERS = 4  # the built-in trainer's tiny model's depth
 HEAD_DIM = 64
+FFN_MULTIPLE = 16
 VOCAB_PER_WIDTH = 8  # LLaMA's 32,000 over 4,096; the tiny model's 2,048 over 256
 
 
@@ -65,9 +69,11 @@ def synchronize(device: torch.device) -> None:
 
 
 def profile_model(n: int, seq_len: int) -> ModelArgs:
-    """The trainer's LLaMA at width n: heads of 64, a SwiGLU of 8n/3, a vocabulary of 8n."""
+    """The trainer's LLaMA at width n: heads of 64, a SwiGLU of 8n/3 (to a multiple of 16, so
+    tensor parallelism over up to 16 ranks splits it), a vocabulary of 8n."""
+    ffn = max(FFN_MULTIPLE, FFN_MULTIPLE * round(8 * n / 3 / FFN_MULTIPLE))
     return ModelArgs(num_layers=PROFILE_LAYERS, hidden=n, num_heads=max(1, n // HEAD_DIM),
-                     ffn_hidden=max(1, round(8 * n / 3)), vocab_size=VOCAB_PER_WIDTH * n,
+                     ffn_hidden=ffn, vocab_size=VOCAB_PER_WIDTH * n,
                      seq_len=seq_len)
 
 
@@ -123,6 +129,17 @@ def optimizer_rate(device: torch.device, seq_len: int) -> dict:
     return {"params": num_params(model), "seconds": timed(step)}
 
 
+def runtime_rates(device: torch.device, seq_len: int, world: int) -> dict:
+    """The trainer's step by layout (jobs/profile_runtime.py) at the grid's widest n and
+    middle m: the width nearest what campaigns on this device train (a CPU's `tiny` model is
+    256 wide), where the loop's fixed costs weigh least against the compute."""
+    rows, columns = grid(device)
+    n, m = columns[-1], rows[len(rows) // 2]
+    args = profile_model(n, min(m, seq_len))
+    return {"model": dataclasses.asdict(args), "tokens_per_rank": m,
+            "steps": trainer_steps(device, args, m, world)}
+
+
 def group_sizes(world: int, per_node: int) -> list[int]:
     """Sizes of groups that fill whole nodes or sit inside one (ranks are node-major)."""
     return [p for p in range(2, world + 1)
@@ -173,6 +190,7 @@ def main() -> None:
     dist.barrier()
     layers = model_rates(device, dtype, args.seq_len)
     optimizer = optimizer_rate(device, args.seq_len)
+    runtime = runtime_rates(device, args.seq_len, world) if world > 1 else None
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     collectives = collective_times(device, world, per_node)
     if rank == 0:
@@ -180,7 +198,7 @@ def main() -> None:
             "device": torch.cuda.get_device_name(device) if cuda else "cpu",
             "world_size": world, "ranks_per_node": per_node, "nodes": world // per_node,
             "dtype": str(dtype), "seq_len": args.seq_len, "layers": layers,
-            "optimizer": optimizer,
+            "optimizer": optimizer, "runtime": runtime,
             "collectives": collectives}})
         with open(os.environ["PARATUNE_RESULT_FILE"], "w") as f:
             json.dump(result.to_dict(), f)

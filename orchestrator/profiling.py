@@ -110,6 +110,8 @@ def write_preset(base: Cluster, profile: dict, path: Path, name: str | None = No
     cluster = profiled_cluster(base, profile, name)
     nodes = profile.get("nodes", 1)
     measured = "intra-node links and the network" if nodes > 1 else "intra-node links"
+    if profile.get("runtime"):
+        measured += " and PyTorch's software cost per collective"
     header = (f"# Cluster preset written by `paratune profile` from {base.name}: compute and\n"
               f"# {measured} measured on {profile.get('device')} x "
               f"{profile.get('world_size')} ranks on {nodes} node(s); the rest is "

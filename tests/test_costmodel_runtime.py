@@ -98,3 +98,40 @@ def test_gradient_accumulation_without_sync_holds_whole_gradients_on_fsdp2():
         assert grads(BUILTIN, zero_stage, 1) == pytest.approx(shard)
         assert grads(TORCHTITAN, zero_stage, 4) == pytest.approx(shard)
         assert grads(DEEPSPEED, zero_stage, 4) == pytest.approx(shard)
+
+
+def with_software_cost(fsdp_us: float, tp_us: float):
+    return A800.model_copy(update={"fsdp_call_overhead_us": fsdp_us, "tp_call_overhead_us": tp_us})
+
+
+@pytest.mark.parametrize("zero_stage,gathers", [(2, 1), (3, 2)])
+def test_fsdp2_pays_its_software_cost_per_unit_collective_and_deepspeed_does_not(
+        zero_stage, gathers):
+    """A profiled preset's per-call cost of FSDP2 (copy-in/out, hooks) is paid per gather of a
+    unit and micro-batch and per gradient reduce-scatter: 33 units here, 4 micro-batches."""
+    config = ParallelConfig(dp=8, zero_stage=zero_stage, micro_batch_size=1, grad_accum_steps=4)
+    priced = CostModel(MODEL, with_software_cost(500.0, 0.0), 8, runtime=BUILTIN)
+    bare = CostModel(MODEL, A800, 8, runtime=BUILTIN)
+    extra = priced.estimate(config).time.dp_comm.t_p - bare.estimate(config).time.dp_comm.t_p
+    assert extra == pytest.approx(33 * (4 * gathers + 1) * 500e-6)
+    on_deepspeed = [CostModel(MODEL, cluster, 8).estimate(config).step_time_s
+                    for cluster in (with_software_cost(500.0, 0.0), A800)]
+    assert on_deepspeed[0] == on_deepspeed[1]
+
+
+def test_dtensor_tp_pays_its_software_cost_per_collective_as_latency():
+    """Four TP collectives per layer and micro-batch (six with full recompute), each with the
+    profiled DTensor cost; calibration sees it with the per-call latency, not bandwidth.
+    Megatron's TP (DeepSpeed runtime: plain tensors) does not pay it."""
+    priced = CostModel(MODEL, with_software_cost(0.0, 1000.0), 8, runtime=BUILTIN)
+    bare = CostModel(MODEL, A800, 8, runtime=BUILTIN)
+    for checkpointing, calls in (("none", 4), ("full", 6)):
+        config = ParallelConfig(tp=2, dp=4, micro_batch_size=1, grad_accum_steps=2,
+                                activation_checkpointing=checkpointing)
+        a, b = priced.estimate(config).time, bare.estimate(config).time
+        assert a.tp_comm_s - b.tp_comm_s == pytest.approx(calls * 32 * 2 * 1e-3)
+        assert (a.model_parallel_latency_s - b.model_parallel_latency_s
+                == pytest.approx(calls * 32 * 2 * 1e-3))
+    config = ParallelConfig(tp=2, dp=4)
+    assert (CostModel(MODEL, with_software_cost(0.0, 1000.0), 8).estimate(config).step_time_s
+            == CostModel(MODEL, A800, 8).estimate(config).step_time_s)

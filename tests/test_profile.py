@@ -67,6 +67,51 @@ def test_profiled_preset_reproduces_the_measured_collectives(base):
     assert cluster.inter_node_latency_us >= cluster.intra_node_latency_us
 
 
+def trainer_steps_of(cluster, compute_scale: float, fsdp_us: float, tp_us: float) -> dict:
+    """The profile's trainer steps as a machine with these software costs would time them."""
+    import dataclasses
+
+    from jobs.profile import profile_model
+    from jobs.profile_runtime import layouts
+    from orchestrator.costmodel import CostModel
+    from orchestrator.costmodel.runtime import runtime_of_trainer
+    from orchestrator.costmodel.runtime_fit import profile_shape, scaled_compute, step_config
+
+    model = dataclasses.asdict(profile_model(128, 128))
+    machine = scaled_compute(cluster, compute_scale).model_copy(
+        update={"fsdp_call_overhead_us": fsdp_us, "tp_call_overhead_us": tp_us})
+    cost = CostModel(profile_shape(model), machine, 2, runtime=runtime_of_trainer("builtin"))
+    steps = []
+    for name, layout in layouts(2).items():
+        row = {"layout": name, **layout, "micro_batch_size": 2}
+        steps.append({**row, "seconds": cost.estimate(step_config(row)).step_time_s})
+    return {"model": model, "tokens_per_rank": 256, "steps": steps}
+
+
+def test_the_trainers_steps_give_its_compute_rate_and_per_call_software_costs():
+    """DDP's step rescales compute; what ZeRO-3 and TP take beyond the rescaled model is
+    FSDP2's and DTensor's cost per collective call."""
+    fitted = profiled_cluster(CPU, synthetic_profile())
+    profile = {**synthetic_profile(), "ranks_per_node": 2,
+               "runtime": trainer_steps_of(fitted, 1.3, fsdp_us=800.0, tp_us=2500.0)}
+    cluster = profiled_cluster(CPU, profile)
+    assert cluster.compute_efficiency == pytest.approx(fitted.compute_efficiency / 1.3)
+    assert cluster.fsdp_call_overhead_us == pytest.approx(800.0)
+    assert cluster.tp_call_overhead_us == pytest.approx(2500.0)
+
+
+def test_a_layout_no_slower_than_predicted_costs_nothing_and_one_rank_prices_nothing():
+    fitted = profiled_cluster(CPU, synthetic_profile())
+    runtime = trainer_steps_of(fitted, 1.0, fsdp_us=0.0, tp_us=0.0)
+    for row in runtime["steps"]:
+        if row["layout"] != "ddp":
+            row["seconds"] *= 0.9
+    cluster = profiled_cluster(CPU, {**synthetic_profile(), "runtime": runtime})
+    assert (cluster.fsdp_call_overhead_us, cluster.tp_call_overhead_us) == (0.0, 0.0)
+    stale = CPU.model_copy(update={"tp_call_overhead_us": 99.0})
+    assert profiled_cluster(stale, {**synthetic_profile(), "runtime": None}).tp_call_overhead_us == 0
+
+
 def test_a_spec_names_a_preset_file(tmp_path, monkeypatch):
     cluster = profiled_cluster(CPU, synthetic_profile())
     preset = tmp_path / "profiled.yaml"
@@ -139,8 +184,12 @@ def test_profile_job_runs_through_the_local_backend(tmp_path, cli):
     rows, columns = GRIDS["cpu"]
     assert len(data["profile"]["layers"]) == len(rows) * len(columns)
     assert data["profile"]["collectives"] and data["profile"]["seq_len"] == 128
+    steps = data["profile"]["runtime"]["steps"]
+    assert [s["layout"] for s in steps] == ["ddp", "fsdp", "tp"]
+    assert all(s["seconds"] > 0 and s["micro_batch_size"] == 2 for s in steps)
     spec = load_spec(EXAMPLES / "calibration-cpu.yaml", [f"cluster={out}"])
     assert spec.cluster.name == "cpu-local-profiled" and 0 < spec.cluster.compute_efficiency <= 1
+    assert spec.cluster.fsdp_call_overhead_us >= 0 and spec.cluster.tp_call_overhead_us >= 0
 
 
 @pytest.mark.study  # 14 real trials, about 5 minutes here: run by hand, figures in docs

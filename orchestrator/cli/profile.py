@@ -74,3 +74,7 @@ def profile(
               f"(halves m {preset.gemm_half_m:g}, n {preset.gemm_half_n:g}), intra-node "
               f"{preset.intra_node_gbps:.2f} GB/s, {preset.intra_node_latency_us:.0f} us per step"
               f"{network}")
+    if measured.get("runtime"):
+        out.print(f"PyTorch's software cost per collective: FSDP2 "
+                  f"{preset.fsdp_call_overhead_us:.0f} us, DTensor TP "
+                  f"{preset.tp_call_overhead_us:.0f} us")

@@ -4,7 +4,8 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
 `orchestrator.result`, recompute included) over peak × efficiency. Communication:
 - TP: per layer and micro-batch, 2 all-reduces forward and 2 backward of the layer's
   activations (all-gather + reduce-scatter of the same volume with sequence parallelism),
-  2 more when full recompute replays the forward (Narayanan et al. 2021, §3).
+  2 more when full recompute replays the forward (Narayanan et al. 2021, §3). On the torch
+  engine each also pays DTensor's software cost (`tp_call_overhead_us`, profiled; 0 stock).
 - PP: one send forward and one backward per micro-batch and stage boundary, v times more when
   interleaved; each TP rank sends 1/t of the activation (Megatron's scatter/gather, §4.1).
   Bubble (p-1)/(m+p-1) of the step, i.e. (p-1)/(v·m) of the compute.
@@ -17,7 +18,8 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
   with Ψ the parameters a rank holds after TP and PP. DDP and ZeRO-1/2/3 are points of this
   space (search_spaces/sharding.py). PyTorch's DDP and FSDP2 (the "torch" engine, which the
   built-in trainer and torchtitan run ZeRO stages on: runtime.py) put the same collectives
-  in these terms by FSDP unit, not module (`pytorch_data_parallel_comm`).
+  in these terms by FSDP unit, not module (`pytorch_data_parallel_comm`), each call with
+  FSDP2's software cost (`fsdp_call_overhead_us`, profiled; 0 stock).
   Overlap: see coefficients.py.
 - Optimizer: one AdamW pass over the rank's shard of the weights (Ψ/s_os parameters) at the
   cluster's measured time per parameter (0 in the stock presets: unpriced).
@@ -93,7 +95,7 @@ class StepTime:
 def data_parallel_comm(
     params: float, config: ParallelConfig, fabric: Fabric, gpus_per_node: int,
     weight_bytes: int, c: Coefficients, layers: int, modules: int,
-    runtime: Runtime = DEEPSPEED,
+    runtime: Runtime = DEEPSPEED, fsdp_call_s: float = 0.0,
 ) -> DataParallelComm:
     f = config.factors(gpus_per_node, runtime.zero_engine)
     s0dp, s1dp = dp_mesh(config.dp, config.tp, gpus_per_node)
@@ -101,7 +103,8 @@ def data_parallel_comm(
     bucket = c.bucket_bytes
     full = weight_bytes * params
     if f.engine == "torch":
-        return pytorch_data_parallel_comm(full, f, (s0dp, s1dp), m, layers, fabric, c, runtime)
+        return pytorch_data_parallel_comm(full, f, (s0dp, s1dp), m, layers, fabric, c, runtime,
+                                          fsdp_call_s)
     t_p = 0.0
     if f.sp > 1:  # per gathered module i and micro-batch: 2·AG + RS of its 2Ψ_i bytes
         units = layers * modules
@@ -133,14 +136,15 @@ def data_parallel_comm(
 
 def pytorch_data_parallel_comm(
     full: float, f: ShardingFactors, mesh: tuple[int, int], m: int, layers: int,
-    fabric: Fabric, c: Coefficients, runtime: Runtime,
+    fabric: Fabric, c: Coefficients, runtime: Runtime, call_overhead_s: float = 0.0,
 ) -> DataParallelComm:
     """DDP, ZeroRedundancyOptimizer and FSDP2 (costmodel/runtime.py), in AMSP's four terms.
     FSDP2's units are the transformer blocks and the root module; each micro-batch gathers a
     unit's weights for its forward and, unless ZeRO-2 kept them, again for its backward (a
     full-recompute replay uses the backward's), and reduce-scatters its gradients when the
-    trainer syncs them. Gradient syncs before the last micro-batch's are T_g (they hide
-    behind the backward as T_g does); replicas (DDP, HSDP) all-reduce what the shard holds."""
+    trainer syncs them, each call with FSDP2's own software cost (`call_overhead_s`).
+    Gradient syncs before the last micro-batch's are T_g (they hide behind the backward as
+    T_g does); replicas (DDP, HSDP) all-reduce what the shard holds."""
     s0dp, s1dp = mesh
     syncs = 1 if runtime.grads_once_per_step else m
     t_p = 0.0
@@ -148,8 +152,8 @@ def pytorch_data_parallel_comm(
         units = layers + 1
         unit = full / units
         gathers = 2 if f.sp > 1 else 1
-        t_p = units * (m * gathers * fabric.all_gather(unit, f.s0g, f.s1g)
-                       + syncs * fabric.reduce_scatter(unit, f.s0g, f.s1g))
+        t_p = units * (m * gathers * (fabric.all_gather(unit, f.s0g, f.s1g) + call_overhead_s)
+                       + syncs * (fabric.reduce_scatter(unit, f.s0g, f.s1g) + call_overhead_s))
     replica_sync = fabric.bucketed_all_reduce(full / f.sg, c.bucket_bytes, s0dp // f.s0g,
                                               s1dp // f.s1g)
     t_os1 = 0.0
@@ -178,17 +182,19 @@ def exposed_data_parallel(
 
 def model_parallel_comm(
     model: ModelShape, config: ParallelConfig, fabric: Fabric, gpus_per_node: int,
-    act_bytes: int,
+    act_bytes: int, tp_call_s: float = 0.0,
 ) -> tuple[float, float]:
-    """Seconds of TP collectives and of PP sends per step (raw, before calibration)."""
+    """Seconds of TP collectives and of PP sends per step (raw, before calibration); each TP
+    collective with its runtime's software cost (`tp_call_s`: DTensor's, in the torch engine)."""
     m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
     layers = model.num_layers // p
     layer_io = config.micro_batch_size * model.seq_len * model.hidden * act_bytes
     tp_calls = 6 if config.activation_checkpointing == "full" else 4
     tp_nodes = -(-config.tp // gpus_per_node)
-    tp_comm = tp_calls * layers * m * fabric.all_reduce(
-        layer_io, min(config.tp, gpus_per_node), tp_nodes
-    )
+    tp_comm = 0.0
+    if config.tp > 1:
+        tp_comm = tp_calls * layers * m * (
+            fabric.all_reduce(layer_io, min(config.tp, gpus_per_node), tp_nodes) + tp_call_s)
     pp_comm = 0.0
     if p > 1:
         crosses = config.tp * config.dp >= gpus_per_node
@@ -221,9 +227,13 @@ def step_time(
     bubble = compute * (p - 1) / (v * m)
     overhead = c.launch_overhead_s * layers * m
 
-    tp_comm, pp_comm = model_parallel_comm(model, config, fabric, gpus_per_node, act_bytes)
-    # The same collectives at link bandwidth alone: the rest is per-step latency, which
-    # calibration scales apart from bandwidth (an α-β fit, Hockney 1994).
+    dtensor_tp = runtime.zero_engine == "torch"  # the built-in trainer's and torchtitan's TP
+    tp_call = cluster.tp_call_overhead_us * 1e-6 if dtensor_tp else 0.0
+    tp_comm, pp_comm = model_parallel_comm(model, config, fabric, gpus_per_node, act_bytes,
+                                           tp_call)
+    # The same collectives at link bandwidth alone, with no software cost: the rest is a
+    # fixed cost per call (latency and software alike), which calibration scales apart from
+    # bandwidth (an α-β fit, Hockney 1994).
     tp_bw, pp_bw = model_parallel_comm(model, config, fabric.bandwidth_only(), gpus_per_node,
                                        act_bytes)
     bw_scale, lat_scale = c.scale_model_parallel_comm, c.scale_model_parallel_latency
@@ -235,7 +245,8 @@ def step_time(
     # Each rank updates the optimizer shard it holds (every ZeRO scheme has s_os >= s_g >= s_p).
     optimizer = cluster.optimizer_ns_per_param * 1e-9 * params / factors.sos
     dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c, layers,
-                            modules_per_layer(model, engine), runtime)
+                            modules_per_layer(model, engine), runtime,
+                            cluster.fsdp_call_overhead_us * 1e-6)
     if c.dp_exposure is not None:
         gathers = c.dp_exposure if c.dp_exposure_gathers is None else c.dp_exposure_gathers
         exposed = c.dp_exposure * (dp.total - dp.t_p) + gathers * dp.t_p

@@ -16,6 +16,9 @@
   α then holds the per-step chunk cost too (`msg_half_bytes` = 0), and a link rate is the
   fitted bandwidth over the model's `bandwidth_efficiency` (the node's NICs: the per-device
   share times the ranks per node, all of which ran a group at once).
+- The trainer's own steps (costmodel/runtime_fit.py): its DDP step rescales the compute
+  efficiency to what a trial's loop reaches; its ZeRO-3 and TP steps give PyTorch's
+  software cost per FSDP2 and per DTensor collective.
 Only what the profile measured changes; the rest of the preset (peak, memory, the network
 between nodes when the profile ran on one) is kept, and the preset says where it came from.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.costmodel.coefficients import Coefficients
+from orchestrator.costmodel.runtime_fit import fit_runtime, scaled_compute
 from orchestrator.presets import Cluster
 
 HALVES = (0.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
@@ -118,4 +122,13 @@ def profiled_cluster(base: Cluster, profile: dict, name: str | None = None) -> C
                                                  1e6)))
     if inside or between:  # a fitted per-step latency holds the stock chunk and per-call costs
         changes.update(msg_half_bytes=0.0, collective_base_latency_us=0.0)
-    return base.model_copy(update=changes)
+    changes.update(fsdp_call_overhead_us=0.0, tp_call_overhead_us=0.0)
+    cluster = base.model_copy(update=changes)
+    if profile.get("runtime"):
+        software = fit_runtime(cluster, profile["runtime"],
+                               profile.get("ranks_per_node", base.gpus_per_node))
+        if software is not None:
+            cluster = scaled_compute(cluster, software.compute_scale).model_copy(update={
+                "fsdp_call_overhead_us": software.fsdp_call_overhead_us or 0.0,
+                "tp_call_overhead_us": software.tp_call_overhead_us or 0.0})
+    return cluster

@@ -45,6 +45,13 @@ class Cluster(BaseModel):
     # over weights, gradients and both moments. 0 = not priced (the stock GPU presets: about
     # 1% of a step at their scales, docs/costmodel.md); `paratune profile` measures it.
     optimizer_ns_per_param: float = Field(default=0.0, ge=0, le=1e9)
+    # Software cost of one collective call of PyTorch's parallel code, beyond the call
+    # itself: FSDP2's copy-in/copy-out and hooks around each all-gather and reduce-scatter of
+    # a unit, DTensor's dispatch and redistribution around each tensor-parallel collective.
+    # Paid by the trainers that run them (costmodel/runtime.py: the "torch" engine). 0 = not
+    # priced (the stock presets); `paratune profile` measures it on the trainer's own steps.
+    fsdp_call_overhead_us: float = Field(default=0.0, ge=0, le=1e9)
+    tp_call_overhead_us: float = Field(default=0.0, ge=0, le=1e9)
     # Memory a process holds before the model exists (CUDA context, allocator, torch itself).
     runtime_overhead_gb: float = Field(default=1.0, ge=0, le=1e6)
     # Communication backend the built-in trial job uses on this cluster.
