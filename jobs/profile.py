@@ -9,7 +9,8 @@ ranks of a node, and on several nodes every multiple of a node that divides the 
 row says how many nodes its group spans); with two ranks or more, it also times the built-in
 trainer's own step as DDP, ZeRO-3 and TP (jobs/profile_runtime.py). Rank 0 writes a trial
 result whose `extra.profile` holds the measurements; the cost model's fit
-(costmodel/profile_fit.py) turns them into a cluster preset. As Galvatron and Alpa profile before they plan.
+(costmodel/profile_fit.py) turns them into a cluster preset. As Galvatron and Alpa profile
+before they plan.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ the train loop, FSDP2's per-unit copy-in/copy-out and hooks around each all-gath
 reduce-scatter, DTensor's dispatch and redistribution around each tensor-parallel collective.
 None of that is a property of the links or the GEMMs, and on a CPU it is most of a small
 trial's time. So the profile also runs `Trainer.step` (jobs/trainer.py, the code trials run)
-at the grid's middle shape over all ranks, as data parallelism (DDP), as ZeRO-3 (FSDP2) and
-as tensor parallelism; the fit (costmodel/profile_fit.py) charges what the cost model cannot
-explain in them to the runtime's per-collective software cost.
+at one shape of its grid over all ranks, as data parallelism (DDP), as ZeRO-3 (FSDP2) and as
+tensor parallelism; the fit (costmodel/runtime_fit.py) reads the trainer's compute rate from
+the first and charges what the cost model cannot explain in the other two to the runtime's
+per-collective software cost.
 """
 
 from __future__ import annotations
