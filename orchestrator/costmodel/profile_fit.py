@@ -129,6 +129,6 @@ def profiled_cluster(base: Cluster, profile: dict, name: str | None = None) -> C
                                profile.get("ranks_per_node", base.gpus_per_node))
         if software is not None:
             cluster = scaled_compute(cluster, software.compute_scale).model_copy(update={
-                "fsdp_call_overhead_us": software.fsdp_call_overhead_us or 0.0,
-                "tp_call_overhead_us": software.tp_call_overhead_us or 0.0})
+                "fsdp_call_overhead_us": software.fsdp_call_overhead_us,
+                "tp_call_overhead_us": software.tp_call_overhead_us})
     return cluster

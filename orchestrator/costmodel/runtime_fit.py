@@ -27,8 +27,9 @@ from orchestrator.search_spaces import ParallelConfig
 class RuntimeFit:
     # Seconds of the trainer's compute over the bare step's (> 1: the trainer is slower).
     compute_scale: float
-    fsdp_call_overhead_us: float | None
-    tp_call_overhead_us: float | None
+    # Per collective call; 0 where the profile did not time the layout.
+    fsdp_call_overhead_us: float = 0.0
+    tp_call_overhead_us: float = 0.0
 
 
 def profile_shape(model: dict) -> ModelShape:
@@ -45,42 +46,35 @@ def step_config(row: dict) -> ParallelConfig:
                           micro_batch_size=row["micro_batch_size"])
 
 
-def collective_calls(shape: ModelShape, config: ParallelConfig) -> tuple[int, int]:
-    """(FSDP2 calls, TP collectives) of one step of a single micro-batch: ZeRO-3 gathers each
-    unit (a block per layer and the root) for forward and backward and reduce-scatters it
-    once; TP all-reduces twice forward and twice backward per layer (performance.py)."""
-    units = shape.num_layers + 1
-    fsdp = units * 3 if config.zero_stage == 3 and config.dp > 1 else 0
-    tp = 4 * shape.num_layers if config.tp > 1 else 0
-    return fsdp, tp
-
-
 def fit_runtime(cluster: Cluster, runtime: dict, ranks_per_node: int) -> RuntimeFit | None:
     """`runtime`: the profile's {"model", "steps": [{"layout", tp/dp/zero_stage,
     "micro_batch_size", "seconds"}]}; None without a DDP step. `cluster` prices no software
-    cost yet (its per-call overheads are 0)."""
+    cost yet (its per-call overheads are 0). A layout's residual is divided by what one
+    microsecond per call adds to its predicted step, so the calls are counted where the cost
+    model counts them (performance.py)."""
     shape = profile_shape(runtime["model"])
     steps = {row["layout"]: row for row in runtime.get("steps", [])}
     if "ddp" not in steps:
         return None
 
-    def estimate(c: Cluster, row: dict):
+    def step(c: Cluster, row: dict):
         cost = CostModel(shape, c, ranks_per_node, runtime=runtime_of_trainer("builtin"))
-        return cost.estimate(step_config(row))
+        return cost.estimate(step_config(row)).time
 
-    ddp = estimate(cluster, steps["ddp"])
-    rest = ddp.step_time_s - ddp.time.compute_s
-    scale = max(steps["ddp"]["seconds"] - rest, 1e-3 * ddp.time.compute_s) / ddp.time.compute_s
+    ddp = step(cluster, steps["ddp"])
+    rest = ddp.total_s - ddp.compute_s
+    scale = max(steps["ddp"]["seconds"] - rest, 1e-3 * ddp.compute_s) / ddp.compute_s
     corrected = scaled_compute(cluster, scale)
-    per_call: dict[str, float | None] = {"fsdp": None, "tp": None}
-    for layout, index in (("fsdp", 0), ("tp", 1)):
+    per_call: dict[str, float] = {}
+    for layout, field in (("fsdp", "fsdp_call_overhead_us"), ("tp", "tp_call_overhead_us")):
         row = steps.get(layout)
         if row is None:
             continue
-        calls = collective_calls(shape, step_config(row))[index]
-        residual = row["seconds"] - estimate(corrected, row).step_time_s
-        per_call[layout] = max(0.0, residual / calls * 1e6) if calls else None
-    return RuntimeFit(scale, per_call["fsdp"], per_call["tp"])
+        bare = step(corrected, row).total_s
+        seconds_per_us = step(corrected.model_copy(update={field: 1.0}), row).total_s - bare
+        if seconds_per_us > 0:
+            per_call[field] = max(0.0, (row["seconds"] - bare) / seconds_per_us)
+    return RuntimeFit(scale, **per_call)
 
 
 def scaled_compute(cluster: Cluster, scale: float) -> Cluster:
