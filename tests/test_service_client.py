@@ -388,7 +388,8 @@ def test_the_report_link_opens_the_report_with_the_token(server, demo, tmp_path)
         browser.evaluate(page, f"{button}.click()")
         while True:
             reports = [t for t in browser.send("Target.getTargets")["targetInfos"]
-                       if t["url"].startswith("blob:") and t["title"]]
+                       # Until its <title> is parsed, a tab's title is its URL.
+                       if t["url"].startswith("blob:") and t["title"] not in ("", t["url"])]
             if reports:
                 break
             assert time.time() < deadline, browser.evaluate(page, "document.body.innerText")
