@@ -130,6 +130,11 @@ def build_optimizer(model: nn.Module, plan: DataParallelPlan, lr: float, zero1_g
     if plan.kind == "zero1":
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
+        # Bucket views: each rank broadcasts its updated shard as one flat buffer. Without
+        # them ZeRO broadcasts parameter by parameter, one call per tensor (39 on the tiny
+        # model), which on gloo cost more than the sharded optimizer step saved
+        # (benchmarks/zero1_broadcast.py).
         return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=lr,
-                                       process_group=zero1_group)
+                                       process_group=zero1_group,
+                                       parameters_as_bucket_view=True)
     return torch.optim.AdamW(params, lr=lr)
