@@ -26,11 +26,30 @@ def comm(runtime, zero_stage: int, gas: int):
     return cost.estimate(config).time.dp_comm
 
 
+def fabric() -> Fabric:
+    return Fabric.of(A800, 8, CostModel(MODEL, A800, 8).coefficients.bandwidth_efficiency)
+
+
 def block_collectives():
-    """(all-gather, reduce-scatter) of one FSDP unit: 32 blocks and the root, bf16 weights."""
-    fabric = Fabric.of(A800, 8, CostModel(MODEL, A800, 8).coefficients.bandwidth_efficiency)
-    unit = 2 * MODEL.num_params / 33
-    return fabric.all_gather(unit, 8), fabric.reduce_scatter(unit, 8)
+    """(all-gather, reduce-scatter) of one FSDP unit: 32 blocks and the root, bf16 weights
+    gathered (FSDP2's param_dtype), float32 gradients reduced (its reduce_dtype)."""
+    unit = MODEL.num_params / 33
+    return fabric().all_gather(2 * unit, 8), fabric().reduce_scatter(4 * unit, 8)
+
+
+def test_pytorch_trainers_reduce_float32_gradients_and_zero1_broadcasts_each_owners_shard():
+    """Under autocast the built-in trainer's weights and gradients are float32: DDP all-reduces
+    4 bytes per parameter where DeepSpeed's bf16 ZeRO-1 reduces 2, and ZeroRedundancyOptimizer
+    (one flat bucket per rank) broadcasts each of the 8 owners' float32 shards."""
+    ddp, deepspeed = comm(BUILTIN, 0, gas=1), comm(DEEPSPEED, 1, gas=1)
+    bucket = CostModel(MODEL, A800, 8).coefficients.bucket_bytes
+    assert ddp.t_os0 == pytest.approx(fabric().bucketed_all_reduce(4 * MODEL.num_params,
+                                                                   bucket, 8))
+    assert deepspeed.t_os0 == pytest.approx(fabric().bucketed_all_reduce(2 * MODEL.num_params,
+                                                                         bucket, 8))
+    zero1 = comm(BUILTIN, 1, gas=1)
+    assert zero1.t_os0 == pytest.approx(ddp.t_os0)
+    assert zero1.t_os1 == pytest.approx(8 * fabric().broadcast(4 * MODEL.num_params / 8, 8))
 
 
 def test_zero2_gathers_weights_per_micro_batch_on_fsdp2_but_not_on_deepspeed():

@@ -38,6 +38,9 @@ from orchestrator.presets import Cluster, ModelShape
 from orchestrator.result import training_flops_per_iteration
 from orchestrator.search_spaces import ParallelConfig, ShardingFactors, dp_mesh
 
+# Bytes per element of the PyTorch trainers' float32 weights, gradients and reductions.
+MASTER_BYTES = 4
+
 
 def model_flops(model: ModelShape, tokens: int, recompute: str = "none") -> float:
     return training_flops_per_iteration(
@@ -103,8 +106,8 @@ def data_parallel_comm(
     bucket = c.bucket_bytes
     full = weight_bytes * params
     if f.engine == "torch":
-        return pytorch_data_parallel_comm(full, f, (s0dp, s1dp), m, layers, fabric, c, runtime,
-                                          fsdp_call_s)
+        return pytorch_data_parallel_comm(params, weight_bytes, f, (s0dp, s1dp), m, layers,
+                                          fabric, c, runtime, fsdp_call_s)
     t_p = 0.0
     if f.sp > 1:  # per gathered module i and micro-batch: 2·AG + RS of its 2Ψ_i bytes
         units = layers * modules
@@ -135,8 +138,9 @@ def data_parallel_comm(
 
 
 def pytorch_data_parallel_comm(
-    full: float, f: ShardingFactors, mesh: tuple[int, int], m: int, layers: int,
-    fabric: Fabric, c: Coefficients, runtime: Runtime, call_overhead_s: float = 0.0,
+    params: float, weight_bytes: int, f: ShardingFactors, mesh: tuple[int, int], m: int,
+    layers: int, fabric: Fabric, c: Coefficients, runtime: Runtime,
+    call_overhead_s: float = 0.0,
 ) -> DataParallelComm:
     """DDP, ZeroRedundancyOptimizer and FSDP2 (costmodel/runtime.py), in AMSP's four terms.
     FSDP2's units are the transformer blocks and the root module; each micro-batch gathers a
@@ -144,22 +148,26 @@ def pytorch_data_parallel_comm(
     full-recompute replay uses the backward's), and reduce-scatters its gradients when the
     trainer syncs them, each call with FSDP2's own software cost (`call_overhead_s`).
     Gradient syncs before the last micro-batch's are T_g (they hide behind the backward as
-    T_g does); replicas (DDP, HSDP) all-reduce what the shard holds."""
+    T_g does); replicas (DDP, HSDP) all-reduce what the shard holds.
+    Only FSDP2's gathers move `weight_bytes` (its `param_dtype`); the trainers keep float32
+    weights and gradients under autocast and reduce in float32 (FSDP2's `reduce_dtype`,
+    DDP's buckets), and ZeRO broadcasts the float32 weights it updated."""
     s0dp, s1dp = mesh
+    full, master = weight_bytes * params, MASTER_BYTES * params
     syncs = 1 if runtime.grads_once_per_step else m
     t_p = 0.0
     if f.sg > 1:
         units = layers + 1
-        unit = full / units
         gathers = 2 if f.sp > 1 else 1
-        t_p = units * (m * gathers * (fabric.all_gather(unit, f.s0g, f.s1g) + call_overhead_s)
-                       + syncs * (fabric.reduce_scatter(unit, f.s0g, f.s1g) + call_overhead_s))
-    replica_sync = fabric.bucketed_all_reduce(full / f.sg, c.bucket_bytes, s0dp // f.s0g,
+        gather, scatter = full / units, master / units
+        t_p = units * (m * gathers * (fabric.all_gather(gather, f.s0g, f.s1g) + call_overhead_s)
+                       + syncs * (fabric.reduce_scatter(scatter, f.s0g, f.s1g)
+                                  + call_overhead_s))
+    replica_sync = fabric.bucketed_all_reduce(master / f.sg, c.bucket_bytes, s0dp // f.s0g,
                                               s1dp // f.s1g)
     t_os1 = 0.0
-    if f.sos > f.sg:  # ZeroRedundancyOptimizer: bucketed all-gathers of the updated weights
-        buckets = max(1.0, full / c.gather_bucket_bytes)
-        t_os1 = buckets * fabric.all_gather(full / buckets, f.s0os, f.s1os)
+    if f.sos > f.sg:  # ZeroRedundancyOptimizer: each owner broadcasts its bucket of weights
+        t_os1 = f.sos * fabric.broadcast(master / f.sos, f.s0os, f.s1os)
     return DataParallelComm(t_p, (syncs - 1) * replica_sync, replica_sync, t_os1)
 
 
