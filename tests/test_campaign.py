@@ -194,3 +194,9 @@ def test_calibration_on_real_cpu_trials(tmp_path, runs_dir, cli):
     print(f"calibration: median |error| {fit['median_abs_error']:.1%}, Spearman {fit['spearman']:.2f}")
     assert fit["median_abs_error"] < 0.25
     assert fit["spearman"] >= 0.8
+    code, out, err = cli("calibrate", "calib", "--held-out", "--json")
+    assert code == 0, err
+    held = json.loads(out)
+    assert held["held_out"]["base"] == "cpu-local"
+    errors = [t["held_out_error"] for t in held["per_trial"]]
+    assert len(errors) == 8 and held["held_out"]["median_abs_error"] > 0

@@ -7,6 +7,7 @@ each prints one JSON object.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any, Optional
 
@@ -171,35 +172,51 @@ def calibrate(
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
     cluster: Optional[str] = typer.Option(
         None, "--cluster", help="no refit: the errors of this preset (name or YAML file) as is"),
+    held_out: bool = typer.Option(
+        False, "--held-out", help="also predict each trial from a refit on all the others "
+        "(from the spec's preset, or --cluster's): the error on an unmeasured layout"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Refit the cost model to a campaign's measured trials; show predicted against measured.
     With --cluster, the errors of that preset's predictions before any calibration."""
+    from dataclasses import replace
+
+    from orchestrator.campaign import calibration_input
+    from orchestrator.costmodel.calibration import evaluate, held_out_errors
+
     view = open_campaign(campaign, runs_dir)
-    if cluster is None:
-        result = view.calibration()
-    else:
-        from dataclasses import replace
-
-        from orchestrator.campaign import calibration_input
-        from orchestrator.costmodel import cost_model_for
-        from orchestrator.costmodel.calibration import evaluate
-
-        cost = replace(cost_model_for(view.spec), cluster=_cluster_named(cluster))
-        result = evaluate(cost, calibration_input(view.records()))
+    cost = cost_model_for(view.spec)
+    if cluster is not None:
+        cost = replace(cost, cluster=_cluster_named(cluster))
+    measured = calibration_input(view.records())
+    result = view.calibration() if cluster is None else evaluate(cost, measured)
     if result is None:
         raise UserError(f"campaign {campaign!r} has fewer than 3 successful trials to fit on")
     data = {"campaign": campaign, "cluster": cluster or "calibrated", **result.to_dict()}
+    if held_out:
+        errors = held_out_errors(cost, measured)
+        if errors is None:
+            raise UserError(f"campaign {campaign!r}: --held-out needs 4 successful trials or "
+                            "more (one left out, 3 to fit on)")
+        data["held_out"] = {"base": cost.cluster.name,
+                            "median_abs_error": statistics.median(abs(e) for e in errors)}
+        for trial, error in zip(data["per_trial"], errors):
+            trial["held_out_error"] = error
     if as_json:
         print_json(data)
         return
-    table = Table("trial", "config", "measured tok/s", "predicted tok/s", "error")
+    columns = ["trial", "config", "measured tok/s", "predicted tok/s", "error"]
+    table = Table(*columns, *(["held out"] if held_out else []))
     for t in data["per_trial"]:
-        table.add_row(t["trial_id"], t["config"], f"{t['measured_tokens_per_s']:,.0f}",
-                      f"{t['predicted_tokens_per_s']:,.0f}", f"{t['error']:+.1%}")
+        cells = [t["trial_id"], t["config"], f"{t['measured_tokens_per_s']:,.0f}",
+                 f"{t['predicted_tokens_per_s']:,.0f}", f"{t['error']:+.1%}"]
+        table.add_row(*cells, *([f"{t['held_out_error']:+.1%}"] if held_out else []))
     out.print(table)
     out.print(f"median |error| {data['median_abs_error']:.1%}, Spearman {data['spearman']:.2f} "
               f"over {data['trials']} trials; memory measured/predicted {data['memory_scale']:.2f}")
+    if held_out:
+        out.print(f"held out (refit from {data['held_out']['base']} on the others): median "
+                  f"|error| {data['held_out']['median_abs_error']:.1%}")
 
 
 def _cluster_named(name: str):

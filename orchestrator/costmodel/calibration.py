@@ -10,7 +10,8 @@ cost (NNLS on the measured step times), so the refit model is the same model wit
 efficiency and overlap scaled to what this cluster showed; the data-parallel multiplier
 applies to the raw communication, so it is the exposed fraction this cluster showed. Memory
 gets one ratio of measured to predicted (without the fragmentation reserve, which no
-measurement sees); pruning applies it.
+measurement sees); pruning applies it. `held_out_errors` predicts each trial from a refit on
+the others: the error that matters to a searcher, which the in-sample error understates.
 """
 
 from __future__ import annotations
@@ -120,8 +121,7 @@ def calibrate(
     import numpy as np
     from scipy.optimize import nnls
 
-    ok = [(tid, c, r) for tid, c, r in measured
-          if r.ok and r.step_time_s and math.isfinite(r.step_time_s)]
+    ok = successful(measured)
     if len(ok) < MIN_TRIALS:
         return None
     base = feature_model(cost)
@@ -156,12 +156,35 @@ def calibrate(
     return _finish(model, ok, fitted)
 
 
+def successful(measured: list[tuple[str, ParallelConfig, TrialResult]]) -> list:
+    """The trials that ended ok with a finite step time: the only ones a fit can use."""
+    return [(tid, c, r) for tid, c, r in measured
+            if r.ok and r.step_time_s and math.isfinite(r.step_time_s)]
+
+
+def held_out_errors(cost: CostModel, measured: list[tuple[str, ParallelConfig, TrialResult]]
+                    ) -> list[float] | None:
+    """Each successful trial predicted by the model refit on all the others, from `cost`:
+    calibration's error on a layout it has not measured, which is how a searcher uses it
+    (the in-sample error only says how well the terms can bend to the trials). None while
+    one trial left out leaves too few to fit."""
+    ok = successful(measured)
+    if len(ok) <= MIN_TRIALS:
+        return None
+    base = feature_model(cost)
+    rows = {c: features(base, c) for _, c, _ in ok}
+    errors = []
+    for i, (_, config, result) in enumerate(ok):
+        fit = calibrate(cost, ok[:i] + ok[i + 1:], feature_rows=rows)
+        errors.append(fit.model.estimate(config).tokens_per_s / result.tokens_per_s - 1)
+    return errors
+
+
 def evaluate(cost: CostModel, measured: list[tuple[str, ParallelConfig, TrialResult]]
              ) -> Calibration | None:
     """The model's errors on the trials as it is, before any calibration (a stock or a
     profiled preset); None without a successful trial."""
-    ok = [(tid, c, r) for tid, c, r in measured
-          if r.ok and r.step_time_s and math.isfinite(r.step_time_s)]
+    ok = successful(measured)
     return _finish(cost, ok, {}) if ok else None
 
 
