@@ -67,25 +67,33 @@ def test_profiled_preset_reproduces_the_measured_collectives(base):
     assert cluster.inter_node_latency_us >= cluster.intra_node_latency_us
 
 
-def trainer_steps_of(cluster, compute_scale: float, fsdp_us: float, tp_us: float) -> dict:
-    """The profile's trainer steps as a machine with these software costs would time them."""
+def trainer_steps_of(cluster, compute_scale: float, fsdp_us: float, tp_us: float,
+                     half_m: float | None = None) -> dict:
+    """The profile's trainer steps as a machine with these software costs would time them;
+    with `half_m`, a machine whose step falls with the micro-batch at that rate, and DDP
+    timed at the smaller micro-batches too, as the profile job does."""
     import dataclasses
 
     from jobs.profile import profile_model
-    from jobs.profile_runtime import layouts
+    from jobs.profile_runtime import layouts, micro_batch_splits
     from orchestrator.costmodel import CostModel
     from orchestrator.costmodel.runtime import runtime_of_trainer
     from orchestrator.costmodel.runtime_fit import profile_shape, scaled_compute, step_config
 
     model = dataclasses.asdict(profile_model(128, 128))
-    machine = scaled_compute(cluster, compute_scale).model_copy(
+    shaped = cluster if half_m is None else cluster.model_copy(update={"gemm_half_m": half_m})
+    machine = scaled_compute(shaped, compute_scale).model_copy(
         update={"fsdp_call_overhead_us": fsdp_us, "tp_call_overhead_us": tp_us})
     cost = CostModel(profile_shape(model), machine, 2, runtime=runtime_of_trainer("builtin"))
-    steps = []
-    for name, layout in layouts(2).items():
-        row = {"layout": name, **layout, "micro_batch_size": 2}
-        steps.append({**row, "seconds": cost.estimate(step_config(row)).step_time_s})
-    return {"model": model, "tokens_per_rank": 256, "steps": steps}
+    micro_batch = 4 if half_m is not None else 2
+    rows = [{"layout": name, **layout, "micro_batch_size": micro_batch}
+            for name, layout in layouts(2).items()]
+    if half_m is not None:
+        rows += [{"layout": "ddp", "dp": 2, "micro_batch_size": size,
+                  "grad_accum_steps": micro_batch // size}
+                 for size in micro_batch_splits(micro_batch)]
+    steps = [{**row, "seconds": cost.estimate(step_config(row)).step_time_s} for row in rows]
+    return {"model": model, "tokens_per_rank": 128 * micro_batch, "steps": steps}
 
 
 def test_the_trainers_steps_give_its_compute_rate_and_per_call_software_costs():
@@ -98,6 +106,29 @@ def test_the_trainers_steps_give_its_compute_rate_and_per_call_software_costs():
     assert cluster.compute_efficiency == pytest.approx(fitted.compute_efficiency / 1.3)
     assert cluster.fsdp_call_overhead_us == pytest.approx(800.0)
     assert cluster.tp_call_overhead_us == pytest.approx(2500.0)
+
+
+def test_ddp_at_several_micro_batches_gives_the_trainers_own_shape_rate():
+    """The bare-step grid fitted one half-rate micro-batch; the trainer's DDP steps at
+    micro-batches 4, 2 and 1 (the same tokens) fall more steeply: the fit takes theirs, and
+    still recovers the compute scale and the per-call costs."""
+    fitted = profiled_cluster(CPU, synthetic_profile())
+    planted = 256.0 if fitted.gemm_half_m != 256.0 else 16.0
+    runtime = trainer_steps_of(fitted, 1.3, fsdp_us=800.0, tp_us=2500.0, half_m=planted)
+    assert len([r for r in runtime["steps"] if r["layout"] == "ddp"]) == 3
+    cluster = profiled_cluster(CPU, {**synthetic_profile(), "ranks_per_node": 2,
+                                     "runtime": runtime})
+    assert cluster.gemm_half_m == planted
+    assert cluster.compute_efficiency == pytest.approx(fitted.compute_efficiency / 1.3)
+    assert cluster.fsdp_call_overhead_us == pytest.approx(800.0)
+    assert cluster.tp_call_overhead_us == pytest.approx(2500.0)
+
+
+def test_micro_batch_splits_halve_down_to_one_sequence():
+    from jobs.profile_runtime import micro_batch_splits
+
+    assert micro_batch_splits(4) == [2, 1] and micro_batch_splits(2) == [1]
+    assert micro_batch_splits(1) == [] and micro_batch_splits(3) == [1]
 
 
 def test_a_layout_no_slower_than_predicted_costs_nothing_and_one_rank_prices_nothing():
@@ -185,8 +216,9 @@ def test_profile_job_runs_through_the_local_backend(tmp_path, cli):
     assert len(data["profile"]["layers"]) == len(rows) * len(columns)
     assert data["profile"]["collectives"] and data["profile"]["seq_len"] == 128
     steps = data["profile"]["runtime"]["steps"]
-    assert [s["layout"] for s in steps] == ["ddp", "fsdp", "tp"]
-    assert all(s["seconds"] > 0 and s["micro_batch_size"] == 2 for s in steps)
+    assert [s["layout"] for s in steps] == ["ddp", "fsdp", "tp", "ddp"]
+    assert [s["micro_batch_size"] for s in steps] == [2, 2, 2, 1]
+    assert steps[-1]["grad_accum_steps"] == 2 and all(s["seconds"] > 0 for s in steps)
     spec = load_spec(EXAMPLES / "calibration-cpu.yaml", [f"cluster={out}"])
     assert spec.cluster.name == "cpu-local-profiled" and 0 < spec.cluster.compute_efficiency <= 1
     assert spec.cluster.fsdp_call_overhead_us >= 0 and spec.cluster.tp_call_overhead_us >= 0

@@ -28,10 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.costmodel.coefficients import Coefficients
-from orchestrator.costmodel.runtime_fit import fit_runtime, scaled_compute
+from orchestrator.costmodel.runtime_fit import HALVES, fit_runtime, scaled_compute
 from orchestrator.presets import Cluster
-
-HALVES = (0.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
 
 
 @dataclass(frozen=True)
@@ -128,6 +126,8 @@ def profiled_cluster(base: Cluster, profile: dict, name: str | None = None) -> C
         software = fit_runtime(cluster, profile["runtime"],
                                profile.get("ranks_per_node", base.gpus_per_node))
         if software is not None:
+            if software.gemm_half_m is not None:
+                cluster = cluster.model_copy(update={"gemm_half_m": software.gemm_half_m})
             cluster = scaled_compute(cluster, software.compute_scale).model_copy(update={
                 "fsdp_call_overhead_us": software.fsdp_call_overhead_us,
                 "tp_call_overhead_us": software.tp_call_overhead_us})
