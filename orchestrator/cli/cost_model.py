@@ -188,8 +188,9 @@ def calibrate(
     cost = cost_model_for(view.spec)
     if cluster is not None:
         cost = replace(cost, cluster=_cluster_named(cluster))
-    measured = calibration_input(view.records())
-    result = view.calibration() if cluster is None else evaluate(cost, measured)
+    records = view.records()
+    measured = calibration_input(records)
+    result = view.calibration(records) if cluster is None else evaluate(cost, measured)
     if result is None:
         raise UserError(f"campaign {campaign!r} has fewer than 3 successful trials to fit on")
     data = {"campaign": campaign, "cluster": cluster or "calibrated", **result.to_dict()}

@@ -78,14 +78,13 @@ def fit_runtime(cluster: Cluster, runtime: dict, ranks_per_node: int) -> Runtime
     # One micro-batch size: the grid's shape kept, the scale exact. Several: the half-rate
     # micro-batch (gemm_half_m) and the scale that fit the trainer's steps best.
     halves = HALVES if len({r["micro_batch_size"] for r in ddp_rows}) > 1 else (None,)
-    best = None
+    fits = []
     for half_m in halves:
         shaped = cluster if half_m is None else cluster.model_copy(
             update={"gemm_half_m": half_m})
-        scale, loss = compute_scale(shaped, [(step(shaped, r), r["seconds"]) for r in ddp_rows])
-        if best is None or loss < best[0]:
-            best = (loss, scale, half_m, shaped)
-    _, scale, half_m, shaped = best
+        scale, loss = compute_scale([(step(shaped, r), r["seconds"]) for r in ddp_rows])
+        fits.append((loss, scale, half_m, shaped))
+    _, scale, half_m, shaped = min(fits, key=lambda fit: fit[0])
     corrected = scaled_compute(shaped, scale)
     per_call: dict[str, float] = {}
     for layout, field in (("fsdp", "fsdp_call_overhead_us"), ("tp", "tp_call_overhead_us")):
@@ -99,7 +98,7 @@ def fit_runtime(cluster: Cluster, runtime: dict, ranks_per_node: int) -> Runtime
     return RuntimeFit(scale, gemm_half_m=half_m, **per_call)
 
 
-def compute_scale(cluster: Cluster, predicted: list[tuple]) -> tuple[float, float]:
+def compute_scale(predicted: list[tuple]) -> tuple[float, float]:
     """The factor on compute that makes (predicted step, measured seconds) pairs agree, by
     relative least squares (exact for one pair), and the summed squared relative error."""
     pairs = [(t.compute_s, t.total_s - t.compute_s, y) for t, y in predicted]
