@@ -25,6 +25,8 @@ class JobConfig:
     micro_batch_size: int = 1
     grad_accum_steps: int = 1
     activation_checkpointing: str = "none"
+    # With full recompute: only the first this many blocks of each stage (None: every block).
+    recompute_num_layers: int | None = None
     sequence_parallel: bool = False
     pp_schedule: str = "1f1b"
     virtual_stages: int = 1

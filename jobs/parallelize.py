@@ -73,11 +73,16 @@ def apply_tp(model: Transformer, tp_mesh, sequence_parallel: bool) -> None:
         parallelize_module(block, tp_mesh, plan)
 
 
-def apply_ac(model: Transformer, mode: str) -> None:
-    """full: recompute each whole block; selective: recompute only the attention sublayer."""
+def apply_ac(model: Transformer, mode: str, recompute_num_layers: int | None = None) -> None:
+    """full: recompute each whole block, or only the first `recompute_num_layers` of this
+    stage (Megatron-LM's block method); selective: recompute only the attention sublayer."""
     if mode == "none":
         return
-    for name, block in model.layers.items():
+    if recompute_num_layers is not None and mode != "full":
+        raise ValueError(f"recompute_num_layers needs activation_checkpointing full, not {mode!r}")
+    for index, (name, block) in enumerate(model.layers.items()):
+        if mode == "full" and recompute_num_layers is not None and index >= recompute_num_layers:
+            continue
         if mode == "full":
             model.layers[name] = Checkpointed(block)
         elif mode == "selective":

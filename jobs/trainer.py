@@ -155,7 +155,7 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
         module.to(device)
         if config.tp > 1:
             apply_tp(module, mesh["tp"], config.sequence_parallel)
-        apply_ac(module, config.activation_checkpointing)
+        apply_ac(module, config.activation_checkpointing, config.recompute_num_layers)
         if config.compile:
             apply_compile(module)
         if plan.kind == "fsdp":

@@ -98,6 +98,7 @@ def training_flops_per_iteration(
     gated_mlp: bool = False,
     kv_heads_ratio: float = 1.0,
     recompute: str = "none",
+    recompute_fraction: float = 1.0,
 ) -> float:
     """Model FLOPs of one training iteration (forward + backward) over `tokens` tokens.
 
@@ -106,7 +107,7 @@ def training_flops_per_iteration(
     attention scores and values 2·2·s·h, plus 2·h·V for the logits; backward doubles the
     forward. With `gpt` shapes (ffn = 4h, ungated, kv_ratio 1) this equals the closed form
     72·B·s·l·h²·(1 + s/(6h) + V/(12lh)). `recompute="full"` adds one forward of the layers
-    (the 96 variant); "selective" doubles the attention-score term, as Korthikanti et al. print it. MFU uses
+    (the 96 variant), over `recompute_fraction` of the layers when only some recompute; "selective" doubles the attention-score term, as Korthikanti et al. print it. MFU uses
     recompute="none" by convention; hardware FLOPs use the actual setting.
     """
     ffn = ffn_hidden if ffn_hidden is not None else 4 * hidden
@@ -118,7 +119,7 @@ def training_flops_per_iteration(
     logits_fwd = 2 * hidden * vocab_size
     per_token = 3 * (num_layers * layer_fwd + logits_fwd)
     if recompute == "full":
-        per_token += num_layers * layer_fwd
+        per_token += recompute_fraction * num_layers * layer_fwd
     elif recompute == "selective":
         # As published (Korthikanti et al. 2022): 72Bslh²(1 + s/(3h) + V/(12lh)).
         per_token += num_layers * 3 * scores_fwd

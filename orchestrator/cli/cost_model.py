@@ -131,12 +131,17 @@ def estimate(
     global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size",
                                                     help="sequences per step (default: gpus)"),
     ac: str = typer.Option("none", "--activation-checkpointing", help="none | selective | full"),
+    recompute_num_layers: Optional[int] = typer.Option(
+        None, "--recompute-num-layers", help="with full: layers per stage that recompute"),
     seq_len: Optional[int] = typer.Option(None, "--seq-len"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Memory and predicted throughput breakdown of one configuration."""
+    if recompute_num_layers is not None and ac != "full":
+        raise UserError("--recompute-num-layers: needs --activation-checkpointing full")
     space = {"tp": [tp], "pp": [pp], "zero_stage": [zero_stage],
-             "micro_batch_size": [micro_batch_size], "activation_checkpointing": [ac]}
+             "micro_batch_size": [micro_batch_size], "activation_checkpointing": [ac],
+             "recompute_num_layers": [recompute_num_layers]}
     spec = _spec_from_options(spec_file, set_, model, cluster, gpus, space,
                               global_batch_size, seq_len, "estimate")
     candidates = spec.candidates()

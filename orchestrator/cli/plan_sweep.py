@@ -83,6 +83,10 @@ def plan_sweep(load: Callable[[list[str]], CampaignSpec], nodes: list[int] | Non
         out.print("factors: (s0p,s1p,s0g,s1g,s0os,s1os); MFU as run end to end (AMSP's "
                   "broadcast overlap off); all: MFU with every overlap on; none: with every "
                   "collective exposed")
+        for r in rows:
+            if r.get("recompute", "").endswith("layers"):
+                out.print(f"{r['world_size']} GPUs, {r['scheme']}: recomputes the first "
+                          f"{r['recompute']} of each stage, the fewest that fit")
     else:
         table = Table("GPUs", "best config", "memory GB", "MFU", "HFU", "tokens/s")
         for r in rows:

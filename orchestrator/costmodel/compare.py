@@ -2,7 +2,9 @@
 
 Each scheme is a point of AMSP's factor space on the layout's data-parallel mesh (AMSP §IV-B,
 Table IV), run on DeepSpeed's engine for the baselines:
-- AMSP: the planner's best factor set (amsp.py);
+- AMSP: the planner's best factor set (amsp.py), recomputing the fewest layers that fit
+  when the layout recomputes (InternEvo's checkpoint fraction, recompute.py); the DeepSpeed
+  baselines recompute what the model's code checkpoints, every layer;
 - MiCS: a node's devices as the shard group, or the fewest whole nodes whose shards fit
   (MiCS, arXiv 2205.00119, §3 partitions within the fastest links first; AMSP Table IV ran
   (8,1) for 7B and 13B and (8,2) for 30B);
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 
 from orchestrator.costmodel.amsp import plan_sharding
 from orchestrator.costmodel.estimate import CostModel, Estimate
+from orchestrator.costmodel.recompute import fewest_recomputed_layers
 from orchestrator.search_spaces import ParallelConfig, ShardingFactors, dp_mesh
 
 SCHEMES = ("amsp", "mics", "zero++", "zero1", "zero3")
@@ -35,7 +38,11 @@ class SchemeRow:
 
     def to_dict(self) -> dict:
         e = self.estimate
+        recompute = e.config.activation_checkpointing
+        if e.config.recompute_num_layers is not None:
+            recompute = f"{e.config.recompute_num_layers} layers"
         return {"scheme": self.scheme, "factors": self.factors.to_dict(), "fits": e.fits,
+                "recompute": recompute,
                 "memory_gb": e.memory_gb, "step_time_s": e.step_time_s, "mfu": e.mfu,
                 "hfu": e.hfu, "mfu_full_overlap": self.full_overlap.mfu,
                 "mfu_without_overlap": self.without_overlap.mfu,
@@ -74,6 +81,8 @@ def compare_schemes(cost: CostModel, base: ParallelConfig) -> list[SchemeRow]:
     rows = []
     for scheme, factors in scheme_factors(cost, base).items():
         config = dataclasses.replace(base, sharding=factors)
+        if scheme == "amsp":
+            config = fewest_recomputed_layers(cost, config)
         rows.append(SchemeRow(scheme, factors, cost.estimate(config), full.estimate(config),
                               bare.estimate(config)))
     return rows

@@ -128,7 +128,7 @@ class CostModel:
             capacity_gb=self.cluster.memory_gb,
             tokens_per_step=tokens,
             model_flops_per_step=model_flops(self.model, tokens),
-            hardware_flops_per_step=model_flops(self.model, tokens, config.activation_checkpointing),
+            hardware_flops_per_step=model_flops(self.model, tokens, config),
             peak_tflops=self.cluster.peak_tflops,
             compute_efficiency=gemm_efficiency(self.cluster, self.model, config),
         )

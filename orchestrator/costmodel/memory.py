@@ -158,18 +158,21 @@ def memory_per_device(
         # micro-batch reduce-scatters it (runtime.py): the whole gradient at the peak.
         states = replace(states, grads=PRECISION_BYTES[precision][1] * params)
 
-    per_layer = activation_bytes_per_layer(
-        model, config.micro_batch_size, config.tp, config.activation_checkpointing, precision,
-        sequence_parallel=config.sequence_parallel, flash_attention=flash_attention,
-    )
-    layers = model.num_layers // config.pp
-    activations = per_layer * layers * in_flight_micro_batches(config)
-    if config.activation_checkpointing == "full":
-        # Backward recomputes one layer at a time; its full activations are live then.
-        activations += activation_bytes_per_layer(
-            model, config.micro_batch_size, config.tp, "none", precision,
+    def per_layer(checkpointing: str) -> float:
+        return activation_bytes_per_layer(
+            model, config.micro_batch_size, config.tp, checkpointing, precision,
             sequence_parallel=config.sequence_parallel, flash_attention=flash_attention,
         )
+
+    layers = model.num_layers // config.pp
+    recomputed = config.recompute_fraction(model.num_layers) * layers
+    kept = per_layer("none" if config.activation_checkpointing == "full"
+                     else config.activation_checkpointing)
+    stored = recomputed * per_layer("full") + (layers - recomputed) * kept
+    activations = stored * in_flight_micro_batches(config)
+    if recomputed:
+        # Backward recomputes one layer at a time; its full activations are live then.
+        activations += per_layer("none")
 
     act_bytes = ACTIVATION_BYTES[precision]
     buffers = 2 * bucket_bytes

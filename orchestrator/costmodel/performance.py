@@ -42,11 +42,15 @@ from orchestrator.search_spaces import ParallelConfig, ShardingFactors, dp_mesh
 MASTER_BYTES = 4
 
 
-def model_flops(model: ModelShape, tokens: int, recompute: str = "none") -> float:
+def model_flops(model: ModelShape, tokens: int, config: ParallelConfig | None = None) -> float:
+    """Model FLOPs of `tokens`; with `config`, hardware FLOPs: its recompute counted."""
+    recompute = config.activation_checkpointing if config is not None else "none"
+    fraction = config.recompute_fraction(model.num_layers) if config is not None else 1.0
     return training_flops_per_iteration(
         tokens=tokens, seq_len=model.seq_len, num_layers=model.num_layers, hidden=model.hidden,
         vocab_size=model.vocab_size, ffn_hidden=model.ffn_hidden, gated_mlp=model.gated_mlp,
         kv_heads_ratio=model.kv_heads / model.num_heads, recompute=recompute,
+        recompute_fraction=fraction,
     )
 
 
@@ -119,8 +123,9 @@ def data_parallel_comm(
         # Full recompute replays the forward: AMSP keeps the weights it gathers for the
         # replay until the backward (§V-C); DeepSpeed releases them after each module's
         # forward, so the replay gathers once more.
-        replays = config.activation_checkpointing == "full" and f.engine == "deepspeed"
-        per_unit = (forward_gather * (2 if replays else 1) + backward_gather
+        replays = (config.recompute_fraction(layers * config.pp) if f.engine == "deepspeed"
+                   else 0.0)
+        per_unit = (forward_gather * (1 + replays) + backward_gather
                     + fabric.reduce_scatter(unit, f.s0p, f.s1p))
         t_p = m * units * per_unit
     grads = full / f.sp
@@ -197,7 +202,7 @@ def model_parallel_comm(
     m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
     layers = model.num_layers // p
     layer_io = config.micro_batch_size * model.seq_len * model.hidden * act_bytes
-    tp_calls = 6 if config.activation_checkpointing == "full" else 4
+    tp_calls = 4 + 2 * config.recompute_fraction(model.num_layers)
     tp_nodes = -(-config.tp // gpus_per_node)
     tp_comm = 0.0
     if config.tp > 1:
@@ -229,7 +234,7 @@ def step_time(
     tokens = config.global_batch_size() * model.seq_len
     layers = model.num_layers // p
 
-    flops = model_flops(model, tokens, config.activation_checkpointing)
+    flops = model_flops(model, tokens, config)
     efficiency = gemm_efficiency(cluster, model, config)
     compute = flops / config.world_size / (cluster.peak_tflops * 1e12 * efficiency)
     bubble = compute * (p - 1) / (v * m)

@@ -13,6 +13,17 @@ CHECKPOINT_MODES = ("none", "selective", "full")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
 
+def _from_text(raw: str, annotation: str) -> Any:
+    """One field back from its MLflow text, by its annotation ("int", "int | None", ...)."""
+    if annotation in ("bool", "<class 'bool'>"):
+        return raw in ("True", "true")
+    if annotation.endswith("| None") and raw in ("None", ""):
+        return None
+    if annotation.split(" |")[0] in ("int", "<class 'int'>"):
+        return int(raw)
+    return raw
+
+
 @dataclass(frozen=True, order=True)
 class ParallelConfig:
     """How one training step is laid out across ranks.
@@ -20,7 +31,10 @@ class ParallelConfig:
     zero_stage follows DeepSpeed: 0 = DDP, 1 = optimizer states sharded, 2 = + gradients,
     3 = + parameters (FSDP full shard), each over the `dp` ranks. `sharding`, when set, gives
     AMSP's six factors instead and overrides zero_stage. `virtual_stages` > 1 only with the
-    interleaved pipeline schedule.
+    interleaved pipeline schedule. `recompute_num_layers`, with full checkpointing, recomputes
+    only the first that many layers of each pipeline stage (virtual chunk), Megatron-LM's block
+    method and InternEvo's checkpoint fraction: the fewest that fit buy back compute that
+    recomputing every layer spends; None recomputes them all.
     """
 
     tp: int = 1
@@ -30,6 +44,7 @@ class ParallelConfig:
     micro_batch_size: int = 1
     grad_accum_steps: int = 1
     activation_checkpointing: str = "none"
+    recompute_num_layers: int | None = None
     sequence_parallel: bool = False
     pp_schedule: str = "1f1b"
     virtual_stages: int = 1
@@ -50,6 +65,13 @@ class ParallelConfig:
                 f"activation_checkpointing({self.activation_checkpointing!r}) must be one of "
                 f"{', '.join(CHECKPOINT_MODES)}"
             )
+        if self.recompute_num_layers is not None:
+            if not isinstance(self.recompute_num_layers, int) or self.recompute_num_layers < 1:
+                raise InvalidConfig(f"recompute_num_layers({self.recompute_num_layers!r}) must be "
+                                    "a positive integer, or null to recompute every layer")
+            if self.activation_checkpointing != "full":
+                raise InvalidConfig(f"recompute_num_layers({self.recompute_num_layers}) needs "
+                                    "activation_checkpointing 'full'")
         if self.pp_schedule not in PP_SCHEDULES:
             raise InvalidConfig(
                 f"pp_schedule({self.pp_schedule!r}) must be one of {', '.join(PP_SCHEDULES)}"
@@ -60,6 +82,15 @@ class ParallelConfig:
             )
         if self.sequence_parallel and self.tp == 1:
             raise InvalidConfig("sequence_parallel needs tp > 1")
+
+    def recompute_fraction(self, num_layers: int) -> float:
+        """The share of the layers whose forward the backward replays (0 without full
+        recompute)."""
+        if self.activation_checkpointing != "full":
+            return 0.0
+        if self.recompute_num_layers is None:
+            return 1.0
+        return min(1.0, self.recompute_num_layers * self.pp * self.virtual_stages / num_layers)
 
     @property
     def world_size(self) -> int:
@@ -107,6 +138,12 @@ class ParallelConfig:
                 f"pp({self.pp}) * virtual_stages({self.virtual_stages}) does not divide "
                 f"num_layers({num_layers})"
             )
+        chunk = num_layers // (self.pp * self.virtual_stages)
+        if self.recompute_num_layers is not None and self.recompute_num_layers >= chunk:
+            raise InvalidConfig(
+                f"recompute_num_layers({self.recompute_num_layers}) must be below the "
+                f"{chunk} layers of a pipeline stage; null recomputes them all"
+            )
         if self.sharding is not None and gpus_per_node is not None:
             self.sharding.validate(*dp_mesh(self.dp, self.tp, gpus_per_node))
         return self
@@ -117,6 +154,8 @@ class ParallelConfig:
             f"tp{self.tp}-pp{self.pp}-dp{self.dp}-z{self.zero_stage}-mbs{self.micro_batch_size}"
             f"-gas{self.grad_accum_steps}-ac{self.activation_checkpointing}"
         )
+        if self.recompute_num_layers is not None:
+            key += f"{self.recompute_num_layers}"
         if self.sequence_parallel:
             key += "-sp"
         if self.pp > 1 and self.pp_schedule != "1f1b":
@@ -150,8 +189,7 @@ class ParallelConfig:
         for f in dataclasses.fields(cls):
             if f.name in params and f.name != "sharding":
                 raw = params[f.name]
-                typed[f.name] = (raw in ("True", "true") if f.type in ("bool", bool)
-                                 else int(raw) if f.type in ("int", int) else raw)
+                typed[f.name] = _from_text(raw, str(f.type))
         if all(n in params for n in names[:6]):
             typed["sharding"] = ShardingFactors(
                 **{n: int(params[n]) for n in names if n in params},

@@ -26,6 +26,8 @@ class SpaceRanges:
     zero_stage: tuple[int, ...] = (0, 1, 2, 3)
     micro_batch_size: tuple[int, ...] = (1, 2, 4, 8)
     activation_checkpointing: tuple[str, ...] = ("none", "selective", "full")
+    # With "full": layers recomputed per pipeline stage (None = all); other modes ignore it.
+    recompute_num_layers: tuple[int | None, ...] = (None,)
     sequence_parallel: tuple[bool, ...] = (False,)
     pp_schedule: tuple[str, ...] = ("1f1b",)
     virtual_stages: tuple[int, ...] = (1,)
@@ -37,6 +39,7 @@ class SpaceRanges:
                 f"space kind {self.kind!r} is unknown; choose one of {', '.join(SPACE_KINDS)}"
             )
         for name in ("tp", "pp", "zero_stage", "micro_batch_size", "activation_checkpointing",
-                     "sequence_parallel", "pp_schedule", "virtual_stages", "compile"):
+                     "recompute_num_layers", "sequence_parallel", "pp_schedule",
+                     "virtual_stages", "compile"):
             if not getattr(self, name):
                 raise ValueError(f"space range {name} is empty; give at least one value")

@@ -53,12 +53,14 @@ class SearchSpace:
             return self._listed()
         s = self.ranges
         found = []
-        for tp, pp, mbs, ac, sp, schedule, v, compiled in itertools.product(
-            s.tp, s.pp, s.micro_batch_size, s.activation_checkpointing, s.sequence_parallel,
-            s.pp_schedule, s.virtual_stages, s.compile,
+        for tp, pp, mbs, ac, layers, sp, schedule, v, compiled in itertools.product(
+            s.tp, s.pp, s.micro_batch_size, s.activation_checkpointing, s.recompute_num_layers,
+            s.sequence_parallel, s.pp_schedule, s.virtual_stages, s.compile,
         ):
             if self.world_size % (tp * pp) or (sp and tp == 1):
                 continue
+            if layers is not None and ac != "full":
+                continue  # only full recompute takes a layer count
             if pp == 1 and (schedule != s.pp_schedule[0] or v > 1):
                 continue  # schedules mean nothing without a pipeline: keep one
             if (schedule == "interleaved") != (v > 1):
@@ -68,7 +70,8 @@ class SearchSpace:
                 continue
             base = dict(tp=tp, pp=pp, dp=dp, micro_batch_size=mbs,
                         grad_accum_steps=self.global_batch_size // (mbs * dp),
-                        activation_checkpointing=ac, sequence_parallel=sp,
+                        activation_checkpointing=ac, recompute_num_layers=layers,
+                        sequence_parallel=sp,
                         pp_schedule=schedule, virtual_stages=v, compile=compiled)
             for sharding in self._shardings(dp, tp):
                 found += self._valid(base, sharding)

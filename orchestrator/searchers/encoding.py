@@ -13,7 +13,7 @@ from typing import Any
 from orchestrator.search_spaces import ParallelConfig
 
 KNOBS = ("tp", "pp", "sharding", "micro_batch_size", "activation_checkpointing",
-         "sequence_parallel", "pp_schedule", "virtual_stages", "compile")
+         "recompute_num_layers", "sequence_parallel", "pp_schedule", "virtual_stages", "compile")
 NUMERIC = {"tp", "pp", "micro_batch_size", "virtual_stages"}
 
 
@@ -25,6 +25,7 @@ def knob_values(config: ParallelConfig) -> dict[str, Any]:
         "tp": config.tp, "pp": config.pp, "sharding": sharding,
         "micro_batch_size": config.micro_batch_size,
         "activation_checkpointing": config.activation_checkpointing,
+        "recompute_num_layers": config.recompute_num_layers,
         "sequence_parallel": config.sequence_parallel, "pp_schedule": config.pp_schedule,
         "virtual_stages": config.virtual_stages, "compile": config.compile,
     }

@@ -88,6 +88,7 @@ class CampaignSpec(Strict):
         _check_divisors("space.tp", "tp", self.space.tp, "model.num_heads", self.model.num_heads)
         _check_divisors("space.pp", "pp", self.space.pp, "model.num_layers", self.model.num_layers)
         _check_megatron_space(self.trial.trainer, self.space)
+        _check_partial_recompute(self.trial.trainer, self.space)
         return self
 
     @property
@@ -135,6 +136,18 @@ def _check_divisors(key: str, name: str, values: list[int], of: str, total: int)
             shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
             # Cross-field errors carry their key path in front; _describe keeps it.
             raise ValueError(f"{key}: {name}={value} does not divide {of}={total}; use one of {shown}")
+
+
+def _check_partial_recompute(trainer: str | None, space: SpaceSpec) -> None:
+    """torchtitan wraps every block or none, and Megatron-DeepSpeed's pipeline checkpoints
+    every layer: neither can recompute only some (the built-in trainer and Megatron-LM can;
+    DeepSpeed and command trainers get the count as a placeholder)."""
+    if trainer not in ("torchtitan", "megatron-deepspeed"):
+        return
+    listed = [c.recompute_num_layers for c in space.configs]
+    if any(v is not None for v in listed + space.recompute_num_layers):
+        raise ValueError(f"space.recompute_num_layers: {trainer} recomputes every layer or none; "
+                         "remove it, or use trainer builtin or megatron-lm")
 
 
 def _check_megatron_space(trainer: str | None, space: SpaceSpec) -> None:

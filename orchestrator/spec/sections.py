@@ -4,7 +4,7 @@ search, budget and tracking, each a strict pydantic model (an unknown key is an 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -91,6 +91,7 @@ class LayoutEntry(Strict):
     micro_batch_size: int | None = factor()
     grad_accum_steps: int | None = Field(default=None, gt=0, le=MAX_COUNT)
     activation_checkpointing: CheckpointMode | None = None
+    recompute_num_layers: int | None = Field(default=None, gt=0, le=MAX_FACTOR)
     sequence_parallel: bool | None = None
     pp_schedule: Literal["gpipe", "1f1b", "interleaved"] | None = None
     virtual_stages: int | None = factor()
@@ -118,6 +119,9 @@ class SpaceSpec(Strict):
     activation_checkpointing: list[CheckpointMode] = Field(
         default=["none", "selective", "full"], min_length=1, max_length=MAX_VALUES
     )
+    # With full recompute: the layers of each pipeline stage that recompute (null: all).
+    recompute_num_layers: list[Annotated[int, Field(gt=0, le=MAX_FACTOR)] | None] = Field(
+        default=[None], min_length=1, max_length=MAX_VALUES)
     sequence_parallel: list[bool] = Field(default=[False], min_length=1, max_length=MAX_VALUES)
     pp_schedule: list[Literal["gpipe", "1f1b", "interleaved"]] = Field(
         default=["1f1b"], min_length=1, max_length=MAX_VALUES)
@@ -131,7 +135,8 @@ class SpaceSpec(Strict):
         if (self.kind == "list") != bool(self.configs):
             raise ValueError("space.configs: give configs exactly when space.kind is 'list'")
         names = ("tp", "pp", "zero_stage", "micro_batch_size", "activation_checkpointing",
-                 "sequence_parallel", "pp_schedule", "virtual_stages", "compile")
+                 "recompute_num_layers", "sequence_parallel", "pp_schedule", "virtual_stages",
+                 "compile")
         combinations = math.prod(len(set(getattr(self, n))) for n in names)
         if combinations > MAX_COMBINATIONS:
             raise ValueError(f"space: the ranges make {combinations:,} combinations (at most "
@@ -154,6 +159,7 @@ class SpaceSpec(Strict):
             pp=tuple(self.pp), zero_stage=tuple(self.zero_stage),
             micro_batch_size=tuple(self.micro_batch_size),
             activation_checkpointing=tuple(self.activation_checkpointing),
+            recompute_num_layers=tuple(self.recompute_num_layers),
             sequence_parallel=tuple(self.sequence_parallel), pp_schedule=tuple(self.pp_schedule),
             virtual_stages=tuple(self.virtual_stages), compile=tuple(self.compile),
         )

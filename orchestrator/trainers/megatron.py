@@ -68,6 +68,9 @@ def _check_layout(tool: str, config) -> None:
     if tool == LM and config.zero_stage > 1:
         raise SpecError(f"space.zero_stage: megatron-lm has no ZeRO stage {config.zero_stage} "
                         "(its distributed optimizer is ZeRO-1); use stages 0 and 1")
+    if tool == DS and config.recompute_num_layers is not None:
+        raise SpecError("space.recompute_num_layers: megatron-deepspeed recomputes every layer "
+                        "or none; remove it, or use trainer megatron-lm")
     if tool == DS and config.virtual_stages > 1:
         raise SpecError("space.virtual_stages: megatron-deepspeed's pipeline has no interleaved "
                         "schedule; use [1]")
@@ -96,11 +99,15 @@ def _architecture(tool: str, model) -> list[str]:
     return args
 
 
-def _recompute(tool: str, mode: str) -> list[str]:
+def _recompute(tool: str, config) -> list[str]:
+    mode = config.activation_checkpointing
     if mode == "selective":
         return ["--recompute-granularity=selective"]
     if mode != "full":
         return []
+    if config.recompute_num_layers is not None:  # the first N layers of each stage (chunk)
+        return ["--recompute-granularity=full", "--recompute-method=block",
+                f"--recompute-num-layers={config.recompute_num_layers}"]
     every_layer = ["--recompute-granularity=full", "--recompute-method=uniform",
                    "--recompute-num-layers=1"]
     if tool == LM:
@@ -128,7 +135,7 @@ def megatron_args(tool: str, spec, config, deepspeed_config_path: str = DEEPSPEE
         args.append("--bf16")
     if config.sequence_parallel:
         args.append("--sequence-parallel")
-    args += _recompute(tool, config.activation_checkpointing)
+    args += _recompute(tool, config)
     if tool == LM:
         args.append(f"--attention-backend={'flash' if spec.trial.flash_attention else 'unfused'}")
         if config.zero_stage == 1:

@@ -72,6 +72,9 @@ def data_parallel(config, gpus_per_node: int) -> tuple[int, int, str | None]:
 
 def layout_args(spec, config) -> list[str]:
     """The layout as torchtitan 0.3.0 overrides; the activation-checkpoint subcommand last."""
+    if config.recompute_num_layers is not None:
+        raise SpecError("space.recompute_num_layers: torchtitan recomputes every block or none; "
+                        "remove it, or use trainer builtin or megatron-lm")
     shard, replicate, reshard = data_parallel(config, spec.gpus_per_node)
     mbs, gas = config.micro_batch_size, config.grad_accum_steps
     local = mbs * gas if config.pp > 1 else mbs

@@ -1,0 +1,41 @@
+"""Partial recompute: the fewest layers per stage that must replay their forward to fit.
+
+Full recompute keeps only each layer's input and replays every forward, a third more compute
+than the step needs when memory is left over. InternEvo (AMSP's code base) recomputes a
+fraction of the layers (`model.checkpoint`) and Megatron-LM the first `--recompute-num-layers`
+of each stage (`--recompute-method block`); the fewest that fit cost the least compute. Memory
+falls as more layers recompute, so a bisection over the count finds it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from orchestrator.costmodel.estimate import CostModel
+from orchestrator.costmodel.memory import GB
+from orchestrator.search_spaces import ParallelConfig
+
+
+def fewest_recomputed_layers(cost: CostModel, config: ParallelConfig) -> ParallelConfig:
+    """`config` with the fewest recomputed layers per stage that fit (no recompute if that
+    fits); `config` itself unless it recomputes every layer or nothing less fits."""
+    if config.activation_checkpointing != "full" or config.recompute_num_layers is not None:
+        return config
+
+    def fits(candidate: ParallelConfig) -> bool:
+        return cost.memory(candidate).total / GB <= cost.cluster.memory_gb
+
+    without = dataclasses.replace(config, activation_checkpointing="none")
+    if fits(without):
+        return without
+    chunk = cost.model.num_layers // (config.pp * config.virtual_stages)
+    low, high = 1, chunk - 1  # the answer, if any, is in [low, high]
+    if high < low or not fits(dataclasses.replace(config, recompute_num_layers=high)):
+        return config
+    while low < high:
+        middle = (low + high) // 2
+        if fits(dataclasses.replace(config, recompute_num_layers=middle)):
+            high = middle
+        else:
+            low = middle + 1
+    return dataclasses.replace(config, recompute_num_layers=low)

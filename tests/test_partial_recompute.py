@@ -1,0 +1,138 @@
+"""Partial recompute: the first N layers of each stage replay their forward, priced, planned,
+rendered for Megatron-LM and run by the built-in trainer; refused where a trainer cannot."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.costmodel import CostModel
+from orchestrator.costmodel.recompute import fewest_recomputed_layers
+from orchestrator.errors import SpecError
+from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
+from orchestrator.search_spaces import InvalidConfig, ParallelConfig, ShardingFactors
+from orchestrator.spec import spec_from_dict
+from orchestrator.trainers.megatron import megatron_args
+from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS, problems
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA_30B = MODEL_PRESETS["llama-30b"]  # 60 layers
+A800 = CLUSTER_PRESETS["a800-80g"]
+
+
+def layout(**fields) -> ParallelConfig:
+    base = dict(dp=64, zero_stage=3, micro_batch_size=1, grad_accum_steps=8,
+                activation_checkpointing="full")
+    return ParallelConfig(**{**base, **fields})
+
+
+def test_the_count_needs_full_recompute_and_fewer_layers_than_a_stage():
+    with pytest.raises(InvalidConfig, match="needs activation_checkpointing 'full'"):
+        ParallelConfig(activation_checkpointing="selective", recompute_num_layers=4)
+    with pytest.raises(InvalidConfig, match="positive integer"):
+        ParallelConfig(activation_checkpointing="full", recompute_num_layers=0)
+    config = ParallelConfig(pp=4, dp=2, activation_checkpointing="full", recompute_num_layers=15)
+    with pytest.raises(InvalidConfig, match="below the 15 layers of a pipeline stage"):
+        config.validate(world_size=8, num_heads=52, num_layers=60, global_batch_size=2)
+    assert config.recompute_fraction(60) == 1.0
+    half = dataclasses.replace(config, recompute_num_layers=7)
+    assert half.recompute_fraction(60) == pytest.approx(7 / 15)
+    assert ParallelConfig().recompute_fraction(60) == 0.0
+
+
+def test_the_count_is_part_of_the_key_and_survives_mlflow_params():
+    config = layout(recompute_num_layers=42)
+    assert config.key().endswith("-acfull42") and config.key() != layout().key()
+    params = {k: str(v) for k, v in config.to_params().items()}
+    assert ParallelConfig.from_params(params) == config
+    every = {k: str(v) for k, v in layout().to_params().items()}
+    assert ParallelConfig.from_params(every).recompute_num_layers is None
+
+
+def test_fewer_recomputed_layers_cost_memory_and_save_compute():
+    cost = CostModel(LLAMA_30B, A800, 8)
+    estimates = [cost.estimate(layout(activation_checkpointing="none")),
+                 cost.estimate(layout(recompute_num_layers=30)), cost.estimate(layout())]
+    memory = [e.memory.activations for e in estimates]
+    hardware = [e.hardware_flops_per_step for e in estimates]
+    compute = [e.time.compute_s for e in estimates]
+    assert memory[0] > memory[1] > memory[2]
+    assert hardware[0] < hardware[1] < hardware[2]
+    assert compute[0] < compute[1] < compute[2]
+    # Half the layers replay half the forward that full recompute adds.
+    assert hardware[1] - hardware[0] == pytest.approx((hardware[2] - hardware[0]) / 2)
+    assert len({e.model_flops_per_step for e in estimates}) == 1  # MFU counts no recompute
+
+
+def test_the_fewest_layers_that_fit_are_found():
+    cost = CostModel(LLAMA_30B, A800, 8)
+    amsp = dataclasses.replace(layout(), zero_stage=0, sharding=None)
+    factors = ShardingFactors(2, 1, 8, 4, 8, 4)  # AMSP's 64-GPU plan at M = 8
+    config = dataclasses.replace(amsp, sharding=factors)
+    chosen = fewest_recomputed_layers(cost, config)
+    k = chosen.recompute_num_layers
+    assert k is not None and 1 < k < 60
+    assert cost.estimate(chosen).fits
+    assert not cost.estimate(dataclasses.replace(config, recompute_num_layers=k - 1)).fits
+    assert cost.estimate(chosen).step_time_s < cost.estimate(config).step_time_s
+    # Nothing to do for a layout that recomputes nothing, or already names its count.
+    named = dataclasses.replace(config, recompute_num_layers=50)
+    assert fewest_recomputed_layers(cost, named) is named
+
+
+def test_the_space_pairs_counts_with_full_recompute_only():
+    spec = spec_from_dict({
+        "name": "partial", "model": "llama-30b", "cluster": "a800-80g",
+        "scale": {"nodes": 8, "global_batch_size": 512},
+        "space": {"zero_stage": [3], "micro_batch_size": [1],
+                  "activation_checkpointing": ["none", "full"],
+                  "recompute_num_layers": [None, 20, 40]},
+    })
+    keys = sorted(c.key() for c in spec.candidates())
+    assert keys == ["tp1-pp1-dp64-z3-mbs1-gas8-acfull", "tp1-pp1-dp64-z3-mbs1-gas8-acfull20",
+                    "tp1-pp1-dp64-z3-mbs1-gas8-acfull40", "tp1-pp1-dp64-z3-mbs1-gas8-acnone"]
+
+
+@pytest.mark.parametrize("trainer", ["torchtitan", "megatron-deepspeed"])
+def test_trainers_that_recompute_every_layer_refuse_a_count(trainer, tmp_path, cli):
+    data = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
+    data["trial"] = {**data.get("trial", {}), "trainer": trainer}
+    data["space"] = {"activation_checkpointing": ["full"], "recompute_num_layers": [1]}
+    path = tmp_path / "partial.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, out, err = cli("run", str(path), "--dry-run")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "space.recompute_num_layers" in err and trainer in err
+
+
+def test_megatron_lm_recomputes_the_first_layers_of_each_stage_by_its_block_method():
+    spec = spec_from_dict({
+        "name": "mega", "model": "gpt-175b", "cluster": "h100-80g",
+        "scale": {"nodes": 8, "global_batch_size": 128},
+        "trial": {"trainer": "megatron-lm",
+                  "megatron": {"script": "pretrain_gpt.py", "args": ["--lr=1e-4"]}},
+    })
+    config = ParallelConfig(tp=8, pp=4, dp=2, micro_batch_size=1, grad_accum_steps=64,
+                            activation_checkpointing="full", recompute_num_layers=10)
+    args = megatron_args("megatron-lm", spec, config)
+    assert {"--recompute-granularity=full", "--recompute-method=block",
+            "--recompute-num-layers=10"} <= set(args)
+    assert problems(args, MEGATRON_LM_FLAGS) == []
+    with pytest.raises(SpecError, match="space.recompute_num_layers"):
+        megatron_args("megatron-deepspeed", spec, config)
+
+
+def test_the_built_in_trainer_checkpoints_only_the_first_blocks_of_a_stage():
+    from jobs.model import ModelArgs, Transformer
+    from jobs.parallelize import Checkpointed, apply_ac
+
+    model = Transformer(ModelArgs(num_layers=4, hidden=32, num_heads=2, ffn_hidden=64,
+                                  vocab_size=64, seq_len=16))
+    apply_ac(model, "full", 3)
+    wrapped = [isinstance(block, Checkpointed) for block in model.layers.values()]
+    assert wrapped == [True, True, True, False]
+    with pytest.raises(ValueError, match="needs activation_checkpointing full"):
+        apply_ac(model, "selective", 1)
