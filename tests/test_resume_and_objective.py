@@ -18,6 +18,7 @@ from orchestrator.costmodel import cost_model_for
 from orchestrator.journal import REPEAT
 from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
+from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers import ALGORITHMS
 from orchestrator.spec import load_campaign_spec, spec_from_dict
 
@@ -93,7 +94,10 @@ def _install_legacy(runs_dir: Path, name: str) -> None:
 
 def _trials(events: list[dict]) -> dict[str, tuple]:
     finished = {e["trial_id"]: e for e in events if e["event"] == "finished"}
-    return {tid: (json.dumps(e["config"], sort_keys=True), e["fidelity"], e["result"]["status"],
+    # Layouts are compared as this version reads them: fields added since 0.1 take their
+    # defaults, as they do when the journal is resumed.
+    return {tid: (json.dumps(ParallelConfig.from_dict(e["config"]).to_dict(), sort_keys=True),
+                  e["fidelity"], e["result"]["status"],
                   e["result"].get("tokens_per_s")) for tid, e in finished.items()}
 
 
