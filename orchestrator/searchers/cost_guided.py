@@ -13,7 +13,9 @@ where the model is wrong.
 - Out-of-memory results raise the memory model's scale so that larger layouts are skipped.
 - It stops (ask returns nothing) once no unmeasured candidate's upper bound, with the
   interaction uncertainty in σ, reaches the best expected value of a measured one less
-  `stop_margin`.
+  `stop_margin`, and the calibrated model's VERIFY_TOP favourites have all been measured: the
+  residual model may blame a favourite's loss on knob values it shares with the next one,
+  and only a measurement says whether that one shares the loss.
 - Before a winner is named, contenders within the measured noise of the leader are measured
   again (`repeat`), the closest rival first, also when the trial budget is about to end the
   search; the noise is estimated from those repeats.
@@ -47,6 +49,7 @@ MEASUREMENTS_WHILE_SEARCHING = 3
 FINAL_MEASUREMENTS = 12  # of one config once the search is over
 REPEAT_FROM = 12  # measured trials before the search itself re-measures the top two
 CONTENDER_Z = 2.5  # a contender's mean is within this many standard errors of the leader's
+VERIFY_TOP = 3  # the calibrated model's favourites measured before the search may stop
 
 
 class CostGuidedSearcher(Searcher):
@@ -206,7 +209,7 @@ class CostGuidedSearcher(Searcher):
         measured = sum(1 for _, _, r in self.history if r.status != "infeasible")
         if (best is not None and measured >= MIN_TRIALS_BEFORE_STOP
                 and max(u for _, u in self._bounds(open_, KAPPA_STOP)) < best * (1 - self.stop_margin)):
-            return None
+            return self._unverified_favourite()
         order = sorted(range(len(open_)), key=lambda i: -bounds[i][1])
         if len(self._taken) < DIVERSE_PICKS and not self._prior:
             seen = {self._regime(c) for c in self._taken}
@@ -217,6 +220,13 @@ class CostGuidedSearcher(Searcher):
                 if self._regime(open_[i]) not in seen:
                     return open_[i]
         return open_[order[0]]
+
+    def _unverified_favourite(self) -> ParallelConfig | None:
+        """The best of the calibrated model's VERIFY_TOP fitting layouts not yet measured
+        (residuals aside), or None once all of them have been."""
+        fitting = [c for c in self.candidates if self._predictions[c][1]]
+        top = sorted(fitting, key=lambda c: -self._predictions[c][0])[:VERIFY_TOP]
+        return next((c for c in top if c not in self._taken), None)
 
     @staticmethod
     def _regime(config: ParallelConfig) -> tuple:
