@@ -6,7 +6,7 @@
 set -euo pipefail
 STATE=${1:-/tmp/paratune-slurm}
 mkdir -p "$STATE"
-if [ -s "$STATE/pids" ] && sinfo -h -o %t 2>/dev/null | grep -qx idle; then
+if [ -s "$STATE/pids" ] && timeout 10 sinfo -h -o %t 2>/dev/null | grep -qx idle; then
   echo "local Slurm already up (state in $STATE)"; exit 0
 fi
 : > "$STATE/pids"
@@ -26,6 +26,8 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   echo "start_local_slurm: $what did not come up in ${limit}s" >&2; exit 1
 }
 pid_of() { cat "$1" 2>/dev/null; }
+# A start that fails part-way stops the daemons it had recorded, so none is left behind.
+trap 'status=$?; [ $status = 0 ] || bash "$(dirname "$0")/stop_local_slurm.sh" "$STATE"' EXIT
 
 # munge
 mkdir -p /run/munge /var/log/munge /var/lib/munge && chown munge:munge /run/munge /var/log/munge /var/lib/munge
@@ -88,12 +90,14 @@ CONF
 slurmdbd
 wait_for 30 slurmdbd test -s "$STATE/slurmdbd.pid"
 echo "slurmdbd $(pid_of "$STATE/slurmdbd.pid")" >> "$STATE/pids"
-sleep 1
+# On a new database slurmdbd creates its tables before it listens; a slurmctld started before
+# then finds no TRES and exits.
+wait_for 60 "slurmdbd's port" bash -c "exec 3<>/dev/tcp/127.0.0.1/6819"
 slurmctld
 wait_for 30 slurmctld test -s "$STATE/slurmctld.pid"
 echo "slurmctld $(pid_of "$STATE/slurmctld.pid")" >> "$STATE/pids"
 slurmd
 wait_for 30 slurmd test -s "$STATE/slurmd.pid"
 echo "slurmd $(pid_of "$STATE/slurmd.pid")" >> "$STATE/pids"
-wait_for 60 "the node to be idle" sh -c "sinfo -h -o %t | grep -qx idle"
+wait_for 60 "the node to be idle" sh -c "timeout 10 sinfo -h -o %t | grep -qx idle"
 echo "local Slurm up: $(sinfo -h -o '%P %a %D %t') (state in $STATE)"
