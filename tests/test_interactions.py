@@ -154,17 +154,18 @@ def test_cost_guided_recovers_from_interactions_the_model_misses(frontier, seed)
     assert reached is not None and reached <= 10 and trials >= reached
 
 
-def test_the_models_favourites_are_measured_before_the_search_stops(frontier):
+def test_the_models_favourites_are_measured_after_the_diverse_picks(frontier):
     """Seed 16: the model's favourite measures 22% below the best, which is the model's second;
-    the residual model blames the loss on knob values the two share, so only the rule that the
-    calibrated model's top three are measured before stopping finds the best."""
+    the residual model blames the loss on knob values the two share, so the runner-up's bound
+    falls with it; measuring the calibrated model's top three after the diverse first picks
+    finds the best within a few trials."""
     configs, cost = frontier
     sim = SimulatedBackend(cost, seed=16, interactions=1.0)
     truth = _truth(configs, cost, sim)
     ranked = sorted(configs, key=lambda c: -cost.estimate(c).tokens_per_s)
     assert truth[ranked[0]] < 0.8 * truth[ranked[1]] and truth[ranked[1]] == max(truth.values())
     reached, _, searcher = search(configs, cost, sim, truth, seed=16, limit=60)
-    assert reached is not None
+    assert reached is not None and reached <= 6
     assert searcher.ask(1) == [] and set(ranked[:3]) <= {c for _, c, _ in searcher.history}
 
 
@@ -242,10 +243,10 @@ def test_the_last_trials_of_the_budget_go_to_naming_the_winner(frontier):
     configs, cost = frontier
     sim = SimulatedBackend(cost, seed=1, noise=0.05, interactions=1.0)
     searcher = make_searcher("cost-guided", configs, Objective(), seed=0, cost_model=cost)
-    for trial in range(4):
+    for trial in range(5):  # the diverse picks, then the model's next favourites
         (config,) = searcher.ask(1)
         searcher.tell(config, sim.run(config, f"t{trial}"))
-    assert 4 < REPEAT_FROM and searcher._next() is not None  # the search would go on
+    assert 5 < REPEAT_FROM and searcher._next() is not None  # the search would go on
     assert searcher.repeat(trials_left=100) is None
     contender = searcher.repeat(trials_left=3)
     assert contender is not None and contender in [c for _, c, _ in searcher.history]

@@ -9,13 +9,14 @@ where the model is wrong.
   its posterior std is the uncertainty, interactions included.
 - The next config is the one with the highest upper bound, predicted · exp(residual + κ·σ);
   the first picks also spread over the main knobs (tp, pp, sharding) so the calibration sees
-  different regimes.
+  different regimes. Then the calibrated model's VERIFY_TOP favourites (residuals aside) are
+  measured: a quirk that hits the favourite makes the residual model blame knob values it
+  shares with the runner-up, whose bound then falls with it, and only a measurement of the
+  runner-up says whether it shares the loss.
 - Out-of-memory results raise the memory model's scale so that larger layouts are skipped.
 - It stops (ask returns nothing) once no unmeasured candidate's upper bound, with the
   interaction uncertainty in σ, reaches the best expected value of a measured one less
-  `stop_margin`, and the calibrated model's VERIFY_TOP favourites have all been measured: the
-  residual model may blame a favourite's loss on knob values it shares with the next one,
-  and only a measurement says whether that one shares the loss.
+  `stop_margin`.
 - Before a winner is named, contenders within the measured noise of the leader are measured
   again (`repeat`), the closest rival first, also when the trial budget is about to end the
   search; the noise is estimated from those repeats.
@@ -49,7 +50,7 @@ MEASUREMENTS_WHILE_SEARCHING = 3
 FINAL_MEASUREMENTS = 12  # of one config once the search is over
 REPEAT_FROM = 12  # measured trials before the search itself re-measures the top two
 CONTENDER_Z = 2.5  # a contender's mean is within this many standard errors of the leader's
-VERIFY_TOP = 3  # the calibrated model's favourites measured before the search may stop
+VERIFY_TOP = 3  # the calibrated model's favourites measured right after the diverse picks
 
 
 class CostGuidedSearcher(Searcher):
@@ -209,7 +210,10 @@ class CostGuidedSearcher(Searcher):
         measured = sum(1 for _, _, r in self.history if r.status != "infeasible")
         if (best is not None and measured >= MIN_TRIALS_BEFORE_STOP
                 and max(u for _, u in self._bounds(open_, KAPPA_STOP)) < best * (1 - self.stop_margin)):
-            return self._unverified_favourite()
+            return None
+        favourite = self._unverified_favourite()
+        if favourite is not None and measured >= DIVERSE_PICKS:
+            return favourite
         order = sorted(range(len(open_)), key=lambda i: -bounds[i][1])
         if len(self._taken) < DIVERSE_PICKS and not self._prior:
             seen = {self._regime(c) for c in self._taken}
