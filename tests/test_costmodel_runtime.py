@@ -52,6 +52,31 @@ def test_pytorch_trainers_reduce_float32_gradients_and_zero1_broadcasts_each_own
     assert zero1.t_os1 == pytest.approx(8 * fabric().broadcast(4 * MODEL.num_params / 8, 8))
 
 
+def test_ddp_follows_the_trainer_deepspeeds_reduces_bf16_after_the_backward():
+    """Stage 0 on DeepSpeed's engine (the DeepSpeed and Megatron-DeepSpeed trainers) reduces
+    bf16 gradients once the backward is over: 2 bytes a parameter, nothing hidden. PyTorch's
+    DDP (the built-in trainer) and Megatron-LM's reduce float32 behind the backward."""
+    for trainer in ("deepspeed", "megatron-deepspeed"):
+        runtime = runtime_of_trainer(trainer)
+        deepspeed = comm(runtime, 0, gas=4)
+        bucket = CostModel(MODEL, A800, 8).coefficients.bucket_bytes
+        assert deepspeed.t_os0 == pytest.approx(
+            fabric().bucketed_all_reduce(2 * MODEL.num_params, bucket, 8))
+        assert deepspeed.t_g == deepspeed.t_p == deepspeed.t_os1 == 0.0  # once, at the boundary
+        step = CostModel(MODEL, A800, 8, runtime=runtime).estimate(
+            ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=4)).time
+        assert step.dp_exposed_s == pytest.approx(deepspeed.t_os0)
+        for stage in (1, 2, 3):  # the ZeRO stages were DeepSpeed's already
+            assert comm(runtime, stage, gas=4) == comm(DEEPSPEED, stage, gas=4)
+    torch_ddp = comm(BUILTIN, 0, gas=4)
+    assert comm(runtime_of_trainer("megatron-lm"), 0, gas=4) == torch_ddp
+    assert torch_ddp.t_os0 == pytest.approx(2 * comm(runtime_of_trainer("deepspeed"), 0, 4).t_os0,
+                                            rel=0.05)
+    step = CostModel(MODEL, A800, 8, runtime=BUILTIN).estimate(
+        ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=4)).time
+    assert step.dp_exposed_s < torch_ddp.t_os0
+
+
 def test_zero2_gathers_weights_per_micro_batch_on_fsdp2_but_not_on_deepspeed():
     """The built-in trainer's ZeRO-2 is FSDP2 without resharding after forward: weights sharded
     at rest, gathered once per micro-batch, gradients reduce-scattered once per step.

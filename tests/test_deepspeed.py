@@ -92,13 +92,18 @@ print(json.dumps({"world_size": ds.world_size, "train_batch_size": ds.train_batc
 """
 
 
-def load_in_deepspeed(path, dp: int) -> dict:
+def in_deepspeed(script: str, *args) -> dict:
+    """Run `script` as rank 0 of one on DeepSpeed's CPU accelerator; its last line, as JSON."""
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "RANK": "0", "LOCAL_RANK": "0",
            "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    done = subprocess.run([sys.executable, "-c", LOAD_IN_DEEPSPEED, str(path), str(dp)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", script, *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def load_in_deepspeed(path, dp: int) -> dict:
+    return in_deepspeed(LOAD_IN_DEEPSPEED, path, dp)
 
 
 def free_port() -> int:
@@ -130,6 +135,44 @@ def test_trial_config_and_export_load_in_deepspeed(tmp_path, monkeypatch, runs_d
     exported = json.loads(export("deepspeed", spec, "t0001", config))
     assert "deepspeed-gpt" in exported["_paratune"] and "t0001" in exported["_paratune"]
     assert "DeepSpeed 0.19.8" in exported["_paratune"]
+
+
+# DeepSpeed's engine on a config as a trial on GPUs gets it (bf16 on), one backward: the dtype
+# it reduces gradients in without ZeRO, and whether ZeRO is on.
+REDUCED_BY_DEEPSPEED = """
+import json, sys
+import torch
+import deepspeed
+deepspeed.init_distributed(dist_backend="gloo")
+config = json.load(open(sys.argv[1]))
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 1))
+engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+x = torch.randn(config["train_micro_batch_size_per_gpu"], 8, dtype=torch.bfloat16)
+engine.backward(engine(x).float().pow(2).mean())
+name = lambda dtype: str(dtype).removeprefix("torch.")
+print(json.dumps({"communication": name(engine.communication_data_type),
+                  "zero": engine.zero_optimization(),
+                  "grads": sorted({name(p.grad.dtype) for p in engine.module.parameters()})}))
+"""
+
+
+def test_deepspeed_reduces_stage_0_gradients_in_bf16_as_the_cost_model_prices_them(
+        tmp_path, monkeypatch):
+    """Without ZeRO, DeepSpeed's engine keeps bf16 gradients and reduces them in bf16 (its
+    `communication_data_type`), where PyTorch's DDP reduces float32: the DeepSpeed trainer's
+    stage 0 is priced on DeepSpeed's engine, 2 bytes a parameter (test_costmodel_runtime.py)."""
+    from orchestrator.costmodel import cost_model_for
+    from orchestrator.trainers.deepspeed import base_config, deepspeed_config
+
+    monkeypatch.chdir(EXAMPLES.parent)
+    spec = load_spec(EXAMPLES / "deepspeed.yaml", ["cluster=a100-80g", "scale.gpus_per_node=1"])
+    config = next(c for c in spec.search_space().candidates() if c.zero_stage == 0)
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps(deepspeed_config(spec, config, base_config(spec))))
+    seen = in_deepspeed(REDUCED_BY_DEEPSPEED, path)
+    assert seen == {"communication": "bfloat16", "zero": False, "grads": ["bfloat16"]}
+    engine = cost_model_for(spec).runtime.engine_of(config.zero_stage)
+    assert config.factors(spec.gpus_per_node, engine).engine == "deepspeed"
 
 
 @pytest.mark.slow

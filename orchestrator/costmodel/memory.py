@@ -150,7 +150,7 @@ def memory_per_device(
 ) -> MemoryBreakdown:
     """Peak bytes on the busiest device (a rank of the first pipeline stage)."""
     params = params_on_first_stage(model, config)
-    factors = config.factors(gpus_per_node, runtime.zero_engine)
+    factors = config.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
     states = model_state_bytes_sharded(params, factors, precision)
     if (factors.engine == "torch" and runtime.grads_once_per_step and factors.sg > 1
             and config.grad_accum_steps > 1):

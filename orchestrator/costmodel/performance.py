@@ -104,7 +104,7 @@ def data_parallel_comm(
     weight_bytes: int, c: Coefficients, layers: int, modules: int,
     runtime: Runtime = DEEPSPEED, fsdp_call_s: float = 0.0,
 ) -> DataParallelComm:
-    f = config.factors(gpus_per_node, runtime.zero_engine)
+    f = config.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
     s0dp, s1dp = dp_mesh(config.dp, config.tp, gpus_per_node)
     m = config.grad_accum_steps
     bucket = c.bucket_bytes
@@ -253,7 +253,7 @@ def step_time(
 
     params = params_on_first_stage(model, config)
     weight_bytes = 2 if precision == "bf16-mixed" else 4
-    factors = config.factors(gpus_per_node, runtime.zero_engine)
+    factors = config.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
     engine = factors.engine
     # Each rank updates the optimizer shard it holds (every ZeRO scheme has s_os >= s_g >= s_p).
     optimizer = cluster.optimizer_ns_per_param * 1e-9 * params / factors.sos

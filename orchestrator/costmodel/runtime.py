@@ -9,6 +9,13 @@ at rest and gathered once per micro-batch (forward), and kept for its backward. 
 trainer turns gradient sync off for all but the last micro-batch
 (`set_requires_gradient_sync`, DDP's `require_backward_grad_sync`); torchtitan's train loop
 does not, so FSDP reduce-scatters, and DDP all-reduces, after every micro-batch.
+
+Stage 0 is DDP, which is no more one thing than the stages are: PyTorch's DDP (the built-in
+trainer, torchtitan) and Megatron-LM's reduce float32 gradients, bucket by bucket behind the
+backward; DeepSpeed's engine (the DeepSpeed and Megatron-DeepSpeed trainers) reduces the bf16
+gradients in its `communication_data_type` (bf16 unless the config says otherwise) once the
+backward is over (`DeepSpeedEngine._backward_epilogue` → `allreduce_gradients`, 0.19.8), so
+its DDP is priced as a DeepSpeed scheme: bf16 bytes, nothing hidden.
 """
 
 from __future__ import annotations
@@ -24,12 +31,21 @@ class Runtime:
     # one. DeepSpeed and Megatron reduce DDP and ZeRO-1 gradients at the accumulation
     # boundary too; DeepSpeed's per-micro-batch ZeRO-2/3 reductions are in its own terms.
     grads_once_per_step: bool = True
+    # Engine that stage 0 (DDP) runs on: "torch" (PyTorch's or Megatron-LM's DDP) or
+    # "deepspeed" (DeepSpeed's engine without ZeRO).
+    ddp_engine: str = "torch"
+
+    def engine_of(self, zero_stage: int) -> str:
+        """The engine that runs `zero_stage` in this trainer."""
+        return self.ddp_engine if zero_stage == 0 else self.zero_engine
 
 
 DEEPSPEED = Runtime()
 RUNTIME_OF_TRAINER = {
     "builtin": Runtime(zero_engine="torch"),
     "torchtitan": Runtime(zero_engine="torch", grads_once_per_step=False),
+    "deepspeed": Runtime(ddp_engine="deepspeed"),
+    "megatron-deepspeed": Runtime(ddp_engine="deepspeed"),
 }
 
 

@@ -105,8 +105,11 @@ class ShardingFactors:
     def from_zero_stage(cls, stage: int, s0dp: int, s1dp: int,
                         engine: str = "deepspeed") -> "ShardingFactors":
         """A ZeRO stage's factors, run on `engine` ("deepspeed" or "torch": PyTorch's DDP,
-        ZeroRedundancyOptimizer and FSDP2, as the built-in trainer runs the stages)."""
-        names = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
+        ZeroRedundancyOptimizer and FSDP2, as the built-in trainer runs the stages); stage 0
+        is DDP on that engine."""
+        if stage == 0:
+            return cls(engine=engine)
+        names = {1: "zero1", 2: "zero2", 3: "zero3"}
         factors = cls.named(names[stage], s0dp, s1dp)
         return replace(factors, engine="torch") if engine == "torch" else factors
 
