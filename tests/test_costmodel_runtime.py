@@ -9,10 +9,11 @@ from conftest import ROOT
 
 from orchestrator.costmodel import CostModel, cost_model_for
 from orchestrator.costmodel.collectives import Fabric
-from orchestrator.costmodel.runtime import DEEPSPEED, runtime_of_trainer
+from orchestrator.costmodel.runtime import DEEPSPEED, MEGATRON_OVERLAP_FLAG, runtime_of_trainer
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import load_spec
+from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS
 
 A800 = CLUSTER_PRESETS["a800-80g"]
 MODEL = MODEL_PRESETS["llama-7b"]
@@ -75,6 +76,29 @@ def test_ddp_follows_the_trainer_deepspeeds_reduces_bf16_after_the_backward():
     step = CostModel(MODEL, A800, 8, runtime=BUILTIN).estimate(
         ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=4)).time
     assert step.dp_exposed_s < torch_ddp.t_os0
+
+
+def test_megatron_lm_hides_its_ddp_reduction_only_with_its_overlap_flag():
+    """Megatron-LM reduces float32 gradients as PyTorch's DDP does, but behind the backward
+    only with --overlap-grad-reduce; its distributed optimizer (ZeRO-1) is DeepSpeed-priced
+    either way."""
+    config = ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=4)
+
+    def step(runtime, layout=config):
+        return CostModel(MODEL, A800, 8, runtime=runtime).estimate(layout).time
+
+    default = runtime_of_trainer("megatron-lm", ["--lr=1e-4"])
+    overlapped = runtime_of_trainer("megatron-lm", ["--lr=1e-4", MEGATRON_OVERLAP_FLAG])
+    assert step(default).dp_comm == step(overlapped).dp_comm == step(BUILTIN).dp_comm
+    assert step(default).dp_exposed_s == pytest.approx(step(default).dp_comm.t_os0)
+    assert step(overlapped).dp_exposed_s == pytest.approx(step(BUILTIN).dp_exposed_s)
+    assert step(overlapped).dp_exposed_s < step(default).dp_exposed_s
+    zero1 = dataclasses.replace(config, zero_stage=1)
+    assert step(default, zero1) == step(overlapped, zero1) == step(DEEPSPEED, zero1)
+    spec = load_spec(ROOT / "examples" / "megatron-lm.yaml")
+    assert cost_model_for(spec).runtime.ddp_overlaps == (
+        MEGATRON_OVERLAP_FLAG in spec.trial.megatron.args)
+    assert MEGATRON_OVERLAP_FLAG in MEGATRON_LM_FLAGS  # a switch of Megatron-LM's own parser
 
 
 def test_zero2_gathers_weights_per_micro_batch_on_fsdp2_but_not_on_deepspeed():

@@ -151,5 +151,6 @@ def estimate(
 
 def cost_model_for(spec) -> CostModel:
     """The default cost model of a campaign spec, for the trainer its trials run."""
+    megatron_args = spec.trial.megatron.args if spec.trial.megatron else ()
     return CostModel(spec.model, spec.cluster, spec.gpus_per_node, spec.trial.flash_attention,
-                     runtime=runtime_of_trainer(spec.trial.trainer))
+                     runtime=runtime_of_trainer(spec.trial.trainer, megatron_args))

@@ -264,7 +264,9 @@ def step_time(
         gathers = c.dp_exposure if c.dp_exposure_gathers is None else c.dp_exposure_gathers
         exposed = c.dp_exposure * (dp.total - dp.t_p) + gathers * dp.t_p
     else:
-        exposed = exposed_data_parallel(dp, compute, m, c, engine)
+        hidden = (c if runtime.ddp_overlaps or config.zero_stage or config.sharding
+                  else c.with_(overlap_grad=0.0))  # a DDP reduced after the backward
+        exposed = exposed_data_parallel(dp, compute, m, hidden, engine)
     return StepTime(
         compute_s=compute * c.scale_compute,
         bubble_s=bubble * c.scale_bubble,

@@ -15,7 +15,8 @@ trainer, torchtitan) and Megatron-LM's reduce float32 gradients, bucket by bucke
 backward; DeepSpeed's engine (the DeepSpeed and Megatron-DeepSpeed trainers) reduces the bf16
 gradients in its `communication_data_type` (bf16 unless the config says otherwise) once the
 backward is over (`DeepSpeedEngine._backward_epilogue` → `allreduce_gradients`, 0.19.8), so
-its DDP is priced as a DeepSpeed scheme: bf16 bytes, nothing hidden.
+its DDP is priced as a DeepSpeed scheme: bf16 bytes, nothing hidden. Megatron-LM hides its
+DDP reduction behind the backward only with `--overlap-grad-reduce` (off by default).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Runtime:
     # Engine that stage 0 (DDP) runs on: "torch" (PyTorch's or Megatron-LM's DDP) or
     # "deepspeed" (DeepSpeed's engine without ZeRO).
     ddp_engine: str = "torch"
+    # Whether a "torch" DDP reduction hides behind the backward (coefficients.py's overlap).
+    ddp_overlaps: bool = True
 
     def engine_of(self, zero_stage: int) -> str:
         """The engine that runs `zero_stage` in this trainer."""
@@ -49,7 +52,13 @@ RUNTIME_OF_TRAINER = {
 }
 
 
-def runtime_of_trainer(trainer: str | None) -> Runtime:
+MEGATRON_OVERLAP_FLAG = "--overlap-grad-reduce"
+
+
+def runtime_of_trainer(trainer: str | None, args: list[str] | tuple[str, ...] = ()) -> Runtime:
     """The runtime of a spec's `trial.trainer` (DeepSpeed's for the others and the command
-    trainer, whose code the model cannot see)."""
+    trainer, whose code the model cannot see); `args`, the trainer's base arguments, say
+    whether Megatron-LM overlaps its DDP reduction."""
+    if trainer == "megatron-lm":
+        return Runtime(ddp_overlaps=MEGATRON_OVERLAP_FLAG in args)
     return RUNTIME_OF_TRAINER.get(trainer or "builtin", DEEPSPEED)

@@ -70,6 +70,7 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {
                                                "none")),
     "--attention-backend": Flag(choices=("flash", "fused", "unfused", "local", "auto")),
     "--use-flash-attn": SWITCH,
+    "--overlap-grad-reduce": SWITCH,  # read by the cost model from the base arguments
     "--log-throughput": SWITCH,
     "--mock-data": SWITCH,
     "--distributed-backend": Flag(choices=("nccl", "gloo")),
