@@ -205,6 +205,9 @@ def test_calibration_on_real_cpu_trials(tmp_path, runs_dir, cli):
     # more than this shared machine's run-to-run swings (up to 20%, docs/costmodel.md) is
     # predicted in the measured order. Closer pairs may swap: in one slow run they took the
     # Spearman correlation of all 8 to 0.60, with a median error of 11%.
-    for a, b in itertools.permutations(fit["per_trial"], 2):
-        if a["measured_tokens_per_s"] > 1.3 * b["measured_tokens_per_s"]:
-            assert a["predicted_tokens_per_s"] > b["predicted_tokens_per_s"], (a, b)
+    apart = [(a, b) for a, b in itertools.permutations(fit["per_trial"], 2)
+             if a["measured_tokens_per_s"] > 1.3 * b["measured_tokens_per_s"]]
+    assert apart, "no two trials far enough apart to check the ranking"
+    for a, b in apart:
+        assert a["predicted_tokens_per_s"] > b["predicted_tokens_per_s"], (a, b)
+    print(f"ranking checked on {len(apart)} pairs")
