@@ -17,6 +17,25 @@ from orchestrator.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
+# `make test` runs the suite on two pytest-xdist workers (`--dist loadgroup`). Modules that
+# drive the one local Slurm, the two-node cluster in network namespaces or a Ray runtime run
+# on one worker, one after another, as they share those daemons and their fixed addresses;
+# modules with a module-scoped fixture (a campaign, a reference run) stay on one worker so
+# that it runs once. Everything else is spread test by test.
+SHARED_DAEMONS = {"test_cluster_slurm", "test_cluster_ray", "test_slurm_backend",
+                  "test_ray_backend", "test_reports"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2]
+        if module in SHARED_DAEMONS:
+            item.add_marker(pytest.mark.xdist_group("shared-daemons"))
+        elif any(definition.scope == "module"
+                 for definitions in item._fixtureinfo.name2fixturedefs.values()
+                 for definition in definitions):
+            item.add_marker(pytest.mark.xdist_group(module))
+
 
 @pytest.fixture
 def runs_dir(tmp_path, monkeypatch) -> Path:

@@ -179,6 +179,7 @@ def test_simulated_campaign_runs_a_published_setup_on_a_laptop(tmp_path, runs_di
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # throughputs measured beside other tests would rank their neighbours
 def test_calibration_on_real_cpu_trials(tmp_path, runs_dir, cli):
     """8 real torchrun trials of the tiny model; the calibrated cost model ranks them right."""
     spec = write_spec(
