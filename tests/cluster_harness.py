@@ -5,6 +5,7 @@ recorded, no namespace, no interface, no /etc/netns file)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -72,7 +73,16 @@ def pid_of(name: str) -> int:
 def two_node_cluster(*extra: str):
     """Start the cluster (extra arguments go to the script: `ray` adds a Ray cluster run by
     this interpreter's Ray), point this process's Slurm clients at it, and on the way out stop
-    it and assert nothing is left."""
+    it and assert nothing is left. One cluster at a time: a second caller (another pytest
+    worker) waits on the lock until the first has stopped its cluster."""
+    with open(STATE.parent / f"{STATE.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with _started_cluster(*extra) as state:
+            yield state
+
+
+@contextlib.contextmanager
+def _started_cluster(*extra: str):
     started = subprocess.run(["bash", str(SCRIPTS / "start_cluster.sh"), str(STATE), *extra],
                              capture_output=True, text=True, timeout=300,
                              env={**os.environ, "PARATUNE_PYTHON": sys.executable})

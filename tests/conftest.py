@@ -26,6 +26,7 @@ SHARED_DAEMONS = {"test_cluster_slurm", "test_cluster_ray", "test_slurm_backend"
                   "test_ray_backend", "test_reports"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rpartition(".")[2]
