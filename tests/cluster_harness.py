@@ -30,10 +30,11 @@ def skip_reason() -> str | None:
         return f"no {', '.join(missing)} here (run tests/slurm/start_local_slurm.sh once as root)"
     if (STATE / "pids").exists() and (STATE / "pids").read_text().strip():
         return f"a two-node cluster is already up in {STATE}"
-    probe = subprocess.run(["ip", "netns", "add", "ptc-probe"], capture_output=True, text=True)
+    probe_name = f"ptc-probe-{os.getpid()}"  # each pytest-xdist worker probes at collection
+    probe = subprocess.run(["ip", "netns", "add", probe_name], capture_output=True, text=True)
     if probe.returncode != 0:
         return f"network namespaces not allowed here: {probe.stderr.strip()[:200]}"
-    subprocess.run(["ip", "netns", "del", "ptc-probe"], capture_output=True)
+    subprocess.run(["ip", "netns", "del", probe_name], capture_output=True)
     return None
 
 
