@@ -126,6 +126,16 @@ def wait_for_result(handle, limit: float = 240, what: str = "the trial"):
     return result
 
 
+POSTGRES_ELSE_SQLITE = "postgresql-else-sqlite"
+
+
+def on_database(backend: str):
+    """Run a `database_url` test on one backend only ("sqlite", "postgresql", or
+    POSTGRES_ELSE_SQLITE: PostgreSQL where one is given, else SQLite), for tests whose subject
+    is not how the database behaves, so that each runs once."""
+    return pytest.mark.parametrize("database_url", [backend], indirect=True)
+
+
 POSTGRES_SKIP_REASON = ("no PostgreSQL: run `make test` as root, which starts one from the "
                         "distribution's packages (or set PARATUNE_TEST_POSTGRES_URL)")
 
@@ -137,11 +147,12 @@ def database_url(request, tmp_path):
     sqlite: a file in this test's tmp_path. postgresql: a fresh database created for this test
     on the server $PARATUNE_TEST_POSTGRES_URL names (`make test` starts one as root; see
     tests/postgres/) and dropped, sessions and all, when the test ends; skipped when unset.
+    A test that needs one backend only names it with `on_database(...)`.
     """
-    if request.param == "sqlite":
+    server_url = os.environ.get("PARATUNE_TEST_POSTGRES_URL")
+    if request.param == "sqlite" or (request.param == POSTGRES_ELSE_SQLITE and not server_url):
         yield f"sqlite:///{tmp_path}/server.db"
         return
-    server_url = os.environ.get("PARATUNE_TEST_POSTGRES_URL")
     if not server_url:
         pytest.skip(POSTGRES_SKIP_REASON)
     import psycopg

@@ -121,8 +121,8 @@ def _trial_processes(marker: str) -> list[int]:
 @pytest.mark.slow
 def test_sigkilled_controller_resumes_without_repeating_a_trial(tmp_path, runs_dir):
     spec = write_spec(tmp_path / "c.yaml", name="killed", search={"algorithm": "grid"},
-                      budget={"max_trials": 4}, trial=FAST_TRIAL,
-                      space={"zero_stage": [0, 1, 2, 3], "micro_batch_size": [4],
+                      budget={"max_trials": 3}, trial=FAST_TRIAL,
+                      space={"zero_stage": [0, 1, 2], "micro_batch_size": [4],
                              "activation_checkpointing": ["none"]})
     env = {"PARATUNE_RUNS_DIR": str(runs_dir)}
     controller = subprocess.Popen(
@@ -149,9 +149,9 @@ def test_sigkilled_controller_resumes_without_repeating_a_trial(tmp_path, runs_d
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     finished = [e["trial_id"] for e in finished_events(campaign)]
-    assert sorted(finished) == ["t0001", "t0002", "t0003", "t0004"]  # each exactly once
+    assert sorted(finished) == ["t0001", "t0002", "t0003"]  # each exactly once
     configs = [e["config"]["zero_stage"] for e in finished_events(campaign)]
-    assert sorted(configs) == [0, 1, 2, 3]
+    assert sorted(configs) == [0, 1, 2]
     assert not _trial_processes(str(campaign / "trials")), "resume must end the orphaned trial"
 
     from mlflow.tracking import MlflowClient

@@ -1,6 +1,8 @@
 """The campaign service against a real server process, on SQLite and on a real PostgreSQL:
 crash and restart, supervised controllers, the cluster-wide trial limit, quotas, cancel and
-authentication."""
+authentication. A server killed mid-way and the trial limit shared by concurrent controllers run
+on both databases; the rest, whose subject is the service rather than its database, on one each
+(PostgreSQL where `make test` gives one, else SQLite; or SQLite)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import EXAMPLES, ROOT, alive_naming, journal_events
+from conftest import (EXAMPLES, POSTGRES_ELSE_SQLITE, ROOT, alive_naming, journal_events,
+                      on_database)
 from service_harness import ServiceProcess
 
 from orchestrator.journal import Journal
@@ -87,6 +90,7 @@ def test_server_killed_midway_resumes_every_campaign(service):
     assert done["real-trials"]["counts"].get("ok", 0) >= 1
 
 
+@on_database(POSTGRES_ELSE_SQLITE)
 def test_a_killed_controller_is_restarted(service):
     server = service().start()
     token = server.token("alice")
@@ -130,6 +134,7 @@ def test_cluster_wide_trial_limit_is_shared(service):
     assert max_overlap(intervals) == 2  # the limit is used, not just respected
 
 
+@on_database(POSTGRES_ELSE_SQLITE)
 def test_quota_refuses_admission(service):
     server = service().start()
     admin = server.token("root", admin=True)
@@ -159,6 +164,7 @@ def test_quota_refuses_admission(service):
                          "budget.gpu_hours=1").status_code == 201
 
 
+@on_database("sqlite")
 def test_cancel_stops_running_trials(service):
     server = service().start()
     token = server.token("alice")
@@ -179,6 +185,7 @@ def test_cancel_stops_running_trials(service):
     assert "campaign_cancelled" in events, server.logs()
 
 
+@on_database("sqlite")
 def test_authentication_and_one_line_errors(service):
     server = service().start()
     alice, bob = server.token("alice"), server.token("bob")
@@ -202,6 +209,7 @@ def test_authentication_and_one_line_errors(service):
     assert server.api("POST", "/api/campaigns/alices/cancel", alice).status_code == 200
 
 
+@on_database(POSTGRES_ELSE_SQLITE)
 def test_sigterm_detaches_and_the_next_server_reattaches(service):
     """A graceful stop leaves the running trial alive; the next server resumes the campaign,
     which takes the trial over instead of running it again."""
@@ -223,6 +231,7 @@ def test_sigterm_detaches_and_the_next_server_reattaches(service):
     assert events.count("submitted") == 1 and "reattached" in events
 
 
+@on_database("sqlite")
 def test_queue_starts_higher_priority_first(service):
     server = service("--max-running", "1").start()
     token = server.token("alice")
