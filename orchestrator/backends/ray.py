@@ -49,12 +49,16 @@ def _find(name: str, namespace: str = NAMESPACE):
         return None
 
 
-def _stop_actor(actor) -> None:
-    """Cancel what the actor started, then kill it (which frees its name)."""
+def _stop_actor(actor, result_ref=None) -> None:
+    """Cancel what the actor started, then kill it (which frees its name). With the `result`
+    call a handle waits on, the kill waits until that call has answered (the cancelled
+    outcome), as a kill racing the answer turns it into "actor died"."""
     try:
         ray.get(actor.cancel.remote(), timeout=4 * CANCEL_GRACE_S)
     except Exception:  # noqa: BLE001 - the actor may be dead already; kill it regardless
         pass
+    if result_ref is not None:
+        ray.wait([result_ref], timeout=CANCEL_GRACE_S)
     try:
         ray.kill(actor, no_restart=True)
     except Exception:  # noqa: BLE001
@@ -97,7 +101,7 @@ class RayHandle(TrialHandle):
         return result
 
     def cancel(self) -> None:
-        _stop_actor(self.actor)
+        _stop_actor(self.actor, self.ref)
         kill_leftovers(self.request.folder)  # on this node too, should the sweep have missed it
 
     def info(self) -> dict[str, Any]:
