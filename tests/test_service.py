@@ -1,8 +1,8 @@
 """The campaign service against a real server process, on SQLite and on a real PostgreSQL:
 crash and restart, supervised controllers, the cluster-wide trial limit, quotas, cancel and
 authentication. A server killed mid-way and the trial limit shared by concurrent controllers run
-on both databases; the rest, whose subject is the service rather than its database, on one each
-(PostgreSQL where `make test` gives one, else SQLite; or SQLite)."""
+on both databases; the rest, whose subject is the service rather than its database, run once:
+some on SQLite, the others on PostgreSQL where one is given (else on SQLite)."""
 
 from __future__ import annotations
 
