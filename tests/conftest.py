@@ -45,7 +45,7 @@ def pytest_xdist_node_collection_finished(node, ids):
     pytest 9.2, pytest-xdist issue 1386; hence pytest below 9.2 in pyproject.toml)."""
     if node.config.getoption("dist") != "loadgroup":
         return
-    grouped = [i for i in ids if i.split("::")[0].rpartition("/")[2][:-3] in SHARED_DAEMONS]
+    grouped = [i for i in ids if Path(i.split("::")[0]).stem in SHARED_DAEMONS]
     if grouped and not any(i.rfind("@") > i.rfind("]") for i in grouped):
         pytest.exit(f"pytest-xdist ignored the xdist_group marks ({grouped[0]} has no @group): "
                     "use pytest below 9.2 (pytest-xdist issue 1386)", returncode=3)

@@ -42,8 +42,8 @@ def test_sharding_modes_match_single_process_loss(tmp_path):
     assert single["status"] == "ok"
     recompute = {2: {"activation_checkpointing": "full", "recompute_num_layers": 1},
                  3: {"activation_checkpointing": "full"}}
-    for zero in (2, 3):
-        result, _ = run_job(tmp_path, 2, zero_stage=zero, **recompute.get(zero, {}))
+    for zero, recompute_settings in recompute.items():
+        result, _ = run_job(tmp_path, 2, zero_stage=zero, **recompute_settings)
         assert result["status"] == "ok", result
         assert result["loss_first"] == pytest.approx(single["loss_first"], rel=1e-5)
         assert result["loss_last"] == pytest.approx(single["loss_last"], rel=1e-4)
