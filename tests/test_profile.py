@@ -205,10 +205,14 @@ def test_the_profiled_sequence_length_defaults_to_what_campaigns_train(preset, s
 
 
 @pytest.mark.slow
-def test_profile_job_runs_through_the_local_backend(tmp_path, cli):
+def test_profile_job_runs_through_the_local_backend(tmp_path, cli, monkeypatch):
+    """Run as the docs say, from a working directory with the default relative runs folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PARATUNE_RUNS_DIR", raising=False)
     out = tmp_path / "cpu.yaml"
-    code, stdout, err = cli("profile", "--out", str(out), "--runs-dir", str(tmp_path), "--json")
+    code, stdout, err = cli("profile", "--out", "cpu.yaml", "--json")
     assert code == 0, err
+    assert (tmp_path / "runs" / "_profile").is_dir()
     data = json.loads(stdout)
     from jobs.profile import GRIDS
 

@@ -52,7 +52,10 @@ def profile(
         if cluster is not None:
             raise UserError("--cluster: with --spec the spec's cluster preset is the one refined")
         target = spec_target(load_spec(spec_file), nodes, gpus, seq_len)
-    folder = TrialFolder(runs_root(runs_dir) / "_profile" / f"profile-{target.base.name}")
+    # Absolute, as a campaign's folder is: the job runs inside it and reads its result path
+    # from the environment.
+    folder = TrialFolder((runs_root(runs_dir) / "_profile" / f"profile-{target.base.name}")
+                         .resolve())
     backend = make_backend(target.backend, gpus_per_node=target.ranks_per_node,
                            use_gpus=target.base.device != "cpu")
     try:
