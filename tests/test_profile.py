@@ -167,6 +167,14 @@ def test_profile_refuses_what_it_cannot_measure(cli, tmp_path, args, message):
     assert not (tmp_path / "_profile").exists()
 
 
+def test_profile_refuses_an_out_it_cannot_write_before_running(cli, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    for out in (tmp_path / "a-file" / "cpu.yaml", tmp_path):
+        code, _, err = cli("profile", "--runs-dir", str(tmp_path / "runs"), "--out", str(out))
+        assert code == 2 and f"--out {out}: cannot write" in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_profile_refuses_several_nodes_on_ray(cli, tmp_path):
     """Ray runs a torchrun job on one node (it gangs only rank-per-task trials), so several
     nodes would measure one node's links and call them the network."""

@@ -17,6 +17,23 @@ from orchestrator.cli.common import RUNS_DIR_OPTION, out, print_json
 from orchestrator.errors import UserError
 
 
+def refuse_unwritable(path: Path) -> None:
+    """A preset path the fit could not be written to fails now, not after the job ran."""
+    import os
+
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    reason = None
+    if path.is_dir():
+        reason = "it is a folder"
+    elif not folder.is_dir():
+        reason = f"{folder} is a file"
+    elif not os.access(path if path.exists() else folder, os.W_OK):
+        reason = "permission denied"
+    if reason:
+        raise UserError(f"--out {path}: cannot write the preset there ({reason}); give a file "
+                        "path in a writable folder")
+
+
 def profile(
     cluster: Optional[str] = typer.Option(None, "--cluster",
                                           help="preset to start from (default: cpu-local)"),
@@ -43,6 +60,7 @@ def profile(
     from orchestrator.spec import load_spec
     from orchestrator.trial_folder import TrialFolder
 
+    refuse_unwritable(out_file)
     if spec_file is None:
         if nodes not in (None, 1):
             raise UserError("--nodes: profiling several nodes needs --spec SPEC with a slurm "
