@@ -43,6 +43,18 @@ def quickstart(tmp_path_factory):
 
 
 @pytest.mark.slow
+def test_an_output_path_that_cannot_be_written_is_a_one_line_error(quickstart, cli, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.setenv("PARATUNE_RUNS_DIR", str(quickstart))
+    (tmp_path / "a-file").write_text("")
+    for args in (["best", "quickstart", "--format", "torchrun"], ["report", "quickstart"]):
+        for target in (tmp_path / "a-file" / "out", tmp_path):
+            code, _, err = cli(*args, "-o", str(target))
+            assert code == 2 and "Traceback" not in err
+            assert err.startswith(f"error: -o {target}: cannot write there (")
+
+
+@pytest.mark.slow
 def test_report_of_the_quickstart(quickstart):
     page = (quickstart / "quickstart" / "report.html").read_text()
     for section in ("convergence", "knobs", "prediction", "memory"):

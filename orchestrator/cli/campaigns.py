@@ -29,6 +29,7 @@ from orchestrator.cli.common import (
     print_json,
     print_ranking,
     rank_spec,
+    write_output,
 )
 from orchestrator.controller import Controller
 from orchestrator.errors import CampaignStateError, Detached, UserError
@@ -201,9 +202,7 @@ def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Pat
         )
     text = export(fmt, spec, summary.best.trial_id, summary.best.config)
     if output:
-        output.write_text(text)
-        if fmt in ("torchrun", "sbatch"):
-            output.chmod(0o755)
+        write_output(output, text, "-o", executable=fmt in ("torchrun", "sbatch"))
     if as_json:
         metric = spec.objective.metric
         print_json({

@@ -1,5 +1,6 @@
 """What every `paratune` command module shares: the two consoles, JSON output, the runs
-directory option, opening a saved campaign, and the cost model's ranking table."""
+directory option, opening a saved campaign, writing a file the user named, and the cost
+model's ranking table."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rich.table import Table
 from orchestrator.campaign import CampaignView
 from orchestrator.costmodel import cost_model_for
 from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
+from orchestrator.errors import UserError
 from orchestrator.paths import runs_root
 from orchestrator.spec import CampaignSpec
 
@@ -27,6 +29,17 @@ RUNS_DIR_OPTION = typer.Option(
 
 def print_json(data: object) -> None:
     sys.stdout.write(json.dumps(data, default=str) + "\n")
+
+
+def write_output(path: Path, text: str, option: str, executable: bool = False) -> None:
+    """Write the file `option` names; a path that cannot take it is a one-line error."""
+    try:
+        path.write_text(text)
+        if executable:
+            path.chmod(0o755)
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot write there ({exc.strerror}); give a file "
+                        "path in a writable folder") from None
 
 
 def open_campaign(campaign: str, runs_dir: Optional[Path]) -> CampaignView:

@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from orchestrator.cli import campaign_table, campaigns
-from orchestrator.cli.common import RUNS_DIR_OPTION, console, out, print_json
+from orchestrator.cli.common import RUNS_DIR_OPTION, console, out, print_json, write_output
 from orchestrator.cli.service_client import (
     FINAL_STATES,
     SERVER_OPTION,
@@ -218,12 +218,7 @@ def best(
         text = client.best(campaign, fmt)
         top = client.campaign(campaign).get("best") if as_json else None
     if output:
-        try:
-            output.write_text(text)
-            if fmt in ("torchrun", "sbatch"):
-                output.chmod(0o755)
-        except OSError as exc:
-            raise UserError(f"-o: cannot write {output} ({exc.strerror}); check the path") from None
+        write_output(output, text, "-o", executable=fmt in ("torchrun", "sbatch"))
     if as_json:
         top = top or {}
         print_json({"campaign": campaign, "trial_id": top.get("trial_id"),

@@ -14,7 +14,13 @@ import typer
 from dashboards.report import render
 from dashboards.report_data import report_data
 from orchestrator.campaign import CampaignView
-from orchestrator.cli.common import RUNS_DIR_OPTION, console, open_campaign, out
+from orchestrator.cli.common import (
+    RUNS_DIR_OPTION,
+    console,
+    open_campaign,
+    out,
+    write_output,
+)
 from orchestrator.errors import UserError
 from orchestrator.objective import Objective
 from orchestrator.paths import default_tracking_uri, runs_root
@@ -31,7 +37,7 @@ def report(
     """Write the campaign's self-contained HTML report and log it to MLflow."""
     view = open_campaign(campaign, runs_dir)
     path = output or view.dir / "report.html"
-    path.write_text(render(report_data(view)))
+    write_output(path, render(report_data(view)), "-o")
     out.print(f"wrote {path}")
     _log_to_mlflow(view, path)
 
