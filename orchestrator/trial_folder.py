@@ -21,6 +21,12 @@ DEEPSPEED_CONFIG_FILE = "ds_config.json"
 class TrialFolder:
     path: Path
 
+    def __post_init__(self) -> None:
+        # Absolute: the trial program runs in this folder (or the spec's workdir), and every
+        # path it is handed (its result file, its config, its trial dir) must mean the same
+        # there as here.
+        object.__setattr__(self, "path", Path(self.path).absolute())
+
     @classmethod
     def of(cls, campaign_dir: Path, trial_id: str) -> "TrialFolder":
         return cls(Path(campaign_dir) / "trials" / trial_id)

@@ -41,10 +41,11 @@ def test_spec_uses_them_and_its_own_uri_wins(monkeypatch, tmp_path):
 
 def test_a_trial_gets_its_result_path_absolute(monkeypatch, tmp_path):
     """The trial program runs in its folder (or the spec's workdir): a relative runs folder
-    must not reach it relative."""
+    must not reach it relative, in its environment or its folder."""
     from orchestrator.backends.trial_process import trial_env
     from orchestrator.trial_folder import TrialFolder
 
     monkeypatch.chdir(tmp_path)
     env = trial_env(TrialFolder.of(Path("runs/c"), "t0001"), "t0001", {})
     assert env["PARATUNE_RESULT_FILE"] == str(tmp_path / "runs/c/trials/t0001/result.json")
+    assert TrialFolder(Path("p")).path == tmp_path / "p"

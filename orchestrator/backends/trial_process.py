@@ -73,8 +73,7 @@ def trial_env(folder: TrialFolder, trial_id: str, extra: dict[str, str]) -> dict
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
         "PYTHONUNBUFFERED": "1",
-        # Absolute: the program runs in the trial's folder or the spec's workdir, not here.
-        "PARATUNE_RESULT_FILE": str(folder.result_file.absolute()),
+        "PARATUNE_RESULT_FILE": str(folder.result_file),
         "PARATUNE_TRIAL_ID": trial_id,
         **extra,
     }

@@ -8,6 +8,7 @@ network.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -19,8 +20,6 @@ from orchestrator.errors import UserError
 
 def refuse_unwritable(path: Path) -> None:
     """A preset path the fit could not be written to fails now, not after the job ran."""
-    import os
-
     folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     reason = None
     if path.is_dir():
@@ -70,10 +69,7 @@ def profile(
         if cluster is not None:
             raise UserError("--cluster: with --spec the spec's cluster preset is the one refined")
         target = spec_target(load_spec(spec_file), nodes, gpus, seq_len)
-    # Absolute, as a campaign's folder is: the job runs inside it and reads its result path
-    # from the environment.
-    folder = TrialFolder((runs_root(runs_dir) / "_profile" / f"profile-{target.base.name}")
-                         .resolve())
+    folder = TrialFolder(runs_root(runs_dir) / "_profile" / f"profile-{target.base.name}")
     backend = make_backend(target.backend, gpus_per_node=target.ranks_per_node,
                            use_gpus=target.base.device != "cpu")
     try:
