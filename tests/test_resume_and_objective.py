@@ -88,6 +88,24 @@ def test_cost_guided_minimises_a_minimised_metric(tmp_path):
     assert summary.best.config == fastest
 
 
+def test_a_renamed_campaign_folder_is_refused_not_read_as_another(runs_dir, cli):
+    """A folder moved aside (runs/a -> runs/a-old) holds campaign `a`'s spec; reading it would
+    open the journal of whatever `a` is now, and `resume` would add trials to it."""
+    data = min_step_time_spec(runs_dir, "grid", max_trials=2)
+    data["name"] = "a"
+    Controller(spec_from_dict(data)).run()
+    (runs_dir / "a").rename(runs_dir / "a-old")
+    data["budget"]["max_trials"] = 1
+    Controller(spec_from_dict(data)).run()
+    new_journal = (runs_dir / "a" / "journal.jsonl").read_text()
+    for command in ("status", "resume", "best"):
+        code, out, err = cli(command, "a-old")
+        assert code != 0 and out == ""
+        assert err.count("\n") == 1 and "is campaign 'a', not 'a-old'" in err, err
+        assert "move the folder back" in err
+    assert (runs_dir / "a" / "journal.jsonl").read_text() == new_journal
+
+
 def _install_legacy(runs_dir: Path, name: str) -> None:
     shutil.copytree(LEGACY / name, runs_dir / name, ignore=shutil.ignore_patterns("*.complete.*"))
 

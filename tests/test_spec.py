@@ -11,7 +11,9 @@ from orchestrator.spec import (
     LocalBackendSpec,
     RayBackendSpec,
     SimulatedBackendSpec,
+    SPEC_FILE,
     SlurmBackendSpec,
+    load_campaign_spec,
     load_spec,
     spec_from_dict,
 )
@@ -183,3 +185,26 @@ def test_a_users_flat_backend_section_is_still_an_error(tmp_path):
 def test_step_time_is_an_objective():
     spec = load_spec(QUICKSTART, ["objective.metric=step_time_s", "objective.mode=min"])
     assert spec.objective.metric == "step_time_s"
+
+
+def test_the_objective_mode_follows_its_metric():
+    """Left out, the mode is the metric's direction; stated against it, it would crown the
+    worst layout, so it is refused in one line that names the fix."""
+    assert load_spec(QUICKSTART, ["objective={metric: step_time_s}"]).objective.mode == "min"
+    assert load_spec(QUICKSTART, ["objective={metric: mfu}"]).objective.mode == "max"
+    # The quickstart states `mode: max`: changing only its metric is the mistake refused.
+    with pytest.raises(SpecError, match="objective.mode: step_time_s is better smaller; set "
+                                        "mode: min"):
+        load_spec(QUICKSTART, ["objective.metric=step_time_s"])
+    with pytest.raises(SpecError, match="objective.mode: tokens_per_s is better larger"):
+        load_spec(QUICKSTART, ["objective.mode=min"])
+
+
+def test_a_saved_campaign_keeps_the_mode_it_ran_with(tmp_path):
+    """A campaign an earlier version saved with a mode against its metric still opens."""
+    spec = load_spec(QUICKSTART, ["name=old-pairing"])
+    saved = spec.model_dump(mode="json")
+    saved["objective"] = {"metric": "step_time_s", "mode": "max"}
+    (tmp_path / "old-pairing").mkdir()
+    (tmp_path / "old-pairing" / SPEC_FILE).write_text(yaml.safe_dump(saved))
+    assert load_campaign_spec(tmp_path, "old-pairing").objective.mode == "max"

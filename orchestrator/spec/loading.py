@@ -32,10 +32,16 @@ def load_campaign_spec(runs_dir: Path, name: str) -> CampaignSpec:
     data = load_yaml_file(path)
     if not isinstance(data, dict) or not isinstance(data.get("tracking", {}), dict):
         raise SpecError(f"{path}: not a saved campaign spec (expected a mapping of keys)")
+    if data.get("name") != name:  # the journal, MLflow runs and exports go by the name
+        raise CampaignStateError(
+            f"{path} is campaign {excerpt(data.get('name'))}, not {name!r}: a campaign's "
+            "folder bears its name; move the folder back to that name, "
+            "or start a new campaign under a new name"
+        )
     data.setdefault("tracking", {})["runs_dir"] = str(runs_dir)
     if "backend" in data:
         data["backend"] = for_saved_spec(data["backend"])
-    return spec_from_dict(data, source=str(path))
+    return spec_from_dict(data, source=str(path), saved=True)
 
 
 def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CampaignSpec:
@@ -56,10 +62,12 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
     return spec_from_dict(data, source=str(path))
 
 
-def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> CampaignSpec:
+def spec_from_dict(data: dict[str, Any], source: str = "<spec>", saved: bool = False) -> CampaignSpec:
+    """`saved`: a campaign's own saved spec, which keeps what it ran with (the objective's
+    mode) where a new spec would be refused."""
     check_strings(data, source)
     try:
-        return CampaignSpec.model_validate(data)
+        return CampaignSpec.model_validate(data, context={"saved": saved})
     except ValidationError as exc:
         raise SpecError(_describe(exc, source)) from None
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from orchestrator.search_spaces import SpaceRanges
 from orchestrator.spec.strings import NAME_MAX, NAME_PATTERN
@@ -165,12 +172,38 @@ class SpaceSpec(Strict):
         )
 
 
+# Which way each metric improves: a throughput is better larger, a step time smaller.
+METRIC_DIRECTION = {"tokens_per_s": "max", "tokens_per_s_per_gpu": "max",
+                    "tflops_per_gpu": "max", "mfu": "max", "step_time_s": "min"}
+
+
 class ObjectiveSpec(Strict):
-    # step_time_s is one to minimise: pair it with `mode: min`.
+    """The metric and its direction; `mode` left out follows the metric. A mode against the
+    metric's direction would crown the worst layout, so a new spec may not state one; a
+    campaign saved by an earlier version keeps the mode it ran with (validation context
+    `saved`)."""
+
     metric: Literal[
         "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s"
     ] = "tokens_per_s"
     mode: Literal["max", "min"] = "max"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_from_metric(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "mode" not in data:
+            metric = data.get("metric", "tokens_per_s")
+            data = {**data, "mode": METRIC_DIRECTION.get(metric, "max")}
+        return data
+
+    @model_validator(mode="after")
+    def _mode_matches_metric(self, info: ValidationInfo) -> "ObjectiveSpec":
+        natural = METRIC_DIRECTION[self.metric]
+        if self.mode != natural and not (info.context or {}).get("saved"):
+            raise ValueError(f"objective.mode: {self.metric} is better "
+                             f"{'larger' if natural == 'max' else 'smaller'}; set mode: "
+                             f"{natural}, or leave mode out")
+        return self
 
 
 class FidelitySpec(Strict):
