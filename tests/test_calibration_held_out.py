@@ -76,3 +76,17 @@ def test_held_out_needs_a_trial_to_spare(tmp_path, runs_dir, cli):
     code, _, err = cli("calibrate", "few", "--held-out")
     assert code == 2 and "--held-out needs 4 successful trials" in err
     assert "Traceback" not in err
+
+
+def test_a_cluster_file_calibrate_cannot_read_is_one_line_naming_the_key(tmp_path, runs_dir, cli):
+    """--cluster reads a preset file as a spec's `cluster:` does: a binary file or a file that
+    is not a preset is one line naming what is wrong, not a traceback."""
+    _simulated_campaign(tmp_path, cli, "few", 3)
+    binary, other = tmp_path / "binary.yaml", tmp_path / "not-a-preset.yaml"
+    binary.write_bytes(b"name: x\n\xff\xfe")
+    other.write_text("name: a-campaign\nmodel: tiny\n")
+    for path, message in ((binary, "line 2: not UTF-8 text"),
+                          (other, "cluster.gpus_per_node: required key is missing")):
+        code, _, err = cli("calibrate", "few", "--cluster", str(path))
+        assert code == 2 and message in err and err.count("\n") == 1, err
+        assert "Traceback" not in err

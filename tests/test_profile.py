@@ -172,6 +172,8 @@ def test_profile_refuses_an_out_it_cannot_write_before_running(cli, tmp_path):
     for out in (tmp_path / "a-file" / "cpu.yaml", tmp_path):
         code, _, err = cli("profile", "--runs-dir", str(tmp_path / "runs"), "--out", str(out))
         assert code == 2 and f"--out {out}: cannot write" in err and "Traceback" not in err
+    code, _, err = cli("profile", "--runs-dir", str(tmp_path / "runs"), "--out", "cpu.preset")
+    assert code == 2 and "--out cpu.preset: a preset file's name ends in .yaml" in err
     assert not (tmp_path / "runs").exists()
 
 

@@ -24,7 +24,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
 from orchestrator.costmodel import cost_model_for
-from orchestrator.errors import UserError
+from orchestrator.errors import UserError, excerpt
 from orchestrator.spec import CampaignSpec, load_spec, spec_from_dict
 
 
@@ -227,15 +227,6 @@ def calibrate(
 
 def _cluster_named(name: str):
     """A cluster preset by name, or a preset YAML file (`paratune profile` writes one)."""
-    import yaml
-    from pydantic import ValidationError
+    from orchestrator.spec import load_cluster
 
-    from orchestrator.presets import CLUSTER_PRESETS, Cluster
-
-    if name in CLUSTER_PRESETS:
-        return CLUSTER_PRESETS[name]
-    try:
-        return Cluster.model_validate(yaml.safe_load(Path(name).read_text()))
-    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
-        raise UserError(f"--cluster {name}: not a preset name ({', '.join(CLUSTER_PRESETS)}) "
-                        f"nor a readable preset file: {str(exc).splitlines()[0]}") from None
+    return load_cluster(name, f"--cluster {excerpt(name, 100, quote=False)}")

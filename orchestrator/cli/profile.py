@@ -18,8 +18,9 @@ from orchestrator.cli.common import RUNS_DIR_OPTION, out, print_json
 from orchestrator.errors import UserError
 
 
-def refuse_unwritable(path: Path) -> None:
-    """A preset path the fit could not be written to fails now, not after the job ran."""
+def refuse_unusable_out(path: Path) -> None:
+    """A preset path the fit could not be written to, or that a spec's `cluster:` would not
+    read as a file (it takes names ending in .yaml or .yml), fails now, not after the job ran."""
     folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     reason = None
     if path.is_dir():
@@ -31,6 +32,9 @@ def refuse_unwritable(path: Path) -> None:
     if reason:
         raise UserError(f"--out {path}: cannot write the preset there ({reason}); give a file "
                         "path in a writable folder")
+    if path.suffix not in (".yaml", ".yml"):
+        raise UserError(f"--out {path}: a preset file's name ends in .yaml (a spec's cluster: "
+                        "reads it by that); e.g. --out presets/profiled.yaml")
 
 
 def profile(
@@ -59,7 +63,7 @@ def profile(
     from orchestrator.spec import load_spec
     from orchestrator.trial_folder import TrialFolder
 
-    refuse_unwritable(out_file)
+    refuse_unusable_out(out_file)
     if spec_file is None:
         if nodes not in (None, 1):
             raise UserError("--nodes: profiling several nodes needs --spec SPEC with a slurm "

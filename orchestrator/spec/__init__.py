@@ -17,6 +17,7 @@ from orchestrator.spec.loading import (
     SPEC_FILE,
     apply_override,
     load_campaign_spec,
+    load_cluster,
     load_spec,
     spec_from_dict,
 )
@@ -43,5 +44,5 @@ __all__ = [
     "FidelitySpec", "LocalBackendSpec", "ObjectiveSpec", "RayBackendSpec", "ScaleSpec",
     "SearchSpec", "SimulatedBackendSpec", "SlurmBackendSpec", "SpaceSpec", "TrackingSpec",
     "TrialSpec", "TRAINERS", "DeepSpeedTrainerSpec", "MegatronTrainerSpec",
-    "TorchtitanTrainerSpec", "apply_override", "load_campaign_spec", "load_spec", "spec_from_dict",
+    "TorchtitanTrainerSpec", "apply_override", "load_campaign_spec", "load_cluster", "load_spec", "spec_from_dict",
 ]

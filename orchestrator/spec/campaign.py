@@ -24,6 +24,7 @@ from orchestrator.spec.sections import (
     TrackingSpec,
 )
 from orchestrator.spec.strings import NAME_MAX, NAME_PATTERN
+from orchestrator.spec.yaml_input import load_yaml_file
 from orchestrator.spec.trial import TrialSpec
 
 
@@ -48,13 +49,10 @@ def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:
 
 def _preset_file(value: str, kind: str) -> Any:
     """A preset YAML file, relative to the working directory."""
-    import yaml
-
-    path = Path(value).expanduser()
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{kind} preset file {excerpt(value, 100)}: {exc}") from None
+    try:  # bounded as a spec is: size, encoding, structure
+        data = load_yaml_file(Path(value).expanduser())
+    except SpecError as exc:
+        raise ValueError(f"{kind} preset file {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{kind} preset file {excerpt(value, 100)}: expected a mapping")
     return data
@@ -80,7 +78,8 @@ class CampaignSpec(Strict):
 
     @field_validator("cluster", mode="before")
     @classmethod
-    def _cluster_preset(cls, value: Any) -> Any:
+    def resolve_cluster(cls, value: Any) -> Any:
+        """A preset name or file, or a mapping on a `preset:` base, as the cluster's fields."""
         return _resolve_preset(value, CLUSTER_PRESETS, "cluster")
 
     @model_validator(mode="after")

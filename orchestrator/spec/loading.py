@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import CampaignStateError, SpecError, excerpt
+from orchestrator.presets import Cluster
 from orchestrator.spec.backends import for_saved_spec
 from orchestrator.spec.campaign import CampaignSpec
 from orchestrator.spec.strings import check_campaign_name, check_strings
@@ -72,6 +73,17 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>", saved: bool = F
         raise SpecError(_describe(exc, source)) from None
 
 
+def load_cluster(value: str, source: str) -> Cluster:
+    """A cluster preset's name or a preset file (`paratune profile` writes one), read and
+    checked as a spec's `cluster:` is; every failure one line naming `source` and the key."""
+    try:
+        return Cluster.model_validate(CampaignSpec.resolve_cluster(value))
+    except ValidationError as exc:
+        raise SpecError(_describe(exc, source, within=("cluster",))) from None
+    except ValueError as exc:
+        raise SpecError(f"{source}: {exc}") from None
+
+
 def apply_override(data: dict[str, Any], item: str, source: str = "<spec>") -> None:
     """Apply `a.b.c=value` (value parsed as YAML) to a raw spec mapping, in place."""
     key, sep, raw = item.partition("=")
@@ -107,9 +119,11 @@ def apply_override(data: dict[str, Any], item: str, source: str = "<spec>") -> N
 # One line per validation error
 
 
-def _describe(exc: ValidationError, source: str) -> str:
-    """The first validation error as one line: file, key path, problem, allowed values."""
+def _describe(exc: ValidationError, source: str, within: tuple[str, ...] = ()) -> str:
+    """The first validation error as one line: file, key path, problem, allowed values;
+    `within`: the key path of the section that was validated on its own."""
     err = exc.errors()[0]
+    err = {**err, "loc": (*within, *err["loc"])}
     msg = err["msg"].removeprefix("Value error, ")
     if not err["loc"]:  # a cross-field check, whose message starts with its key path
         return f"{source}: {msg}"
