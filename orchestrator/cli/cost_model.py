@@ -7,6 +7,7 @@ each prints one JSON object.
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 from typing import Any, Optional
@@ -25,33 +26,54 @@ from orchestrator.cli.common import (
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
 from orchestrator.costmodel import cost_model_for
 from orchestrator.errors import UserError, excerpt
-from orchestrator.spec import CampaignSpec, load_spec, spec_from_dict
+from orchestrator.spec import (
+    CampaignSpec,
+    apply_override,
+    load_cluster,
+    load_spec,
+    spec_from_dict,
+)
 
 
 def _spec_from_options(
-    spec_file: Optional[Path], overrides: list[str], model: Optional[str],
-    cluster: Optional[str], gpus: Optional[int], space: dict[str, Any],
-    global_batch_size: Optional[int], seq_len: Optional[int], kind: str,
+    spec_file: Optional[Path], overrides: list[str], presets: dict[str, Any],
+    space: dict[str, Any], kind: str,
 ) -> CampaignSpec:
+    """A SPEC file, or a spec built from preset options; either way every option given and
+    every --set applies. `presets`: model, cluster, gpus, global_batch_size, seq_len (None:
+    not given); `space`: the layout options given, as space keys."""
+    given = {k: v for k, v in presets.items() if v is not None}
     if spec_file is not None:
-        return load_spec(spec_file, overrides)
-    missing = [name for name, v in (("--model", model), ("--cluster", cluster), ("--gpus", gpus))
-               if v is None]
+        if "gpus" in given:
+            raise UserError("--gpus: with a SPEC file the world size is its scale; use --set "
+                            "scale.nodes=N (and scale.gpus_per_node)")
+        keys = {"model": "model", "cluster": "cluster", "global_batch_size":
+                "scale.global_batch_size", "seq_len": "model.seq_len"}
+        from_options = [f"{keys[k]}={v}" for k, v in given.items()]
+        from_options += [f"space.{k}={json.dumps(v)}" for k, v in space.items()]
+        return load_spec(spec_file, [*from_options, *overrides])
+    missing = [f"--{name}" for name in ("model", "cluster", "gpus") if name not in given]
     if missing:
         raise UserError(f"{', '.join(missing)}: required without a SPEC file; e.g. "
                         "--model llama-7b --cluster a100-80g --gpus 64")
+    gpus, seq_len = given["gpus"], given.get("seq_len")
+    per_node = load_cluster(given["cluster"], "--cluster").gpus_per_node
+    if gpus > per_node and gpus % per_node:
+        raise UserError(f"--gpus: {gpus} is not whole nodes of {per_node} ({given['cluster']}'s "
+                        f"gpus_per_node); give up to {per_node} or a multiple of it")
+    nodes = gpus // per_node if gpus > per_node else 1
     data = {
-        "name": kind, "model": {"preset": model, "seq_len": seq_len} if seq_len else model,
-        "cluster": cluster,
-        "scale": {"nodes": 1, "gpus_per_node": gpus, "global_batch_size": global_batch_size or gpus},
+        "name": kind,
+        "model": given["model"] if seq_len is None else {"preset": given["model"],
+                                                         "seq_len": seq_len},
+        "cluster": given["cluster"],
+        "scale": {"nodes": nodes, "gpus_per_node": gpus // nodes,
+                  "global_batch_size": given.get("global_batch_size", gpus)},
         "space": space,
     }
-    spec = spec_from_dict(data, source=f"paratune {kind}")
-    per_node = spec.cluster.gpus_per_node
-    if gpus > per_node and gpus % per_node == 0:  # lay the world out on whole nodes
-        data["scale"] = {**data["scale"], "nodes": gpus // per_node, "gpus_per_node": per_node}
-        spec = spec_from_dict(data, source=f"paratune {kind}")
-    return spec
+    for item in overrides:
+        apply_override(data, item, source=f"paratune {kind}")
+    return spec_from_dict(data, source=f"paratune {kind}")
 
 
 def _describe_spec(spec: CampaignSpec) -> dict[str, Any]:
@@ -88,11 +110,10 @@ def plan(
         plan_sweep(lambda extra: load_spec(spec_file, [*set_, *extra]), node_counts, compare,
                    as_json, weak)
         return
-    spec = _spec_from_options(
-        spec_file, set_, model, cluster, gpus,
-        {"kind": "amsp", "micro_batch_size": [1], "activation_checkpointing": ["none", "full"]},
-        global_batch_size, seq_len, "plan",
-    )
+    presets = {"model": model, "cluster": cluster, "gpus": gpus,
+               "global_batch_size": global_batch_size, "seq_len": seq_len}
+    amsp = {"kind": "amsp", "micro_batch_size": [1], "activation_checkpointing": ["none", "full"]}
+    spec = _spec_from_options(spec_file, set_, presets, {} if spec_file else amsp, "plan")
     ranking = rank_spec(spec, top_k)
     if ranking.best is None:
         raise UserError(f"{spec.name}: no configuration fits in {spec.cluster.memory_gb:g} GB; "
@@ -124,13 +145,16 @@ def estimate(
     model: Optional[str] = typer.Option(None, "--model", help="model preset, e.g. llama-7b"),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="cluster preset, e.g. h100-80g"),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="world size"),
-    tp: int = typer.Option(1, "--tp"),
-    pp: int = typer.Option(1, "--pp"),
-    zero_stage: int = typer.Option(0, "--zero-stage"),
-    micro_batch_size: int = typer.Option(1, "--micro-batch-size"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="[default: 1, or the spec's]"),
+    pp: Optional[int] = typer.Option(None, "--pp", help="[default: 1, or the spec's]"),
+    zero_stage: Optional[int] = typer.Option(None, "--zero-stage",
+                                             help="[default: 0, or the spec's]"),
+    micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size",
+                                                   help="[default: 1, or the spec's]"),
     global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size",
                                                     help="sequences per step (default: gpus)"),
-    ac: str = typer.Option("none", "--activation-checkpointing", help="none | selective | full"),
+    ac: Optional[str] = typer.Option(None, "--activation-checkpointing",
+                                     help="none | selective | full [default: none, or the spec's]"),
     recompute_num_layers: Optional[int] = typer.Option(
         None, "--recompute-num-layers", help="with full: layers per stage that recompute"),
     seq_len: Optional[int] = typer.Option(None, "--seq-len"),
@@ -139,11 +163,15 @@ def estimate(
     """Memory and predicted throughput breakdown of one configuration."""
     if recompute_num_layers is not None and ac != "full":
         raise UserError("--recompute-num-layers: needs --activation-checkpointing full")
-    space = {"tp": [tp], "pp": [pp], "zero_stage": [zero_stage],
-             "micro_batch_size": [micro_batch_size], "activation_checkpointing": [ac],
-             "recompute_num_layers": [recompute_num_layers]}
-    spec = _spec_from_options(spec_file, set_, model, cluster, gpus, space,
-                              global_batch_size, seq_len, "estimate")
+    layout = {"tp": tp, "pp": pp, "zero_stage": zero_stage, "micro_batch_size": micro_batch_size,
+              "activation_checkpointing": ac, "recompute_num_layers": recompute_num_layers}
+    space = {k: [v] for k, v in layout.items() if v is not None}
+    if spec_file is None:  # a single layout: the defaults pin what was not given
+        space = {"tp": [1], "pp": [1], "zero_stage": [0], "micro_batch_size": [1],
+                 "activation_checkpointing": ["none"], **space}
+    presets = {"model": model, "cluster": cluster, "gpus": gpus,
+               "global_batch_size": global_batch_size, "seq_len": seq_len}
+    spec = _spec_from_options(spec_file, set_, presets, space, "estimate")
     candidates = spec.candidates()
     chosen = None
     if len(candidates) == 1:
