@@ -156,12 +156,15 @@ class Controller:
         return cost_model, searcher
 
     def _save_spec(self, replace: bool) -> None:
-        """The campaign's directory gets its resolved spec and the journal's first event; a
-        campaign with no trial yet is started afresh from this spec, so the saved spec is
-        always the one its trials ran with."""
+        """The campaign's directory gets its resolved spec (its trials' working folder made
+        absolute) and the journal's first event; a campaign with no trial yet is started
+        afresh from this spec, so the saved spec is always the one its trials ran with."""
         self.dir.mkdir(parents=True, exist_ok=True)
         if replace or not (self.dir / SPEC_FILE).exists():
-            (self.dir / SPEC_FILE).write_text(yaml.safe_dump(self.spec.model_dump(mode="json")))
+            saved = self.spec.model_dump(mode="json")
+            # Trials run where the campaign started, whatever folder `resume` is run from.
+            saved["trial"]["workdir"] = os.path.abspath(self.spec.trial.workdir or os.getcwd())
+            (self.dir / SPEC_FILE).write_text(yaml.safe_dump(saved))
             self.view.journal.append("campaign", name=self.spec.name, started_at=time.time())
 
     def _searcher(self, candidates: list[ParallelConfig]) -> tuple[CostModel, Searcher]:

@@ -4,11 +4,13 @@ exit and no process is left behind. External trainers run from an argv template.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, builtin_request, journal_events, write_spec
 
 from orchestrator.backends.local import LocalBackend
@@ -133,3 +135,29 @@ def test_unknown_placeholder_is_a_spec_error(tmp_path, cli):
     spec = write_spec(tmp_path / "bad.yaml", trial={"command": ["train.py", "--x", "{tensor_parallel}"]})
     code, _, err = cli("run", str(spec))
     assert code == 2 and "{tensor_parallel}" in err and "{tp}" in err
+
+
+def test_a_relative_command_resumes_from_any_folder(tmp_path, runs_dir, cli, monkeypatch):
+    """The saved spec keeps the folder the campaign started in, so a trainer named relative
+    to it still runs when `resume` is typed elsewhere."""
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(TRAINER, work / "trainer.py")
+    spec = external_spec(tmp_path, "file")
+    data = yaml.safe_load(spec.read_text())
+    data["trial"]["command"][1] = "trainer.py"
+    data["budget"]["max_trials"] = 1
+    spec.write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(work)
+    assert cli("run", str(spec))[0] == 0
+    saved = runs_dir / "ext-file" / "spec.yaml"
+    data = yaml.safe_load(saved.read_text())
+    assert data["trial"]["workdir"] == str(work)
+    data["budget"]["max_trials"] = 2
+    saved.write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli("resume", "ext-file")
+    assert code == 0, err
+    statuses = [e["result"]["status"] for e in journal_events(runs_dir / "ext-file")
+                if e["event"] == "finished"]
+    assert statuses == ["ok", "ok"]
