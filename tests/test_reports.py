@@ -52,6 +52,14 @@ def test_an_output_path_that_cannot_be_written_is_a_one_line_error(quickstart, c
             code, _, err = cli(*args, "-o", str(target))
             assert code == 2 and "Traceback" not in err
             assert err.startswith(f"error: -o {target}: cannot write there (")
+    record = quickstart / "quickstart"
+    kept = {name: (record / name).read_bytes() for name in ("journal.jsonl", "spec.yaml")}
+    for args in (["best", "quickstart", "--format", "torchrun"], ["report", "quickstart"]):
+        for name in kept:
+            code, _, err = cli(*args, "-o", str(record / name))
+            assert code == 2 and "would overwrite the campaign's own record" in err, err
+    assert {name: (record / name).read_bytes() for name in kept} == kept
+    assert cli("report", "quickstart", "-o", str(record / "report.html"))[0] == 0
 
 
 @pytest.mark.slow

@@ -202,7 +202,8 @@ def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Pat
         )
     text = export(fmt, spec, summary.best.trial_id, summary.best.config)
     if output:
-        write_output(output, text, "-o", executable=fmt in ("torchrun", "sbatch"))
+        write_output(output, text, "-o", executable=fmt in ("torchrun", "sbatch"),
+                     campaign_dir=view.dir)
     if as_json:
         metric = spec.objective.metric
         print_json({

@@ -31,8 +31,16 @@ def print_json(data: object) -> None:
     sys.stdout.write(json.dumps(data, default=str) + "\n")
 
 
-def write_output(path: Path, text: str, option: str, executable: bool = False) -> None:
-    """Write the file `option` names; a path that cannot take it is a one-line error."""
+def write_output(path: Path, text: str, option: str, executable: bool = False,
+                 campaign_dir: Path | None = None, own_file: str | None = None) -> None:
+    """Write the file `option` names; a path that cannot take it is a one-line error, and so
+    is one that would overwrite a file of the campaign's record in `campaign_dir` (its
+    journal, spec, trials; `own_file`, the command's own output there, may be replaced)."""
+    if campaign_dir is not None and path.exists():
+        target, folder = path.resolve(), campaign_dir.resolve()
+        if target.is_relative_to(folder) and target != folder / (own_file or ""):
+            raise UserError(f"{option} {path}: would overwrite the campaign's own record in "
+                            f"{campaign_dir}; write the file somewhere else")
     try:
         path.write_text(text)
         if executable:

@@ -29,6 +29,9 @@ from orchestrator.tracking import Tracker
 from orchestrator.tracking_view import VIEW_TAG, trials_link
 
 
+REPORT_FILE = "report.html"  # the report's default place, in the campaign's folder
+
+
 def report(
     campaign: str = typer.Argument(..., help="campaign name"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="default: runs/<name>/report.html"),
@@ -36,8 +39,9 @@ def report(
 ) -> None:
     """Write the campaign's self-contained HTML report and log it to MLflow."""
     view = open_campaign(campaign, runs_dir)
-    path = output or view.dir / "report.html"
-    write_output(path, render(report_data(view)), "-o")
+    path = output or view.dir / REPORT_FILE
+    write_output(path, render(report_data(view)), "-o", campaign_dir=view.dir,
+                 own_file=REPORT_FILE)
     out.print(f"wrote {path}")
     _log_to_mlflow(view, path)
 
