@@ -208,3 +208,11 @@ def test_a_saved_campaign_keeps_the_mode_it_ran_with(tmp_path):
     (tmp_path / "old-pairing").mkdir()
     (tmp_path / "old-pairing" / SPEC_FILE).write_text(yaml.safe_dump(saved))
     assert load_campaign_spec(tmp_path, "old-pairing").objective.mode == "max"
+
+
+def test_a_screen_measures_fewer_steps_than_a_full_trial():
+    fidelity = "search.fidelity={screening_steps: 6, keep_fraction: 0.5}"
+    with pytest.raises(SpecError, match=r"search.fidelity.screening_steps: 6 is not fewer than "
+                                        r"trial.steps \(6\)"):
+        load_spec(QUICKSTART, [fidelity])
+    assert load_spec(QUICKSTART, [fidelity, "trial.steps=7"]).search.fidelity.screening_steps == 6

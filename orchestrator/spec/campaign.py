@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.errors import SpecError, excerpt
 from orchestrator.paths import default_tracking_uri, runs_root
@@ -88,6 +88,18 @@ class CampaignSpec(Strict):
         _check_divisors("space.pp", "pp", self.space.pp, "model.num_layers", self.model.num_layers)
         _check_megatron_space(self.trial.trainer, self.space)
         _check_partial_recompute(self.trial.trainer, self.space)
+        return self
+
+    @model_validator(mode="after")
+    def _screening_is_shorter(self, info: ValidationInfo) -> "CampaignSpec":
+        """A screen as long as a full measurement saves nothing (a saved campaign keeps the
+        fidelity it ran with)."""
+        fidelity = self.search.fidelity
+        saved = (info.context or {}).get("saved")
+        if fidelity is not None and fidelity.screening_steps >= self.trial.steps and not saved:
+            raise ValueError(f"search.fidelity.screening_steps: {fidelity.screening_steps} is "
+                             f"not fewer than trial.steps ({self.trial.steps}); a screening "
+                             "trial measures fewer steps than a full one")
         return self
 
     @property
