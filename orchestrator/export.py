@@ -5,8 +5,8 @@ Formats: `yaml` (the built-in trainer's config, `python -m jobs.train --config F
 DeepSpeed config JSON), `megatron-lm` and `megatron-deepspeed` (a bash array of the tool's flags,
 rendered by the same code as the trials; `megatron` is the old name of `megatron-deepspeed`) and
 `torchtitan` (a torchrun
-script with torchtitan 0.3.0's arguments). Each names the campaign and trial it came
-from.
+script with torchtitan 0.3.0's arguments) and `command` (a campaign's own `trial.command`, as
+its trials ran it). Each names the campaign and trial it came from.
 """
 
 from __future__ import annotations
@@ -14,22 +14,49 @@ from __future__ import annotations
 import json
 import shlex
 from importlib.metadata import version
+from types import SimpleNamespace
 
 import yaml
 
+from orchestrator.errors import SpecError
+from orchestrator.placeholders import PLACEHOLDER_PATTERN
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import CampaignSpec, SlurmBackendSpec
 from orchestrator.spec.strings import ENV_NAME, SBATCH_OPTION, SBATCH_VALUE
+from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.builtin import BuiltinTrainer, job_flags, job_settings
 from orchestrator.trainers.deepspeed import DeepSpeedTrainer, base_config, deepspeed_config
 from orchestrator.trainers.megatron import TOOLS, megatron_args
 from orchestrator.trainers.torchtitan import TOOL as TORCHTITAN
 from orchestrator.trainers.torchtitan import export_values, torchtitan_args, torchtitan_section
+from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
 
 BUILTIN_TOOL = f"{BuiltinTrainer.tool} under torchrun, PyTorch {version('torch')}"
 # `megatron`, the name older releases used, stays another name of `megatron-deepspeed`.
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",
-           "megatron", "torchtitan")
+           "megatron", "torchtitan", "command")
+SCRIPT_FORMATS = ("torchrun", "sbatch", "torchtitan", "command")  # written executable
+
+# The formats that run the program a campaign measured, its own first; any other runs
+# another program with the winner's layout, which the campaign never measured.
+OWN_FORMATS = {"builtin": ("torchrun", "yaml", "sbatch"), "deepspeed": ("deepspeed",),
+               "torchtitan": ("torchtitan",), "megatron-lm": ("megatron-lm",),
+               "megatron-deepspeed": ("megatron-deepspeed", "megatron", "deepspeed"),
+               "command": ("command", "deepspeed")}
+
+
+def own_format(spec: CampaignSpec) -> str:
+    return OWN_FORMATS[spec.trial.trainer or "builtin"][0]
+
+
+def unmeasured_note(fmt: str, spec: CampaignSpec) -> str | None:
+    """A line to show with a launch file for a program the campaign did not measure."""
+    trainer = spec.trial.trainer or "builtin"
+    if fmt in OWN_FORMATS[trainer]:
+        return None
+    return (f"note: campaign {spec.name!r} measured trainer {trainer}; this {fmt} file runs "
+            f"another program with its winner's layout, unmeasured (its own: --format "
+            f"{own_format(spec)})")
 
 
 def _origin(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
@@ -175,10 +202,61 @@ exec torchrun "${{RDZV[@]}}" {launch} "${{ARGS[@]}}"
 """
 
 
+# Placeholders whose value is a path in the run's own folder, expanded when the script runs.
+RUN_DIR_WORDS = {"trial_dir": '"$RUN_DIR"',
+                 "deepspeed_config": f'"$RUN_DIR"/{DEEPSPEED_CONFIG_FILE}'}
+CONFIG_END = "PARATUNE_DEEPSPEED_CONFIG_END"
+
+
+def shell_word(item: str, values: dict) -> str:
+    """One argv item as one shell word: text and values single-quoted, run-folder paths
+    double-quoted so that only $RUN_DIR expands."""
+    parts, last = [], 0
+    for match in PLACEHOLDER_PATTERN.finditer(item):
+        parts.append(item[last:match.start()] and shlex.quote(item[last:match.start()]))
+        parts.append(RUN_DIR_WORDS.get(match.group(1))
+                     or shlex.quote(fill([match.group(0)], values)[0]))
+        last = match.end()
+    parts.append(item[last:] and shlex.quote(item[last:]))
+    return "".join(parts) or "''"
+
+
+def export_command(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    """The campaign's own `trial.command` as its winner ran it: the layout's values filled,
+    in the folder the trials ran in, with the spec's environment. `{trial_dir}` and
+    `{deepspeed_config}` point into $RUN_DIR (default ./paratune-run), where the script first
+    writes the layout's DeepSpeed config (a trial's folder belongs to the campaign)."""
+    if spec.trial.command is None:
+        raise SpecError(f"--format command: campaign {spec.name!r} ran trainer "
+                         f"{spec.trial.trainer!r}, not a trial.command; use its own format")
+    # The run folder's paths are shell words (RUN_DIR_WORDS): no folder is needed here.
+    values = placeholder_values(spec, config, trial_id,
+                                SimpleNamespace(path="", deepspeed_config=""), spec.trial.steps)
+    words = " \\\n    ".join(shell_word(item, values) for item in spec.trial.command)
+    env = "".join(_env_line(k, v) + "\n" for k, v in spec.trial.env.items())
+    config_file = ""
+    if any("{deepspeed_config}" in item for item in spec.trial.command):
+        text = json.dumps(deepspeed_config(spec, config), indent=2)
+        config_file = (f"cat > \"$RUN_DIR\"/{DEEPSPEED_CONFIG_FILE} <<'{CONFIG_END}'\n"
+                       f"{text}\n{CONFIG_END}\n")
+    workdir = spec.trial.workdir
+    cd = f"cd {shlex.quote(workdir)}\n" if workdir else ""
+    tool = "the campaign's own trial.command"
+    return f"""#!/usr/bin/env bash
+# {_origin(spec, trial_id, config, tool)}
+# {{steps}} is the campaign's trial.steps ({spec.trial.steps}): change it for a long run.
+set -euo pipefail
+mkdir -p "${{RUN_DIR:=paratune-run}}"
+RUN_DIR=$(cd "$RUN_DIR" && pwd)
+{config_file}{cd}{env}exec {words}
+"""
+
+
 EXPORTERS = {"yaml": export_yaml, "torchrun": export_torchrun, "sbatch": export_sbatch,
              "deepspeed": export_deepspeed, "megatron-lm": export_megatron_lm,
              "megatron-deepspeed": export_megatron_deepspeed,
-             "megatron": export_megatron_deepspeed, "torchtitan": export_torchtitan}
+             "megatron": export_megatron_deepspeed, "torchtitan": export_torchtitan,
+             "command": export_command}
 
 
 def export(fmt: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from orchestrator.export import own_format
 from orchestrator.journal import TrialRecord
+from orchestrator.paths import runs_root
 from orchestrator.spec import CampaignSpec
+
+# Where the hint suggests writing each format's file.
+EXPORT_FILES = {"torchrun": "launch.sh", "deepspeed": "ds_config.json",
+                "megatron-lm": "megatron_args.sh", "megatron-deepspeed": "megatron_args.sh",
+                "torchtitan": "launch.sh", "command": "launch.sh"}
+
+
+def export_hint(spec: CampaignSpec) -> str:
+    """The `paratune best` command that exports this campaign's winner in its own trainer's
+    format, as typed from here (with --runs-dir where `best` would not find it alone)."""
+    fmt, runs = own_format(spec), spec.runs_dir()
+    where = "" if runs.resolve() == runs_root().resolve() else f" --runs-dir {shlex.quote(str(runs))}"
+    return f"paratune best {shlex.quote(spec.name)} --format {fmt}{where} -o {EXPORT_FILES[fmt]}"
 
 
 def _fmt(value: float | None) -> str:
@@ -98,4 +115,4 @@ class CampaignProgress:
             f"[bold green]best[/]: {b.trial_id} {b.config.key()}  "
             f"{self.metric}={_fmt(b.result.metric(self.metric))}"
         )
-        out.print(f"export it: paratune best {summary.name} --format torchrun -o launch.sh")
+        out.print(f"export it: {export_hint(self.spec)}")

@@ -1,6 +1,6 @@
 """Launch files cannot be broken out of: names, env values, trainer arguments and Slurm fields
 holding `$(...)`, backticks, `;` and quotes are exported as data (every shell export passes
-`bash -n`; the torchrun, torchtitan, megatron and sbatch exports are run with stand-ins for
+`bash -n`; the torchrun, torchtitan, megatron, command and sbatch exports are run with stand-ins for
 torchrun, srun and scontrol, and the injected commands never run), and line breaks are refused
 in the spec with one line."""
 
@@ -22,7 +22,7 @@ from orchestrator.trainers.builtin import job_flags, job_settings
 from orchestrator.trainers.megatron import megatron_args
 
 SHELL_FORMATS = ("torchrun", "sbatch", "megatron-lm", "megatron-deepspeed", "megatron",
-                 "torchtitan")
+                 "torchtitan", "command")
 
 
 def hostile(marker: Path) -> list[str]:
@@ -53,6 +53,9 @@ def hostile_specs(marker: Path) -> list[dict]:
              "name": bad[4]}, trial={"trainer": "megatron-lm", "megatron": {"args": bad}}),
         base(model={"preset": "tiny", "name": bad[2]},
              trial={"trainer": "torchtitan", "torchtitan": {"overrides": bad}}),
+        base(trial={"command": [str(marker.parent / "bin" / "torchrun"), *bad, "--tp={tp}",
+                                "{deepspeed_config}", ""],
+                    "env": env, "workdir": str(marker.parent)}),
     ]
 
 
@@ -70,13 +73,15 @@ def stand_ins(tmp_path: Path) -> dict[str, str]:
             "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_ID": "1"}
 
 
-@pytest.mark.parametrize("index", [0, 1, 2])
+@pytest.mark.parametrize("index", [0, 1, 2, 3])
 def test_hostile_values_stay_data_in_every_export(tmp_path, index):
     marker = tmp_path / "INJECTED"
     spec = spec_from_dict(hostile_specs(marker)[index])
     config = spec.candidates()[0]
     env = stand_ins(tmp_path)
     for fmt in FORMATS:
+        if fmt == "command" and spec.trial.command is None:
+            continue  # only a command campaign has one to export
         text = export(fmt, spec, "t0001", config)
         path = tmp_path / f"launch-{fmt}"
         path.write_text(text)
@@ -90,6 +95,15 @@ def test_hostile_values_stay_data_in_every_export(tmp_path, index):
             assert run.returncode == 0, (fmt, run.stderr)
             argv = (tmp_path / "argv").read_text().splitlines()
             assert "-m" in argv, (fmt, argv)
+        if fmt == "command":
+            run = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True,
+                                 cwd=tmp_path, timeout=30)
+            assert run.returncode == 0, run.stderr
+            argv = (tmp_path / "argv").read_text().split("\n")[:-1]
+            written = tmp_path / "paratune-run" / "ds_config.json"
+            assert argv == [*hostile(marker), f"--tp={config.tp}", str(written), ""]
+            assert json.loads(written.read_text())["train_micro_batch_size_per_gpu"] == \
+                config.micro_batch_size
         if fmt in ("megatron-lm", "megatron-deepspeed", "megatron"):
             tool = "megatron-deepspeed" if fmt == "megatron" else fmt
             shown = subprocess.run(["bash", "-c", f'source {shlex.quote(str(path))}; '

@@ -4,7 +4,9 @@ exit and no process is left behind. External trainers run from an argv template.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -161,3 +163,37 @@ def test_a_relative_command_resumes_from_any_folder(tmp_path, runs_dir, cli, mon
     statuses = [e["result"]["status"] for e in journal_events(runs_dir / "ext-file")
                 if e["event"] == "finished"]
     assert statuses == ["ok", "ok"]
+
+
+def test_a_command_campaign_exports_its_own_command(tmp_path, runs_dir, cli):
+    """`--format command` runs the user's program as the winning trial ran it: the same argv
+    (hostile text one literal argument) and DeepSpeed config; a built-in launch file for it
+    comes with a note that it runs another program."""
+    code, out, err = cli("run", str(external_spec(tmp_path, "stdout")))
+    assert code == 0, err
+    assert "paratune best ext-stdout --format command -o launch.sh" in out
+    best = json.loads(cli("best", "ext-stdout", "--json")[1])
+    winner = tmp_path / f"argv-{best['trial_id']}.json"
+    measured = json.loads(winner.read_text())
+    winner.unlink()
+    script = tmp_path / "launch.sh"
+    code, _, err = cli("best", "ext-stdout", "--format", "command", "-o", str(script))
+    assert code == 0 and "note:" not in err, err
+    ran = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "RUN_DIR": "production"}, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    replayed = json.loads(winner.read_text())
+    deepspeed_at = measured["argv"].index("--deepspeed-config") + 1
+    assert replayed["argv"][deepspeed_at] == str(tmp_path / "production" / "ds_config.json")
+    del measured["argv"][deepspeed_at], replayed["argv"][deepspeed_at]
+    assert replayed == measured
+    code, _, err = cli("best", "ext-stdout", "--format", "torchrun")
+    assert code == 0 and "measured trainer command" in err and "--format command" in err
+
+
+def test_only_a_command_campaign_has_a_command_to_export(tmp_path, runs_dir, cli):
+    spec = write_spec(tmp_path / "sim.yaml", name="sim", budget={"max_trials": 2},
+                      backend={"kind": "simulated"})
+    assert cli("run", str(spec))[0] == 0
+    code, _, err = cli("best", "sim", "--format", "command")
+    assert code == 2 and "ran trainer 'builtin', not a trial.command" in err

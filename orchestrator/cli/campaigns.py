@@ -33,7 +33,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.controller import Controller
 from orchestrator.errors import CampaignStateError, Detached, UserError
-from orchestrator.export import FORMATS, export
+from orchestrator.export import FORMATS, SCRIPT_FORMATS, export, unmeasured_note
 from orchestrator.journal import TrialRecord
 from orchestrator.paths import runs_root
 from orchestrator.preflight import preflight
@@ -201,8 +201,11 @@ def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Pat
             f"campaign {campaign!r} has no successful trial yet; see `paratune status {campaign}`"
         )
     text = export(fmt, spec, summary.best.trial_id, summary.best.config)
+    note = unmeasured_note(fmt, spec)
+    if note:
+        console.print(note, markup=False, highlight=False)
     if output:
-        write_output(output, text, "-o", executable=fmt in ("torchrun", "sbatch"),
+        write_output(output, text, "-o", executable=fmt in SCRIPT_FORMATS,
                      campaign_dir=view.dir)
     if as_json:
         metric = spec.objective.metric

@@ -23,7 +23,7 @@ from orchestrator.cli.service_client import (
     server_url,
 )
 from orchestrator.errors import UserError
-from orchestrator.export import FORMATS
+from orchestrator.export import FORMATS, SCRIPT_FORMATS
 from orchestrator.server.submission import SOURCE
 
 FOLLOW_POLL_S = 0.5
@@ -200,7 +200,8 @@ def best(
     campaign: str = typer.Argument(..., help="campaign name"),
     fmt: str = typer.Option("yaml", "--format",
                             help="yaml | torchrun | sbatch | deepspeed | megatron-lm | "
-                                 "megatron-deepspeed (megatron: its old name) | torchtitan"),
+                                 "megatron-deepspeed (megatron: its old name) | torchtitan | "
+                                 "command"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write to this file"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
     as_json: bool = typer.Option(False, "--json"),
@@ -218,7 +219,7 @@ def best(
         text = client.best(campaign, fmt)
         top = client.campaign(campaign).get("best") if as_json else None
     if output:
-        write_output(output, text, "-o", executable=fmt in ("torchrun", "sbatch"))
+        write_output(output, text, "-o", executable=fmt in SCRIPT_FORMATS)
     if as_json:
         top = top or {}
         print_json({"campaign": campaign, "trial_id": top.get("trial_id"),
