@@ -11,7 +11,17 @@ from pathlib import Path
 
 from orchestrator.budget import BudgetState, Tally
 from orchestrator.costmodel import Calibration, calibrate, cost_model_for
-from orchestrator.journal import CONFIRM, REPEAT, SCALING, SCREEN, SEARCH, Journal, TrialRecord
+from orchestrator.journal import (
+    CONFIRM,
+    INCOMPLETE,
+    REPEAT,
+    SCALING,
+    SCREEN,
+    SEARCH,
+    Journal,
+    TrialRecord,
+)
+from orchestrator.lock import controller_alive
 from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
@@ -65,10 +75,12 @@ class CampaignSummary:
     complete: bool = False
     stop_reason: str | None = None
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, unfinished: str = "running") -> dict[str, int]:
+        """Trials by status; `unfinished` names those with no result yet (running while a
+        controller runs the campaign, else left unfinished or cancelled)."""
         counts: dict[str, int] = {}
         for record in self.records:
-            status = record.result.status if record.result else "running"
+            status = record.result.status if record.result else unfinished
             counts[status] = counts.get(status, 0) + 1
         return counts
 
@@ -103,6 +115,14 @@ class CampaignView:
     def state(self) -> str:
         """finished | cancelled | incomplete (running, stopped or crashed: resumable)."""
         return self.journal.state()
+
+    def phase(self) -> tuple[str, str | None]:
+        """running | stopped (resumable) | finished | cancelled, and why a finished
+        campaign's search stopped."""
+        state, reason = self.journal.ending()
+        if state == INCOMPLETE:
+            return ("running" if controller_alive(self.dir) else "stopped"), None
+        return state, reason
 
     def started_at(self) -> float:
         return self.journal.campaign_info().get("started_at") or time.time()

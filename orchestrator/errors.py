@@ -36,3 +36,12 @@ class Detached(BaseException):
     def __init__(self, campaign: str = ""):
         super().__init__(campaign)
         self.campaign = campaign
+
+
+class Interrupted(BaseException):
+    """Ctrl-C in a campaign's controller, after its trials were stopped: `campaign` names it
+    when it was saved (resumable), else None (nothing was written)."""
+
+    def __init__(self, campaign: str | None):
+        super().__init__(campaign)
+        self.campaign = campaign

@@ -160,16 +160,20 @@ class Journal:
     def state(self) -> str:
         """finished | cancelled | incomplete: the campaign's last ending, unless a trial was
         started after it (a resume); journals older than these events read as incomplete."""
-        state = INCOMPLETE
+        return self.ending()[0]
+
+    def ending(self) -> tuple[str, str | None]:
+        """The state (as `state`) and, for a finished campaign, why its search stopped."""
+        state, reason = INCOMPLETE, None
         for event in self.events():
             kind = event.get("event")
             if kind == "campaign_end":
-                state = FINISHED
+                state, reason = FINISHED, event.get("stop_reason")
             elif kind == "campaign_cancelled":
-                state = CANCELLED
+                state, reason = CANCELLED, None
             elif kind in ("submitted", "reattached"):
-                state = INCOMPLETE
-        return state
+                state, reason = INCOMPLETE, None
+        return state, reason if isinstance(reason, str) else None
 
     def record_end(self, stop_reason: str | None) -> None:
         self.append("campaign_end", stop_reason=stop_reason)

@@ -51,6 +51,8 @@ class CampaignLock:
 
     def release(self) -> None:
         if self._fh is not None:
+            self._fh.truncate(0)  # no holder now: readers see the campaign stopped
+            self._fh.flush()
             fcntl.flock(self._fh, fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None
@@ -61,3 +63,25 @@ class CampaignLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def controller_alive(campaign_dir: Path) -> bool:
+    """Whether the controller that last locked the campaign still runs, read from the lock
+    file's record (probing the lock itself could make a controller starting at that instant
+    fail to take it). A holder on another host cannot be checked and counts as alive."""
+    try:
+        holder = json.loads((Path(campaign_dir) / LOCK_FILE).read_text() or "{}")
+    except (OSError, json.JSONDecodeError):
+        return False
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    if holder.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

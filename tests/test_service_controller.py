@@ -417,6 +417,10 @@ def test_sigint_cancels_the_running_trial(tmp_path, runs_dir, real_trials):
     assert run.signal(signal.SIGINT) == 130
     assert gone(run.folder) and not run.trial_alive()
     assert CampaignView.open(runs_dir, "interrupted").state() == "incomplete"
+    assert "interrupted; continue with `paratune resume interrupted`" in run.log.read_text()
+    status = run_cli_process("status", "interrupted", "--json", env=run.env, timeout=60)
+    report = json.loads(status.stdout)
+    assert report["state"] == "stopped" and report["counts"] == {"unfinished": 1}
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import typer
 from orchestrator.cli import campaigns, cost_model, profile, remote, reports
 from orchestrator.cli.common import console
 from orchestrator.cli.service import server_app
-from orchestrator.errors import Detached, UserError, one_line
+from orchestrator.errors import Detached, Interrupted, UserError, one_line
 
 # Typer 0.29 and later raise their own usage errors and aborts (under typer.TyperException and
 # typer.Abort); earlier releases raise click's.
@@ -58,9 +58,14 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"detached; continue with `paratune resume {exc.campaign}`", markup=False,
                       highlight=False)
         return 143
+    except Interrupted as exc:
+        console.print(f"interrupted; continue with `paratune resume {exc.campaign}`"
+                      if exc.campaign else "interrupted before the campaign was saved; "
+                      "nothing to resume", markup=False, highlight=False)
+        return 130
     except ABORTS:
         code = 130
     if code == 130:  # an interrupt, which Typer turns into this exit code
-        console.print("interrupted; continue with `paratune resume CAMPAIGN`", markup=False)
+        console.print("interrupted", markup=False)
         return 130
     return code if isinstance(code, int) else 0

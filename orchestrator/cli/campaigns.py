@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from orchestrator.campaign import not_in_mlflow
 from orchestrator.cli.common import (
@@ -32,7 +33,7 @@ from orchestrator.cli.common import (
     write_output,
 )
 from orchestrator.controller import Controller
-from orchestrator.errors import CampaignStateError, Detached, UserError
+from orchestrator.errors import CampaignStateError, Detached, Interrupted, UserError
 from orchestrator.export import FORMATS, SCRIPT_FORMATS, export, unmeasured_note
 from orchestrator.journal import TrialRecord
 from orchestrator.paths import runs_root
@@ -98,7 +99,11 @@ def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
             controller = Controller(spec, on_event=progress.update, slots=trial_slots())
             if resume:
                 progress.already_done(controller.view.records())
-            summary = controller.run(resume=resume)
+            try:
+                summary = controller.run(resume=resume)
+            except KeyboardInterrupt:  # its trials were stopped; a fresh start left nothing
+                saved = (controller.dir / SPEC_FILE).exists()
+                raise Interrupted(spec.name if saved else None) from None
     progress.print_summary(out, summary)
     backlog = _mlflow_backlog(spec, summary.records)
     if backlog and backlog["not_in_mlflow"]:  # a warning, not a failure: the journal has them
@@ -138,6 +143,11 @@ def cancel_local(campaign: str, runs_dir: Optional[Path]) -> None:
 # ---------------------------------------------------------------------------------- results
 
 
+# What a trial with no result is called, by the campaign's state.
+UNFINISHED_LABEL = {"running": "running", "stopped": "unfinished", "cancelled": "cancelled",
+                    "finished": "unfinished"}
+
+
 def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> None:
     """`paratune status` on the local runs directory: trials done / running / failed, and the
     best so far."""
@@ -145,18 +155,33 @@ def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> 
     names = [campaign] if campaign else sorted(
         p.name for p in root.glob("*") if (p / SPEC_FILE).exists()
     )
-    reports = []
+    if not names:
+        if as_json:
+            print_json({"campaigns": []})
+            return
+        raise UserError(f"no campaigns under {root}/; start one with `paratune run SPEC.yaml`, "
+                        "or pass --runs-dir (or set $PARATUNE_RUNS_DIR)")
+    reports, unreadable = [], []
     for name in names:
-        view = open_campaign(name, root)
+        try:
+            view = open_campaign(name, root)
+        except UserError as exc:
+            if campaign:
+                raise
+            unreadable.append({"campaign": name, "error": str(exc)})
+            continue  # one broken campaign folder does not hide the others
         spec, summary = view.spec, view.summary()
         budget = view.budget(summary.records)
         best = summary.best
         metric = spec.objective.metric
+        phase, stop_reason = view.phase()
         reports.append({
             "campaign": name,
+            "state": phase,
+            "stop_reason": stop_reason,
             "trials": len(summary.records),
             "max_trials": spec.budget.max_trials,
-            "counts": summary.counts(),
+            "counts": summary.counts(UNFINISHED_LABEL[phase]),
             "budget": budget.to_dict(),
             "mlflow": _mlflow_backlog(spec, summary.records),
             "best": None if best is None else {
@@ -165,12 +190,15 @@ def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> 
             },
         })
     if as_json:
-        print_json(reports[0] if campaign else {"campaigns": reports})
+        print_json(reports[0] if campaign else {"campaigns": reports, "unreadable": unreadable})
         return
     for r in reports:
         counts = ", ".join(f"{v} {k}" for k, v in sorted(r["counts"].items())) or "no trials"
         best = r["best"]
-        line = f"[bold]{r['campaign']}[/]: {r['trials']} trials ({counts})"
+        state = r["state"] + (f" ({r['stop_reason']})" if r["stop_reason"] else "")
+        if r["state"] == "stopped":
+            state += f"; continue with `paratune resume {r['campaign']}`"
+        line = f"[bold]{r['campaign']}[/]: {escape(state)}, {r['trials']} trials ({counts})"
         if best:
             metric_value = next(v for k, v in best.items() if k not in ("trial_id", "config"))
             line += f"; best {best['trial_id']} at {metric_value:,.4g}"
@@ -187,6 +215,9 @@ def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> 
         if r["mlflow"] and r["mlflow"]["not_in_mlflow"]:
             out.print(f"  MLflow: {_backlog_line(r['mlflow'])}", markup=False, highlight=False,
                       soft_wrap=True)
+    for u in unreadable:
+        console.print(f"{u['campaign']}: cannot be read: {u['error']}", markup=False,
+                      highlight=False, soft_wrap=True)
 
 
 def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Path],
