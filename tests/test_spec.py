@@ -216,3 +216,11 @@ def test_a_screen_measures_fewer_steps_than_a_full_trial():
                                         r"trial.steps \(6\)"):
         load_spec(QUICKSTART, [fidelity])
     assert load_spec(QUICKSTART, [fidelity, "trial.steps=7"]).search.fidelity.screening_steps == 6
+
+
+def test_a_tracking_uri_names_its_scheme():
+    with pytest.raises(SpecError, match="tracking.uri: 'notaurl' is not a tracking URI"):
+        load_spec(QUICKSTART, ["tracking.uri=notaurl"])
+    for uri in ("sqlite:////tmp/m.db", "http://127.0.0.1:5000", "postgresql://u@h/db",
+                "file:///tmp/mlruns", "databricks"):
+        assert load_spec(QUICKSTART, [f"tracking.uri={uri}"]).tracking.uri == uri

@@ -4,6 +4,7 @@ search, budget and tracking, each a strict pydantic model (an unknown key is an 
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -236,8 +237,22 @@ class BudgetSpec(Strict):
                                  description="trials without improvement")
 
 
+# A tracking URI names its store's scheme: sqlite:///..., postgresql://..., http(s)://...,
+# file:///..., databricks. A bare word would be taken by MLflow as a folder and fail later.
+TRACKING_URI = re.compile(r"databricks|[A-Za-z][A-Za-z0-9+.-]*:\S*")
+
+
 class TrackingSpec(Strict):
     uri: str | None = Field(default=None, description="default: sqlite at <runs_dir>/mlflow.db")
+
+    @field_validator("uri")
+    @classmethod
+    def _a_uri(cls, value: str | None, info: ValidationInfo) -> str | None:
+        saved = (info.context or {}).get("saved")
+        if value is not None and not TRACKING_URI.fullmatch(value) and not saved:
+            raise ValueError(f"{value[:80]!r} is not a tracking URI; give one such as "
+                             "sqlite:///runs/mlflow.db or http://127.0.0.1:5000")
+        return value
     runs_dir: str = "runs"
     enabled: bool = True
     # While MLflow is unreachable, results stay in the journal; retry this often.
