@@ -68,11 +68,12 @@ def _check_runs_dir(spec: CampaignSpec) -> None:
         usable = root.is_dir() and os.access(root, os.W_OK | os.X_OK)
     except OSError as exc:
         raise UserError(f"tracking.runs_dir: cannot create {excerpt(str(root))} "
-                        f"({exc.strerror or exc}); choose a writable directory (or set "
-                        "$PARATUNE_RUNS_DIR / --runs-dir)") from None
+                        f"({exc.strerror or exc}); choose a writable directory with --set "
+                        "tracking.runs_dir=DIR (or $PARATUNE_RUNS_DIR, which takes precedence)") from None
     if not usable:
         raise UserError(f"tracking.runs_dir: {excerpt(str(root))} is not a writable directory; "
-                        "choose another (or set $PARATUNE_RUNS_DIR / --runs-dir)")
+                        "choose another with --set tracking.runs_dir=DIR (or $PARATUNE_RUNS_DIR, "
+                        "which takes precedence)")
     campaign = spec.campaign_dir()
     if campaign.exists() and not campaign.is_dir():
         raise UserError(f"name: {excerpt(str(campaign))} exists and is not a campaign "

@@ -99,3 +99,13 @@ def test_a_start_that_fails_before_any_trial_removes_the_new_directory(tmp_path,
     with pytest.raises(Refused):
         Controller(spec, backend=RefusingBackend()).run()
     assert not (runs_dir / "five").exists()
+
+
+def test_a_runs_folder_that_cannot_be_made_names_the_key_that_moves_it(tmp_path, cli,
+                                                                      monkeypatch):
+    monkeypatch.delenv("PARATUNE_RUNS_DIR", raising=False)
+    (tmp_path / "a-file").write_text("")
+    path = spec_file(tmp_path / "s.yaml", tracking={"runs_dir": str(tmp_path / "a-file" / "runs")})
+    code, _, err = cli("run", str(path))
+    assert code == 2 and "tracking.runs_dir: cannot create" in err
+    assert "--set tracking.runs_dir=DIR" in err and "--runs-dir" not in err
