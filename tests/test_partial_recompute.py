@@ -96,6 +96,19 @@ def test_the_space_pairs_counts_with_full_recompute_only():
                     "tp1-pp1-dp64-z3-mbs1-gas8-acfull40", "tp1-pp1-dp64-z3-mbs1-gas8-acnone"]
 
 
+def test_an_empty_space_says_which_layout_check_refused_it():
+    """A count no stage can take empties the space; the error quotes the check, not a list
+    of knobs to widen."""
+    with pytest.raises(SpecError, match=r"the first refused: recompute_num_layers\(500\) must "
+                                        r"be below the 60 layers of a pipeline stage"):
+        spec_from_dict({
+            "name": "partial", "model": "llama-30b", "cluster": "a800-80g",
+            "scale": {"nodes": 8, "global_batch_size": 512},
+            "space": {"zero_stage": [3], "activation_checkpointing": ["full"],
+                      "recompute_num_layers": [500]},
+        }).candidates()
+
+
 @pytest.mark.parametrize("trainer", ["torchtitan", "megatron-deepspeed"])
 def test_trainers_that_recompute_every_layer_refuse_a_count(trainer, tmp_path, cli):
     data = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())

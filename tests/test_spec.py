@@ -224,3 +224,12 @@ def test_a_tracking_uri_names_its_scheme():
     for uri in ("sqlite:////tmp/m.db", "http://127.0.0.1:5000", "postgresql://u@h/db",
                 "file:///tmp/mlruns", "databricks"):
         assert load_spec(QUICKSTART, [f"tracking.uri={uri}"]).tracking.uri == uri
+
+
+def test_a_value_yaml_reads_as_a_date_or_number_is_told_to_be_quoted(tmp_path):
+    path = write_spec(tmp_path / "dated.yaml")
+    path.write_text(path.read_text().replace("name: quickstart", "name: 2024-06-01"))
+    with pytest.raises(SpecError, match=r"name: Input should be a valid string \(got "
+                                        r"datetime.date\(2024, 6, 1\)\); YAML read it as "
+                                        r"another type: put it in quotes"):
+        load_spec(path)

@@ -47,8 +47,9 @@ class SearchSpace:
     num_layers: int
     global_batch_size: int
 
-    def candidates(self) -> list[ParallelConfig]:
-        """All valid configs, in a fixed order (the grid searcher's order)."""
+    def candidates(self, refused: list[str] | None = None) -> list[ParallelConfig]:
+        """All valid configs, in a fixed order (the grid searcher's order); `refused` collects
+        why each layout that got as far as the layout checks failed them."""
         if self.ranges.kind == "list":
             return self._listed()
         s = self.ranges
@@ -74,7 +75,7 @@ class SearchSpace:
                         sequence_parallel=sp,
                         pp_schedule=schedule, virtual_stages=v, compile=compiled)
             for sharding in self._shardings(dp, tp):
-                found += self._valid(base, sharding)
+                found += self._valid(base, sharding, refused)
         return found
 
     def _listed(self) -> list[ParallelConfig]:
@@ -103,7 +104,8 @@ class SearchSpace:
         # zero > 0 with dp == 1 shards over nothing: the same as zero 0.
         return [{"zero_stage": z} for z in self.ranges.zero_stage if z == 0 or dp > 1]
 
-    def _valid(self, base: dict, sharding: dict) -> list[ParallelConfig]:
+    def _valid(self, base: dict, sharding: dict,
+               refused: list[str] | None = None) -> list[ParallelConfig]:
         try:
             config = ParallelConfig(**base, **sharding)
             config.validate(
@@ -111,6 +113,8 @@ class SearchSpace:
                 num_layers=self.num_layers, global_batch_size=self.global_batch_size,
                 gpus_per_node=self.gpus_per_node,
             )
-        except InvalidConfig:
+        except InvalidConfig as exc:
+            if refused is not None:
+                refused.append(str(exc))
             return []
         return [config]

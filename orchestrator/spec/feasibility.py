@@ -37,5 +37,8 @@ def explain_empty(space: SearchSpace) -> str:
             world // (tp * pp) == 1 for tp, pp in fitting):
         return (f"space.zero_stage {_shown(s.zero_stage)}: stages above 0 shard over dp ranks, "
                 "and every layout here has dp = 1; add 0")
+    refused: list[str] = []
+    space.candidates(refused)
+    first = f"; the first refused: {refused[0]}" if refused else ""
     return ("no layout passes the layout checks (space ranges against model.num_heads, "
-            "model.num_layers, scale.gpus_per_node); widen space.tp, space.pp, space.zero_stage")
+            f"model.num_layers, scale.gpus_per_node){first}")

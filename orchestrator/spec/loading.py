@@ -146,6 +146,8 @@ def _describe(exc: ValidationError, source: str, within: tuple[str, ...] = ()) -
         return f"{source}: {key}: required key is missing; add it"
     if "input" in err and err["type"] not in ("value_error",):
         msg = f"{msg} (got {excerpt(err['input'])})"
+    if err["type"] == "string_type" and not isinstance(err.get("input"), (dict, list)):
+        msg += "; YAML read it as another type: put it in quotes"  # name: 2024-06-01
     if msg.startswith(key + "."):  # a section's cross-field check names the key itself
         return f"{source}: {msg}"
     return f"{source}: {key}: {msg}"
