@@ -191,3 +191,22 @@ def database_url(request, tmp_path):
             yield url.set(database=name).render_as_string(hide_password=False)
         finally:  # WITH (FORCE): sessions the test left open do not keep it
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(database))
+
+
+@pytest.fixture
+def service(tmp_path, database_url):
+    """Make real `paratune server` processes on this test's state folder; each is stopped by
+    its PID when the test ends."""
+    from service_harness import ServiceProcess  # it imports this module
+
+    started: list = []
+
+    def make(*extra: str):
+        server = ServiceProcess(tmp_path / "service", database_url, *extra)
+        server.state_dir.mkdir(exist_ok=True)
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()

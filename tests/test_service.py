@@ -13,10 +13,8 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 from conftest import (EXAMPLES, POSTGRES_ELSE_SQLITE, ROOT, alive_naming, journal_events,
                       on_database)
-from service_harness import ServiceProcess
 
 from orchestrator.journal import Journal
 
@@ -29,21 +27,6 @@ def simulated(name: str, trials: int = 8, concurrent: int = 2, latency: float = 
     return [f"name={name}", f"budget.max_trials={trials}", f"budget.max_concurrent={concurrent}",
             f"backend.latency_s={latency}", f"tracking.enabled={str(tracking).lower()}",
             "backend.noise=0.0"]
-
-
-@pytest.fixture
-def service(tmp_path, database_url):
-    started: list[ServiceProcess] = []
-
-    def make(*extra: str) -> ServiceProcess:
-        server = ServiceProcess(tmp_path / "service", database_url, *extra)
-        server.state_dir.mkdir(exist_ok=True)
-        started.append(server)
-        return server
-
-    yield make
-    for server in started:
-        server.stop()
 
 
 def finished_events(runs: Path, name: str) -> collections.Counter:
@@ -179,6 +162,9 @@ def test_cancel_stops_running_trials(service):
     assert server.api("POST", "/api/campaigns/cancel-me/cancel", token).status_code == 200
     campaign = server.wait_final(token, ["cancel-me"], timeout_s=60)["cancel-me"]
     assert campaign["state"] == "cancelled"
+    # The trial it stopped ran no more: it is counted cancelled, not running.
+    assert campaign["running"] == 0 and "running" not in campaign["counts"]
+    assert campaign["counts"].get("cancelled") == 1, campaign["counts"]
     time.sleep(0.5)
     assert alive_naming(campaign_dir / "trials") == []
     events = [e["event"] for e in journal_events(campaign_dir)]

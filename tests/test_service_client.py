@@ -220,6 +220,8 @@ def test_best_through_the_server_matches_the_runs_directory(server, demo, tmp_pa
     assert summary["file"] == str(launch) and summary["tokens_per_s"] > 0
     local_json = json.loads(paratune("best", "demo", "--json", "--runs-dir", runs).stdout)
     assert local_json["trial_id"] == summary["trial_id"]
+    refused = one_line_error(server.cli("best", "demo", "--format", "command"))
+    assert "ran trainer 'builtin', not a trial.command" in refused
 
 
 def test_failures_are_one_line(server, demo, tmp_path):

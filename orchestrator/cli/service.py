@@ -3,6 +3,7 @@ service's own database (so the first admin token needs no server running)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -66,14 +67,23 @@ def server(
         return
     if not 1 <= port <= 65535:
         raise UserError(f"--port: {port} is not a TCP port; give 1 to 65535")
-    from orchestrator.server.run import make_service, serve
+    from orchestrator.server.run import listen, make_service, serve
+    from orchestrator.server.state_lock import StateDirLock
 
     config = _config(state_dir, database, runs_dir, max_running=max_running, max_trials=max_trials)
-    _database(state_dir, database).dispose()  # a bad URL is one line, before anything starts
-    service = make_service(config, host, port, mlflow_ui)
-    console.print(f"ParaTune service on http://{host}:{port} (state {config.state_dir}, "
-                  f"runs {config.runs_dir})", markup=False)
-    serve(service, host, port)
+    # A second server on this state directory, or on a taken port, stops here: one line, and
+    # no controller adopted (and then stopped) on its way out.
+    with StateDirLock(config.state_dir):
+        sock = listen(host, port)
+        try:
+            _database(state_dir, database).dispose()  # a bad URL is one line, before anything starts
+            service = make_service(config, host, port, mlflow_ui)
+        except BaseException:
+            sock.close()
+            raise
+        console.print(f"ParaTune service on http://{host}:{port} (state {config.state_dir}, "
+                      f"runs {config.runs_dir})", markup=False)
+        serve(service, sock)
 
 
 @token_app.command("create")
@@ -96,7 +106,7 @@ def token_create(
 
 @quota_app.command("set")
 def quota_set(
-    gpu_hours: float = typer.Option(..., "--gpu-hours", min=0.0, help="GPU-hours allowed"),
+    gpu_hours: float = typer.Option(..., "--gpu-hours", help="GPU-hours allowed (above 0)"),
     user: Optional[str] = typer.Option(None, "--user"),
     project: Optional[str] = typer.Option(None, "--project"),
     state_dir: Path = STATE_DIR,
@@ -108,6 +118,9 @@ def quota_set(
 
     if (user is None) == (project is None):
         raise UserError("quota set: give exactly one of --user NAME or --project NAME")
+    if not (math.isfinite(gpu_hours) and gpu_hours > 0):  # the API's bound too
+        raise UserError(f"--gpu-hours: {gpu_hours:g} is not a quota; give a number of "
+                        "GPU-hours above 0")
     scope, name = (USER, user) if user else (PROJECT, project)
     check_user_name(name)
     db = _database(state_dir, database)

@@ -7,6 +7,7 @@ quota); the supervisor acts on them, and progress is read from the campaigns' jo
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Literal
@@ -30,6 +31,7 @@ from orchestrator.server.submission import parse_submission, resolved_yaml
 
 WEB_PAGE = Path(__file__).parent / "web" / "index.html"
 LOG_CHUNK = 1 << 20
+LOG_OFFSET_MAX = 1 << 62  # any larger offset is no position in a file (and overflows a seek)
 
 
 class Submission(BaseModel):
@@ -48,7 +50,7 @@ class SlotAsk(BaseModel):
 class QuotaBody(BaseModel):
     scope: Literal["user", "project"]
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-    gpu_hours: float = Field(gt=0)
+    gpu_hours: float = Field(gt=0, allow_inf_nan=False, description="finite, above 0")
 
 
 def create_app(service: Service) -> FastAPI:
@@ -136,14 +138,18 @@ def create_app(service: Service) -> FastAPI:
         return service.describe(row)
 
     @app.get("/api/campaigns/{name}/logs", response_class=PlainTextResponse)
-    def logs(name: str, offset: int = Query(0, ge=0), _me: User = Depends(user)):
+    def logs(name: str, offset: int = Query(0, ge=0, le=LOG_OFFSET_MAX),
+             _me: User = Depends(user)):
+        """From byte `offset`; an offset past the end reads nothing and answers the end."""
         row = campaign_row(name)
-        data = b""
-        path = service.config.log_path(name)
-        if path.exists():
+        data, path = b"", service.config.log_path(name)
+        try:
             with open(path, "rb") as f:
+                offset = min(offset, f.seek(0, os.SEEK_END))
                 f.seek(offset)
                 data = f.read(LOG_CHUNK)
+        except FileNotFoundError:  # no controller has started yet
+            offset = 0
         return PlainTextResponse(data.decode(errors="replace"), headers={
             "X-Log-Offset": str(offset + len(data)), "X-Campaign-State": row.state})
 
@@ -157,7 +163,11 @@ def create_app(service: Service) -> FastAPI:
         top = view.summary().best if view else None
         if top is None:
             raise HTTPException(409, f"campaign {name!r} has no successful trial yet")
-        return PlainTextResponse(export(format, view.spec, top.trial_id, top.config))
+        try:
+            text = export(format, view.spec, top.trial_id, top.config)
+        except UserError as exc:  # a format this campaign cannot have (command without one)
+            raise HTTPException(422, str(exc)) from None
+        return PlainTextResponse(text)
 
     @app.get("/api/campaigns/{name}/report", response_class=HTMLResponse)
     def report(name: str, _me: User = Depends(user)):

@@ -15,6 +15,9 @@ class ServiceConfig:
     max_trials: int | None = None  # concurrent trials across all campaigns
     max_restarts: int = 5  # a controller that keeps dying fails its campaign after this many
     backoff_s: float = 1.0  # doubled after each restart, up to 60 s
+    # A controller that ran this long before it died starts its restart count afresh, so a
+    # long campaign is not failed by deaths days apart.
+    healthy_run_s: float = 300.0
     tick_s: float = 0.25
 
     @property

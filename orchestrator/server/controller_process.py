@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from orchestrator.processes import is_running, start_time
 PR_SET_PDEATHSIG = 1
 CONTROL, CANCEL = "control", "cancel"  # what the child is for: run the campaign, or cancel it
 GONE = object()  # an adopted controller ended; its exit status is not ours to read
+# The line the service writes to a campaign's log before each controller it starts.
+HEADER = re.compile(r"^--- \d{4}-\d\d-\d\d \d\d:\d\d:\d\d paratune ")
 
 
 def _die_with_parent() -> None:  # runs in the child, between fork and exec
@@ -36,6 +39,7 @@ class ControllerProcess:
         self.started = started
         self.popen = popen
         self.interrupted = False
+        self.since = time.monotonic()  # started, or adopted: how long it has run (at least)
 
     @classmethod
     def launch(cls, argv: list[str], env: dict[str, str], log: Path, cwd: Path | str,
@@ -86,3 +90,32 @@ class ControllerProcess:
 
 def controller_argv(command: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "orchestrator.cli", command, *args]
+
+
+def how_it_ended(code: int) -> str:
+    if code < 0:
+        try:
+            name = f" ({signal.Signals(-code).name})"
+        except ValueError:
+            name = ""
+        return f"was killed by signal {-code}{name}"
+    return f"exited with code {code}"
+
+
+def last_line(log: Path) -> tuple[str, bool]:
+    """The last line a controller wrote to the campaign's log ("" if none), and whether it came
+    before the latest start. The service's own header lines are skipped: they say nothing
+    about why a controller ended."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return "", False
+    earlier = False
+    for line in reversed(lines):
+        if HEADER.match(line):
+            earlier = True
+        elif line.strip():
+            return line.strip(), earlier
+    return "", False

@@ -11,9 +11,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Boolean, Float, Integer, String, Text, create_engine, event
+from sqlalchemy import Boolean, Float, Integer, String, Text, create_engine, event, inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from orchestrator.spec.strings import NAME_MAX
 
 QUEUED, RUNNING, FINISHED, FAILED, CANCELLED = "queued", "running", "finished", "failed", "cancelled"
 FINAL_STATES = (FINISHED, FAILED, CANCELLED)
@@ -38,7 +40,7 @@ class Token(Base):
 
 class Campaign(Base):
     __tablename__ = "campaigns"
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_MAX), primary_key=True)  # as a spec allows
     owner: Mapped[str] = mapped_column(String(64), index=True)
     project: Mapped[str | None] = mapped_column(String(64), index=True, nullable=True)
     priority: Mapped[int] = mapped_column(Integer, default=0)
@@ -71,7 +73,8 @@ class Quota(Base):
 
 
 class Database:
-    """One engine and its sessions; tables are created on first use."""
+    """One engine and its sessions; tables are created on first use, and a database an older
+    service made is brought up to these tables (see `_widen_campaign_names`)."""
 
     def __init__(self, url: str):
         self.url = url
@@ -79,6 +82,7 @@ class Database:
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         Base.metadata.create_all(self.engine)
+        _widen_campaign_names(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager
@@ -89,6 +93,19 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _widen_campaign_names(engine: Engine) -> None:
+    """Services before this one made `campaigns.name` VARCHAR(64), shorter than a spec's name
+    may be; PostgreSQL holds a column to its length (SQLite does not), so widen it in place."""
+    if engine.dialect.name != "postgresql":
+        return
+    columns = {c["name"]: c["type"] for c in inspect(engine).get_columns("campaigns")}
+    length = getattr(columns.get("name"), "length", None)
+    if length is not None and length < NAME_MAX:
+        with engine.begin() as connection:
+            connection.execute(text(
+                f"ALTER TABLE campaigns ALTER COLUMN name TYPE VARCHAR({NAME_MAX})"))
 
 
 def _engine_options(url: str) -> dict:

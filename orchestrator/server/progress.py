@@ -6,6 +6,7 @@ so a campaign's answer is cached until its journal changes (size or mtime).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from orchestrator.campaign import CampaignView
 from orchestrator.errors import UserError
+from orchestrator.server.db import CANCELLED, FINAL_STATES
 from orchestrator.spec import load_campaign_spec
 
 
@@ -27,6 +29,19 @@ class Progress:
     journal_state: str = "incomplete"  # finished | cancelled | incomplete (the view's word)
     mlflow_uri: str | None = None
     experiment: str | None = None
+
+    def as_ended(self, state: str) -> "Progress":
+        """As a campaign in `state` shows it: once it is over (finished, failed, cancelled),
+        trials its journal never saw end ran no more; they are counted as cancelled or
+        unfinished, not running."""
+        if state not in FINAL_STATES or not self.running:
+            return self
+        counts = dict(self.counts)
+        left = counts.pop("running", 0)
+        label = "cancelled" if state == CANCELLED else "unfinished"
+        if left:
+            counts[label] = counts.get(label, 0) + left
+        return dataclasses.replace(self, running=0, counts=counts)
 
     def to_dict(self) -> dict[str, Any]:
         return {"trials": self.trials, "max_trials": self.max_trials, "running": self.running,

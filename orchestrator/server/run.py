@@ -1,14 +1,20 @@
 """Serving: the API on uvicorn, with the supervisor started and stopped by the app's lifespan.
 SIGTERM or Ctrl-C stops the service the graceful way: controllers detach, trials keep running,
-and the next start resumes every campaign."""
+and the next start resumes every campaign.
+
+The listening socket is bound before the lifespan starts the supervisor: uvicorn runs the
+lifespan before it binds, and a service whose port turns out to be taken would otherwise have
+adopted the running controllers and stopped them on its way out."""
 
 from __future__ import annotations
 
 import os
+import socket
 from contextlib import asynccontextmanager
 
 import uvicorn
 
+from orchestrator.errors import UserError
 from orchestrator.server.api import create_app
 from orchestrator.server.config import ServiceConfig
 from orchestrator.server.service import Service
@@ -22,7 +28,28 @@ def make_service(config: ServiceConfig, host: str, port: int,
     return Service(config, base_url=f"http://{local}:{port}", mlflow_ui=mlflow_ui)
 
 
-def serve(service: Service, host: str, port: int) -> None:
+def listen(host: str, port: int) -> socket.socket:
+    """The API's listening socket, or a one-line error when the address is taken or wrong."""
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise UserError(f"--host {host}: not an address of this machine ({exc.strerror}); "
+                        "give an IP address or a resolvable name") from None
+    sock = socket.socket(family, kind, proto)  # not inherited by the controllers
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); "
+                        "stop what uses that port (another paratune server?) or give another "
+                        "--port") from None
+    return sock
+
+
+def serve(service: Service, sock: socket.socket) -> None:
     app = create_app(service)
 
     @asynccontextmanager
@@ -35,5 +62,4 @@ def serve(service: Service, host: str, port: int) -> None:
             service.db.dispose()
 
     app.router.lifespan_context = lifespan
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                  access_log=False)).run()
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])

@@ -38,7 +38,7 @@ class Service:
 
     def describe(self, row: Campaign) -> dict[str, Any]:
         """A campaign as the API shows it: the service's record and its journal's progress."""
-        progress = self.progress.progress(row.name, row.max_trials)
+        progress = self.progress.progress(row.name, row.max_trials).as_ended(row.state)
         return {
             "name": row.name, "owner": row.owner, "project": row.project,
             "priority": row.priority, "state": row.state, "reason": row.reason,

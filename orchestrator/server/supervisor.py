@@ -22,6 +22,8 @@ from orchestrator.server.controller_process import (
     GONE,
     ControllerProcess,
     controller_argv,
+    how_it_ended,
+    last_line,
 )
 from orchestrator.server.db import (
     CANCELLED,
@@ -39,6 +41,10 @@ from orchestrator.spec import SPEC_FILE
 log = logging.getLogger("paratune.server")
 EXIT_USAGE, EXIT_CANCELLED, EXIT_DETACHED = 2, 130, 143
 DETACH_WAIT_S = 30.0
+# A client's settings (orchestrator/cli/service_client.py): with them, a controller's own
+# `paratune cancel` would ask this service instead of acting, and the user's token would leak
+# into every controller and trial.
+CLIENT_ENV = ("PARATUNE_SERVER", "PARATUNE_TOKEN")
 
 
 class Supervisor:
@@ -109,9 +115,9 @@ class Supervisor:
             finished = self.progress.progress(row.name).journal_state == "finished"
             self._final(row, FINISHED if finished else CANCELLED, None if finished else "cancelled")
         else:
-            self._ended(row, code)
+            self._ended(row, code, time.monotonic() - process.since)
 
-    def _ended(self, row: Campaign, code: int | object) -> None:
+    def _ended(self, row: Campaign, code: int | object, ran_s: float = 0.0) -> None:
         journal_state = self.progress.progress(row.name).journal_state
         if row.cancel_requested or code == EXIT_CANCELLED or journal_state == "cancelled":
             if journal_state != "cancelled" and self._cancel_leftovers(row):
@@ -121,18 +127,23 @@ class Supervisor:
         elif code == 0 or journal_state == "finished":
             self._final(row, FINISHED, None)
         elif code == EXIT_USAGE:
-            self._final(row, FAILED, self._last_line(row.name) or "the controller refused the spec")
+            line, earlier = last_line(self.config.log_path(row.name))
+            self._final(row, FAILED, line if line and not earlier
+                        else "the controller refused the spec")
         elif code is GONE or code in (EXIT_DETACHED, -signal.SIGTERM):
             row.next_start_at = 0.0  # detached (a service stopped): resume now, no back-off
         else:
+            if ran_s >= self.config.healthy_run_s:
+                row.restarts = 0  # it ran well: only deaths in quick succession fail a campaign
             row.restarts += 1
-            last = self._last_line(row.name)
+            how = f"{how_it_ended(code)}; {self._last_words(row.name)}"
             if row.restarts > self.config.max_restarts:
-                self._final(row, FAILED, f"the controller died {row.restarts} times; last: {last}")
+                self._final(row, FAILED, f"the controller died {row.restarts} times in a row; "
+                                         f"the last time it {how}")
                 return
             delay = min(60.0, self.config.backoff_s * 2 ** (row.restarts - 1))
             row.next_start_at = time.time() + delay
-            row.reason = f"controller exited with {code}; restart {row.restarts} in {delay:.0f} s"
+            row.reason = f"the controller {how}; restart {row.restarts} in {delay:.0f} s"
             log.warning("%s: %s", row.name, row.reason)
 
     def _final(self, row: Campaign, state: str, reason: str | None) -> None:
@@ -170,18 +181,16 @@ class Supervisor:
         log.info("%s: controller PID %d (%s)", row.name, process.pid, argv[3])
 
     def _env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PARATUNE_SLOTS_")}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PARATUNE_SLOTS_") and k not in CLIENT_ENV}
         env["PARATUNE_RUNS_DIR"] = str(self.config.runs_dir)
         return {**env, **(extra or {})}
 
-    def _last_line(self, name: str) -> str:
-        try:
-            with open(self.config.log_path(name), "rb") as f:
-                f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
-                lines = [x for x in f.read().decode(errors="replace").splitlines() if x.strip()]
-        except OSError:
-            return ""
-        return lines[-1].strip() if lines else ""
+    def _last_words(self, name: str) -> str:
+        line, earlier = last_line(self.config.log_path(name))
+        if not line:
+            return "it wrote nothing"
+        return f"its last line{' (from an earlier start)' if earlier else ''}: {line}"
 
     # ------------------------------------------------------------------ the queue
 
