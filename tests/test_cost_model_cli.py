@@ -40,6 +40,11 @@ def test_layout_and_preset_options_apply_to_a_spec_file(cli):
     shorter = run_json(cli, "estimate", QUICKSTART, "--tp", "1", "--zero-stage", "0",
                        "--micro-batch-size", "1", "--pp", "1", "--activation-checkpointing", "none")
     assert longer["time"]["compute_s"] > shorter["time"]["compute_s"]
+    partial = run_json(cli, "estimate", QUICKSTART, "--set",
+                       "space.activation_checkpointing=[full]",
+                       "--recompute-num-layers", "1", "--tp", "1", "--zero-stage", "0",
+                       "--micro-batch-size", "1", "--pp", "1")
+    assert partial["config"]["recompute_num_layers"] == 1
     code, _, err = cli("estimate", QUICKSTART, "--model", "llama-7b")
     assert code == 2 and "fits in 8 GB" in err  # the 7B model, not the spec's tiny one
     code, _, err = cli("estimate", QUICKSTART, "--gpus", "4")

@@ -161,7 +161,8 @@ def estimate(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Memory and predicted throughput breakdown of one configuration."""
-    if recompute_num_layers is not None and ac != "full":
+    # Without a SPEC the checkpointing is --activation-checkpointing's alone; a SPEC may give it.
+    if recompute_num_layers is not None and (ac or ("full" if spec_file else "none")) != "full":
         raise UserError("--recompute-num-layers: needs --activation-checkpointing full")
     layout = {"tp": tp, "pp": pp, "zero_stage": zero_stage, "micro_batch_size": micro_batch_size,
               "activation_checkpointing": ac, "recompute_num_layers": recompute_num_layers}
