@@ -228,7 +228,7 @@ def export_command(spec: CampaignSpec, trial_id: str, config: ParallelConfig) ->
     writes the layout's DeepSpeed config (a trial's folder belongs to the campaign)."""
     if spec.trial.command is None:
         raise SpecError(f"--format command: campaign {spec.name!r} ran trainer "
-                         f"{spec.trial.trainer!r}, not a trial.command; use its own format")
+                        f"{spec.trial.trainer!r}, not a trial.command; use its own format")
     # The run folder's paths are shell words (RUN_DIR_WORDS): no folder is needed here.
     values = placeholder_values(spec, config, trial_id,
                                 SimpleNamespace(path="", deepspeed_config=""), spec.trial.steps)
