@@ -192,8 +192,8 @@ class ObjectiveSpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _mode_from_metric(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "mode" not in data:
-            metric = data.get("metric", "tokens_per_s")
+        metric = data.get("metric", "tokens_per_s") if isinstance(data, dict) else None
+        if isinstance(data, dict) and "mode" not in data and isinstance(metric, str):
             data = {**data, "mode": METRIC_DIRECTION.get(metric, "max")}
         return data
 
@@ -245,14 +245,14 @@ TRACKING_URI = re.compile(r"databricks|[A-Za-z][A-Za-z0-9+.-]*:\S*")
 class TrackingSpec(Strict):
     uri: str | None = Field(default=None, description="default: sqlite at <runs_dir>/mlflow.db")
 
-    @field_validator("uri")
-    @classmethod
-    def _a_uri(cls, value: str | None, info: ValidationInfo) -> str | None:
-        saved = (info.context or {}).get("saved")
-        if value is not None and not TRACKING_URI.fullmatch(value) and not saved:
-            raise ValueError(f"{value[:80]!r} is not a tracking URI; give one such as "
-                             "sqlite:///runs/mlflow.db or http://127.0.0.1:5000")
-        return value
+    @model_validator(mode="after")
+    def _a_uri(self, info: ValidationInfo) -> "TrackingSpec":
+        """A URI tracking will use (not one it is told to leave alone)."""
+        uri, saved = self.uri, (info.context or {}).get("saved")
+        if self.enabled and uri is not None and not TRACKING_URI.fullmatch(uri) and not saved:
+            raise ValueError(f"tracking.uri: {uri[:80]!r} is not a tracking URI; give one such "
+                             "as sqlite:///runs/mlflow.db or http://127.0.0.1:5000")
+        return self
     runs_dir: str = "runs"
     enabled: bool = True
     # While MLflow is unreachable, results stay in the journal; retry this often.
