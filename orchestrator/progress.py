@@ -115,4 +115,6 @@ class CampaignProgress:
             f"[bold green]best[/]: {b.trial_id} {b.config.key()}  "
             f"{self.metric}={_fmt(b.result.metric(self.metric))}"
         )
-        out.print(f"export it: {export_hint(self.spec)}")
+        # One line, however narrow the terminal: it is a command to copy.
+        out.print(f"export it: {export_hint(self.spec)}", markup=False, highlight=False,
+                  soft_wrap=True)

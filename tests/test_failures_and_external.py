@@ -171,7 +171,7 @@ def test_a_command_campaign_exports_its_own_command(tmp_path, runs_dir, cli):
     comes with a note that it runs another program."""
     code, out, err = cli("run", str(external_spec(tmp_path, "stdout")))
     assert code == 0, err
-    assert "paratune best ext-stdout --format command -o launch.sh" in out
+    assert "export it: paratune best ext-stdout --format command -o launch.sh\n" in out
     best = json.loads(cli("best", "ext-stdout", "--json")[1])
     winner = tmp_path / f"argv-{best['trial_id']}.json"
     measured = json.loads(winner.read_text())
