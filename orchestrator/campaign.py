@@ -67,6 +67,16 @@ def not_in_mlflow(records: list[TrialRecord]) -> list[TrialRecord]:
     return [r for r in records if r.done and r.run_id is None and not r.pruned]
 
 
+# What a trial with no result is called, by how its campaign stands (`CampaignView.phase`, or
+# the service's state): running only while a controller runs the campaign.
+UNFINISHED_LABEL = {"stopped": "unfinished", "finished": "unfinished", "failed": "unfinished",
+                    "cancelled": "cancelled"}
+
+
+def unfinished_label(state: str) -> str:
+    return UNFINISHED_LABEL.get(state, "running")
+
+
 @dataclass
 class CampaignSummary:
     name: str

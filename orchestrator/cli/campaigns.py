@@ -21,7 +21,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from orchestrator.campaign import not_in_mlflow
+from orchestrator.campaign import not_in_mlflow, unfinished_label
 from orchestrator.cli.common import (
     RUNS_DIR_OPTION,
     console,
@@ -143,11 +143,6 @@ def cancel_local(campaign: str, runs_dir: Optional[Path]) -> None:
 # ---------------------------------------------------------------------------------- results
 
 
-# What a trial with no result is called, by the campaign's state.
-UNFINISHED_LABEL = {"running": "running", "stopped": "unfinished", "cancelled": "cancelled",
-                    "finished": "unfinished"}
-
-
 def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> None:
     """`paratune status` on the local runs directory: trials done / running / failed, and the
     best so far."""
@@ -181,7 +176,7 @@ def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> 
             "stop_reason": stop_reason,
             "trials": len(summary.records),
             "max_trials": spec.budget.max_trials,
-            "counts": summary.counts(UNFINISHED_LABEL[phase]),
+            "counts": summary.counts(unfinished_label(phase)),
             "budget": budget.to_dict(),
             "mlflow": _mlflow_backlog(spec, summary.records),
             "best": None if best is None else {

@@ -221,7 +221,8 @@ def calibrate(
     view = open_campaign(campaign, runs_dir)
     cost = cost_model_for(view.spec)
     if cluster is not None:
-        cost = replace(cost, cluster=_cluster_named(cluster))
+        source = f"--cluster {excerpt(cluster, 100, quote=False)}"
+        cost = replace(cost, cluster=load_cluster(cluster, source))
     records = view.records()
     measured = calibration_input(records)
     result = view.calibration(records) if cluster is None else evaluate(cost, measured)
@@ -252,10 +253,3 @@ def calibrate(
     if held_out:
         out.print(f"held out (refit from {data['held_out']['base']} on the others): median "
                   f"|error| {data['held_out']['median_abs_error']:.1%}")
-
-
-def _cluster_named(name: str):
-    """A cluster preset by name, or a preset YAML file (`paratune profile` writes one)."""
-    from orchestrator.spec import load_cluster
-
-    return load_cluster(name, f"--cluster {excerpt(name, 100, quote=False)}")

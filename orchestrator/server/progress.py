@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.campaign import CampaignView
+from orchestrator.campaign import CampaignView, unfinished_label
 from orchestrator.errors import UserError
-from orchestrator.server.db import CANCELLED, FINAL_STATES
 from orchestrator.spec import load_campaign_spec
 
 
@@ -34,12 +33,11 @@ class Progress:
         """As a campaign in `state` shows it: once it is over (finished, failed, cancelled),
         trials its journal never saw end ran no more; they are counted as cancelled or
         unfinished, not running."""
-        if state not in FINAL_STATES or not self.running:
+        label = unfinished_label(state)
+        if label == "running" or not self.running:
             return self
         counts = dict(self.counts)
-        left = counts.pop("running", 0)
-        label = "cancelled" if state == CANCELLED else "unfinished"
-        if left:
+        if left := counts.pop("running", 0):
             counts[label] = counts.get(label, 0) + left
         return dataclasses.replace(self, running=0, counts=counts)
 

@@ -22,6 +22,7 @@ from orchestrator.spec.sections import (
     SpaceSpec,
     Strict,
     TrackingSpec,
+    is_saved,
 )
 from orchestrator.spec.strings import NAME_MAX, NAME_PATTERN
 from orchestrator.spec.yaml_input import load_yaml_file
@@ -95,8 +96,8 @@ class CampaignSpec(Strict):
         """A screen as long as a full measurement saves nothing (a saved campaign keeps the
         fidelity it ran with)."""
         fidelity = self.search.fidelity
-        saved = (info.context or {}).get("saved")
-        if fidelity is not None and fidelity.screening_steps >= self.trial.steps and not saved:
+        if (fidelity is not None and fidelity.screening_steps >= self.trial.steps
+                and not is_saved(info)):
             raise ValueError(f"search.fidelity.screening_steps: {fidelity.screening_steps} is "
                              f"not fewer than trial.steps ({self.trial.steps}); a screening "
                              "trial measures fewer steps than a full one")

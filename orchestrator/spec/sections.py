@@ -38,6 +38,12 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
+def is_saved(info: ValidationInfo) -> bool:
+    """Whether this is a campaign's own saved spec (`spec_from_dict(..., saved=True)`): it keeps
+    what it ran with where a new spec's checks have since grown stricter."""
+    return bool((info.context or {}).get("saved"))
+
+
 def no_bools(values: Any) -> Any:
     """Literal[0, 1, 2, 3] takes `true` as 1; a ZeRO stage is a number."""
     items = values if isinstance(values, list) else [values]
@@ -200,7 +206,7 @@ class ObjectiveSpec(Strict):
     @model_validator(mode="after")
     def _mode_matches_metric(self, info: ValidationInfo) -> "ObjectiveSpec":
         natural = METRIC_DIRECTION[self.metric]
-        if self.mode != natural and not (info.context or {}).get("saved"):
+        if self.mode != natural and not is_saved(info):
             raise ValueError(f"objective.mode: {self.metric} is better "
                              f"{'larger' if natural == 'max' else 'smaller'}; set mode: "
                              f"{natural}, or leave mode out")
@@ -248,8 +254,9 @@ class TrackingSpec(Strict):
     @model_validator(mode="after")
     def _a_uri(self, info: ValidationInfo) -> "TrackingSpec":
         """A URI tracking will use (not one it is told to leave alone)."""
-        uri, saved = self.uri, (info.context or {}).get("saved")
-        if self.enabled and uri is not None and not TRACKING_URI.fullmatch(uri) and not saved:
+        uri = self.uri
+        if (self.enabled and uri is not None and not TRACKING_URI.fullmatch(uri)
+                and not is_saved(info)):
             raise ValueError(f"tracking.uri: {uri[:80]!r} is not a tracking URI; give one such "
                              "as sqlite:///runs/mlflow.db or http://127.0.0.1:5000")
         return self
