@@ -137,6 +137,26 @@ def test_trial_config_and_export_load_in_deepspeed(tmp_path, monkeypatch, runs_d
     assert "DeepSpeed 0.19.8" in exported["_paratune"]
 
 
+def test_the_command_export_writes_a_config_deepspeed_loads(tmp_path):
+    """`--format command` writes the layout's DeepSpeed config into $RUN_DIR before it runs the
+    user's program; that file is one DeepSpeed's own DeepSpeedConfig takes."""
+    from orchestrator.export import export
+
+    spec = load_spec(EXAMPLES / "quickstart.yaml", [
+        "trial.command=['true', --deepspeed_config, '{deepspeed_config}']",
+        "space.zero_stage=[2]", "space.micro_batch_size=[2]"])
+    config = spec.search_space().candidates()[0]
+    script = tmp_path / "launch.sh"
+    script.write_text(export("command", spec, "t0001", config))
+    ran = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    ds = load_in_deepspeed(tmp_path / "paratune-run" / "ds_config.json", config.dp)
+    assert (ds["world_size"], ds["train_batch_size"], ds["micro"], ds["accumulation"],
+            ds["zero_stage"]) == (config.dp, config.global_batch_size(),
+                                  config.micro_batch_size, config.grad_accum_steps, 2)
+
+
 # DeepSpeed's engine on a config as a trial on GPUs gets it (bf16 on), one backward: the dtype
 # it reduces gradients in without ZeRO, and whether ZeRO is on.
 REDUCED_BY_DEEPSPEED = """
