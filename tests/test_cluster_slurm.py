@@ -161,6 +161,8 @@ def test_slurm_time_limit_ends_the_trial_as_timeout(cluster, tmp_path):
         world4(tmp_path, "limit", timeout_s=900, env={"PARATUNE_INJECT_FAULT": "hang"}))
     result = wait_for_result(handle, limit=200)
     seen = time.time()
+    # Slurm's warning (90 s before a 1-minute limit: at once) is SIGURG, which nothing acts on.
+    assert "#SBATCH --signal=URG@90" in handle.request.folder.sbatch_script.read_text()
     assert sacct(handle.job.job_id, "State") == "TIMEOUT"
     ended = datetime.fromisoformat(sacct(handle.job.job_id, "End")).timestamp()
     assert seen - ended < STATE_REFRESH_S + 5, f"end seen {seen - ended:.0f}s late"

@@ -58,10 +58,11 @@ def _on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -
     """Run this task's part of a trial as a child in the task's process group (so the
     scheduler's stop reaches it), killed with its tree on any exception, timeout enforced.
 
-    SIGUSR2, which submitit asks Slurm to send ahead of the time limit, is ignored here and in
-    the trial's processes (an ignored signal stays ignored across exec): a trial cannot be
-    checkpointed, so submitit's handler would requeue it as preempted or end it early as failed,
-    and the rank programs would die of the signal's default action. The limit itself is Slurm's
+    SIGUSR2, submitit's signal ahead of the time limit (sent only when a spec's `sbatch_args`
+    ask Slurm for it: slurm.WARNING_SIGNAL), is ignored here and in the trial's processes (an
+    ignored signal stays ignored across exec): a trial cannot be checkpointed, so submitit's
+    handler would requeue it as preempted or end it early as failed, and the rank programs
+    would die of the signal's default action. The limit itself is Slurm's
     to enforce (state TIMEOUT, status `timeout`)."""
     try:
         signal.signal(signal.SIGUSR2, signal.SIG_IGN)

@@ -11,9 +11,10 @@ Slurm states become statuses: TIMEOUT -> timeout, OUT_OF_MEMORY -> oom, NODE_FAI
 PREEMPTED -> the trial is submitted again up to `max_requeues` times, then failed (jobs go out
 with --no-requeue, so Slurm's own requeue does not hide a node failure from that count). A job
 that failed after the trial wrote its result keeps that result (e.g. oom from the job itself),
-unless Slurm ended it (time limit, node failure, preemption). The tasks ignore the SIGUSR2
-submitit asks for ahead of the limit (process_trial._on_node), so the limit ends a job as
-TIMEOUT. A cancelled trial is never submitted again, whatever state Slurm reports while it
+unless Slurm ended it (time limit, node failure, preemption). Slurm's warning ahead of the
+limit is SIGURG (`WARNING_SIGNAL`), not the SIGUSR2 submitit asks for: its default action is
+to do nothing, so it cannot kill a task that has not yet set a handler, nor make submitit's
+handler end a trial that cannot be checkpointed; the limit ends a job as TIMEOUT. A cancelled trial is never submitted again, whatever state Slurm reports while it
 ends the job.
 States come from submitit's watcher, which on its own backs off to one sacct call every ten
 minutes (half the time since the last submission); a handle forces a call at most every
@@ -36,6 +37,8 @@ from orchestrator.backends.process_trial import run_node, run_once, run_rank
 from orchestrator.result import TrialResult
 from orchestrator.trial_folder import TrialFolder
 
+# Sent by Slurm 90 s before the limit (submitit's delay); ignored by default everywhere.
+WARNING_SIGNAL = "URG@90"
 ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED",
           "RESIZING", "UNKNOWN", "READY"}
 RETRYABLE = {"NODE_FAIL", "PREEMPTED", "BOOT_FAIL"}
@@ -133,7 +136,8 @@ class SlurmBackend(Backend):
             "nodes": nodes, "ntasks_per_node": tasks_per_node(request, nodes),
             "time": max(s.time_limit_min, math.ceil(request.timeout_s / 60) + 1),
             "job_name": f"paratune-{request.trial_id}", "setup": list(s.setup),
-            "additional_parameters": {"no_requeue": True, **s.sbatch_args},
+            "additional_parameters": {"no_requeue": True, "signal": WARNING_SIGNAL,
+                                      **s.sbatch_args},
         }
         for key in ("partition", "account", "qos", "constraint", "cpus_per_task"):
             if getattr(s, key) is not None:
