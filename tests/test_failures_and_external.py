@@ -121,6 +121,19 @@ def test_external_command_gets_literal_arguments_and_reports_back(tmp_path, runs
         assert ds["train_micro_batch_size_per_gpu"] == 2
 
 
+def test_a_trial_never_gets_a_services_credentials(tmp_path, runs_dir, cli, monkeypatch):
+    """A controller the service started holds its slot token and may hold the server's
+    database URL; the trial program, the user's code, gets neither."""
+    monkeypatch.setenv("PARATUNE_SLOTS_TOKEN", "slot-secret")  # without its URL: no slots
+    monkeypatch.setenv("PARATUNE_DATABASE_URL", "postgresql://paratune:secret@db/paratune")
+    code, _, err = cli("run", str(external_spec(tmp_path, "file")))
+    assert code == 0, err
+    for record in tmp_path.glob("argv-t*.json"):
+        names = json.loads(record.read_text())["paratune_env"]
+        assert "PARATUNE_TRIAL_ID" in names and "PARATUNE_RESULT_FILE" in names, names
+        assert "PARATUNE_SLOTS_TOKEN" not in names and "PARATUNE_DATABASE_URL" not in names
+
+
 def test_external_command_without_result_fails_and_a_slow_one_times_out(tmp_path, runs_dir, cli):
     assert cli("run", str(external_spec(tmp_path, "none")))[0] == 0
     results = [e["result"] for e in journal_events(runs_dir / "ext-none") if e["event"] == "finished"]

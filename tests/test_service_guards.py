@@ -64,10 +64,11 @@ def test_a_second_server_touches_none_of_the_running_controllers(service, tmp_pa
 
 
 @on_database("sqlite")
-def test_controllers_never_get_the_clients_server_and_token(service):
+def test_controllers_never_get_the_clients_server_and_token_nor_the_database(service):
     server = service()
     token = server.token("alice")
-    server.env.update({SERVER_ENV: server.url, TOKEN_ENV: token})  # a client of itself
+    server.env.update({SERVER_ENV: server.url, TOKEN_ENV: token,  # a client of itself
+                       "PARATUNE_DATABASE_URL": server.database_url})
     server.start()
     server.submit(token, SIMULATED, *simulated("env", trials=4, latency=60, tracking=False))
     deadline = time.monotonic() + 60
@@ -75,7 +76,8 @@ def test_controllers_never_get_the_clients_server_and_token(service):
         assert time.monotonic() < deadline, server.logs()
         time.sleep(0.2)
     environ = Path(f"/proc/{campaign['controller_pid']}/environ").read_bytes().split(b"\0")
-    assert not [v for v in environ if v.startswith((b"PARATUNE_SERVER=", b"PARATUNE_TOKEN="))]
+    assert not [v for v in environ if v.startswith(
+        (b"PARATUNE_SERVER=", b"PARATUNE_TOKEN=", b"PARATUNE_DATABASE_URL="))]
     assert server.api("POST", "/api/campaigns/env/cancel", token).status_code == 200
     done = server.wait_final(token, ["env"], timeout_s=60)["env"]
     assert done["state"] == "cancelled", server.logs()

@@ -67,10 +67,16 @@ def node_argv(run: TrainerRun, *, nodes: int, node_rank: int, per_node: int, mas
             f"--rdzv_endpoint={master}:{port}", f"--rdzv_id={rendezvous_id}", *run.program]
 
 
+# A service's credentials: the slot token and URL it gives a controller, its database URL.
+# Trial programs are the user's code and get none of them.
+SERVICE_SECRETS = ("PARATUNE_SLOTS_URL", "PARATUNE_SLOTS_TOKEN", "PARATUNE_DATABASE_URL")
+
+
 def trial_env(folder: TrialFolder, trial_id: str, extra: dict[str, str]) -> dict[str, str]:
-    """The environment every trial program gets; the spec's `trial.env` comes last and wins."""
+    """The environment every trial program gets: the controller's, less a service's
+    credentials; the spec's `trial.env` comes last and wins."""
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in SERVICE_SECRETS},
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
         "PYTHONUNBUFFERED": "1",
         "PARATUNE_RESULT_FILE": str(folder.result_file),

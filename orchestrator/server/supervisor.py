@@ -45,6 +45,8 @@ DETACH_WAIT_S = 30.0
 # `paratune cancel` would ask this service instead of acting, and the user's token would leak
 # into every controller and trial.
 CLIENT_ENV = ("PARATUNE_SERVER", "PARATUNE_TOKEN")
+# The server's own: its database URL (a PostgreSQL password) is no controller's business.
+SERVER_ENV = ("PARATUNE_DATABASE_URL",)
 
 
 class Supervisor:
@@ -182,7 +184,7 @@ class Supervisor:
 
     def _env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith("PARATUNE_SLOTS_") and k not in CLIENT_ENV}
+               if not k.startswith("PARATUNE_SLOTS_") and k not in CLIENT_ENV + SERVER_ENV}
         env["PARATUNE_RUNS_DIR"] = str(self.config.runs_dir)
         return {**env, **(extra or {})}
 
