@@ -2,7 +2,10 @@
 patience. `paratune status` shows what is used and what is left.
 
 A trial's GPU-hours are its world size times its duration: the wall time between submission
-and result, or the simulated duration a simulated trial reports.
+and result, or the simulated duration a simulated trial reports. While trials run, the
+controller counts what they have used so far against `budget.gpu_hours` too, so concurrent
+trials do not all start on the same unspent hours; a budget can still be overshot by what
+the trials running when it is reached use before they end.
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ def gpu_hours(record: TrialRecord) -> float:
     duration = record.result.extra.get("simulated_duration_s", record.duration_s) or 0.0
     world = record.result.world_size or record.config.world_size
     return world * duration / 3600
+
+
+def running_gpu_hours(records, now: float) -> float:
+    """GPU-hours the running `records` (submitted, no result yet) have used until `now`."""
+    return sum(r.config.world_size * max(0.0, now - r.submitted_at) / 3600 for r in records
+               if r.result is None and r.submitted_at is not None)
 
 
 class Tally:
@@ -61,14 +70,15 @@ class Tally:
         else:
             self.since_improvement += 1
 
-    def state(self, budget, started_at: float, pending: int = 0) -> "BudgetState":
+    def state(self, budget, started_at: float, pending: int = 0,
+              running_gpu_hours: float = 0.0) -> "BudgetState":
         """Spent and left of `budget` (the spec's section), counting `pending` trials that are
-        about to be submitted as if they were."""
+        about to be submitted as if they were, and what running trials used so far."""
         return BudgetState(
             trials=self.trials + pending, max_trials=budget.max_trials, gpu_hours=self.gpu_hours,
             max_gpu_hours=budget.gpu_hours, elapsed_s=time.time() - started_at,
             wall_clock_s=budget.wall_clock_s, since_improvement=self.since_improvement,
-            patience=budget.patience,
+            patience=budget.patience, running_gpu_hours=running_gpu_hours,
         )
 
 
@@ -82,6 +92,7 @@ class BudgetState:
     wall_clock_s: float | None
     since_improvement: int
     patience: int | None
+    running_gpu_hours: float = 0.0  # used so far by trials still running (the controller's)
 
     @property
     def trials_left(self) -> int:
@@ -91,8 +102,11 @@ class BudgetState:
         """Why no further trial may start, or None."""
         if self.trials >= self.max_trials:
             return f"max_trials {self.max_trials} reached"
-        if self.max_gpu_hours is not None and self.gpu_hours >= self.max_gpu_hours:
-            return f"gpu_hours {self.gpu_hours:.3g} >= budget {self.max_gpu_hours:g}"
+        used = self.gpu_hours + self.running_gpu_hours
+        if self.max_gpu_hours is not None and used >= self.max_gpu_hours:
+            running = (f" ({self.running_gpu_hours:.3g} by running trials)"
+                       if self.running_gpu_hours else "")
+            return f"gpu_hours {used:.3g}{running} >= budget {self.max_gpu_hours:g}"
         if self.wall_clock_s is not None and self.elapsed_s >= self.wall_clock_s:
             return f"wall clock {self.elapsed_s:.0f} s >= budget {self.wall_clock_s:g} s"
         if self.patience is not None and self.since_improvement >= self.patience:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.backends import Backend, TrialHandle
-from orchestrator.budget import Tally
+from orchestrator.budget import Tally, running_gpu_hours
 from orchestrator.campaign import calibration_input
 from orchestrator.costmodel import Calibration, CostModel, calibrate
 from orchestrator.journal import REPEAT, SCREEN, SEARCH, Journal, TrialRecord
@@ -134,7 +134,9 @@ class SchedulingLoop:
         return self._propose(sources)
 
     def _budget_spent(self) -> str | None:
-        budget = self.tally.state(self.spec.budget, self.started_at, pending=len(self._pending))
+        running = running_gpu_hours([r for r, _ in self.running.values()], time.time())
+        budget = self.tally.state(self.spec.budget, self.started_at, pending=len(self._pending),
+                                  running_gpu_hours=running)
         self.stop_reason = budget.exhausted()  # patience can recover as running trials improve
         return self.stop_reason
 
