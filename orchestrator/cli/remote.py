@@ -125,11 +125,11 @@ def cancel(
         campaigns.cancel_local(campaign, runs_dir)
         return
     with connect(url, token) as client:
-        before = client.campaign(campaign)
-        found = before if before.get("state") in FINAL_STATES else client.cancel(campaign)
+        ended = client.campaign(campaign).get("state") in FINAL_STATES
+        found = client.cancel(campaign)  # the server says who may, ended or not
     if as_json:
         print_json(found)
-    elif found is before:
+    elif ended:
         console.print(f"{campaign} is already {found.get('state')}; nothing to cancel",
                       markup=False, highlight=False)
     elif found.get("state") == "cancelled":
