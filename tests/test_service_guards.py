@@ -1,7 +1,7 @@
 """The campaign service's guards against misuse and odd input, against real server processes:
-a second server on a live one's state directory or port touches none of its controllers, the
-controllers never act as API clients, quotas and log offsets are bounded, a controller that
-keeps dying is reported by how it ended, and a campaign name may be as long as a spec allows
+a second server on a live one's state directory, database or port touches none of its
+controllers, the controllers never act as API clients, quotas and log offsets are bounded, a
+controller that keeps dying is reported by how it ended, and a campaign name may be as long as a spec allows
 on SQLite and on PostgreSQL (a database an older service made included)."""
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import EXAMPLES, POSTGRES_ELSE_SQLITE, journal_events, on_database
+from service_harness import free_port
+from sqlalchemy.engine import make_url
 from test_service import simulated
 
 from orchestrator.cli.service_client import SERVER_ENV, TOKEN_ENV
@@ -48,13 +50,22 @@ def test_a_second_server_touches_none_of_the_running_controllers(service, tmp_pa
 
     same_state = server.cli("server", "--port", str(server.port), "--state-dir",
                             str(server.state_dir), "--database", server.database_url)
-    # Another state directory on the same database: only the port stops it.
+    # Another state directory on the same database, on another port: the database stops it.
+    same_database = server.cli("server", "--port", str(free_port()), "--state-dir",
+                               str(tmp_path / "another"), "--database", server.database_url)
+    # Another state directory and database, on the same port: the port stops it.
+    own = f"sqlite:///{tmp_path / 'own.db'}"
     same_port = server.cli("server", "--port", str(server.port), "--state-dir",
-                           str(tmp_path / "another"), "--database", server.database_url)
+                           str(tmp_path / "third"), "--database", own)
     assert is_running(pid, started), server.logs()
     assert server.campaign(token, "guarded")["controller_pid"] == pid
     error = one_line_failure(same_state)
     assert f"PID {server.process.pid}" in error and "--state-dir" in error, error
+    error = one_line_failure(same_database)
+    assert error.startswith("error: --database ") and f"PID {server.process.pid}" in error, error
+    password = make_url(server.database_url).password
+    assert "another paratune server" in error and not (password and password in error), error
+    assert not (tmp_path / "another" / "logs").exists()  # no controller started there
     error = one_line_failure(same_port)
     assert f"--port {server.port}" in error, error
     done = server.wait_final(token, ["guarded"])["guarded"]

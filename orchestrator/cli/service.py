@@ -67,23 +67,30 @@ def server(
         return
     if not 1 <= port <= 65535:
         raise UserError(f"--port: {port} is not a TCP port; give 1 to 65535")
-    from orchestrator.server.run import listen, make_service, serve
+    from orchestrator.server.database_lock import DatabaseLock
     from orchestrator.server.state_lock import StateDirLock
 
     config = _config(state_dir, database, runs_dir, max_running=max_running, max_trials=max_trials)
-    # A second server on this state directory, or on a taken port, stops here: one line, and
-    # no controller adopted (and then stopped) on its way out.
+    # A second server on this state directory or database, or on a taken port, stops here:
+    # one line, and no controller adopted (and then stopped, or run twice) on its way out.
     with StateDirLock(config.state_dir):
-        sock = listen(host, port)
-        try:
-            _database(state_dir, database).dispose()  # a bad URL is one line, before anything starts
-            service = make_service(config, host, port, mlflow_ui)
-        except BaseException:
-            sock.close()
-            raise
-        console.print(f"ParaTune service on http://{host}:{port} (state {config.state_dir}, "
-                      f"runs {config.runs_dir})", markup=False)
-        serve(service, sock)
+        _database(state_dir, database).dispose()  # a bad URL is one line, before anything starts
+        with DatabaseLock(config.url):
+            _serve(config, host, port, mlflow_ui)
+
+
+def _serve(config, host: str, port: int, mlflow_ui: Optional[str]) -> None:
+    from orchestrator.server.run import listen, make_service, serve
+
+    sock = listen(host, port)
+    try:
+        service = make_service(config, host, port, mlflow_ui)
+    except BaseException:
+        sock.close()
+        raise
+    console.print(f"ParaTune service on http://{host}:{port} (state {config.state_dir}, "
+                  f"runs {config.runs_dir})", markup=False)
+    serve(service, sock)
 
 
 @token_app.command("create")
