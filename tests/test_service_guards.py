@@ -6,6 +6,7 @@ on SQLite and on PostgreSQL (a database an older service made included)."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -72,6 +73,50 @@ def test_a_second_server_touches_none_of_the_running_controllers(service, tmp_pa
     assert done["state"] == "finished" and done["restarts"] == 0, server.logs()
     log = (server.state_dir / "logs" / "guarded.log").read_text()
     assert "detached" not in log and log.count("paratune run") == 1, log
+
+
+def lock_sessions(admin) -> list[tuple[int, str]]:
+    """(backend PID, application_name) of the sessions holding the service's advisory lock."""
+    from orchestrator.server.database_lock import ADVISORY_KEY
+
+    return admin.execute(
+        "SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a "
+        "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objid = %s "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        (ADVISORY_KEY,)).fetchall()
+
+
+@on_database("postgresql")
+def test_a_server_whose_database_session_ends_locks_again_or_leaves(service, database_url):
+    """A PostgreSQL restart ends the session holding the service's lock (here: that session
+    alone, by pg_terminate_backend). The service takes the lock again; had another taken it
+    meanwhile, the service stops the graceful way and leaves the campaigns to it."""
+    import psycopg
+
+    from orchestrator.server.database_lock import ADVISORY_KEY
+    from orchestrator.server.supervisor import LOCK_CHECK_S
+
+    server = service().start()
+    libpq = make_url(database_url).set(drivername="postgresql").render_as_string(
+        hide_password=False)
+    with psycopg.connect(libpq, autocommit=True) as admin:
+        ((first, name),) = lock_sessions(admin)
+        assert f"PID {server.process.pid}" in name, name
+        admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+        deadline = time.monotonic() + 6 * LOCK_CHECK_S
+        while not (held := lock_sessions(admin)) or held[0][0] == first:
+            assert time.monotonic() < deadline, server.logs()
+            time.sleep(0.2)
+        assert f"PID {server.process.pid}" in held[0][1] and server.process.poll() is None
+        # Again, but this time a rival takes the lock before the service looks.
+        admin.execute("SELECT pg_terminate_backend(%s)", (held[0][0],))
+        deadline = time.monotonic() + LOCK_CHECK_S / 2
+        while not admin.execute("SELECT pg_try_advisory_lock(%s)", (ADVISORY_KEY,)).fetchone()[0]:
+            assert time.monotonic() < deadline, "the service took its lock back first"
+            time.sleep(0.05)
+        # The graceful stop: uvicorn ends on the SIGTERM it re-raises once it has shut down.
+        assert server.process.wait(6 * LOCK_CHECK_S + 60) == -signal.SIGTERM, server.logs()
+        assert "another paratune server took the database's lock" in server.logs()
 
 
 @on_database("sqlite")

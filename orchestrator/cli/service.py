@@ -75,16 +75,16 @@ def server(
     # one line, and no controller adopted (and then stopped, or run twice) on its way out.
     with StateDirLock(config.state_dir):
         _database(state_dir, database).dispose()  # a bad URL is one line, before anything starts
-        with DatabaseLock(config.url):
-            _serve(config, host, port, mlflow_ui)
+        with DatabaseLock(config.url) as lock:
+            _serve(config, host, port, mlflow_ui, lock)
 
 
-def _serve(config, host: str, port: int, mlflow_ui: Optional[str]) -> None:
+def _serve(config, host: str, port: int, mlflow_ui: Optional[str], lock) -> None:
     from orchestrator.server.run import listen, make_service, serve
 
     sock = listen(host, port)
     try:
-        service = make_service(config, host, port, mlflow_ui)
+        service = make_service(config, host, port, mlflow_ui, lock.held)
     except BaseException:
         sock.close()
         raise

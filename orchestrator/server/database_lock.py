@@ -10,6 +10,10 @@ goes away with its holder, SIGKILL included, so a crashed service never blocks i
   PostgreSQL releases when that connection ends. The connection carries the holder's PID and
   host as its `application_name`, so a second service is told who holds the lock.
 A database in memory is no one else's, and needs no lock.
+
+A PostgreSQL that restarts under a running service ends the lock's session too, so the
+service checks its lock (`held`) and takes it again; if another service took it meanwhile,
+the campaigns are that one's now, and this one stops (server/supervisor.py).
 """
 
 from __future__ import annotations
@@ -88,20 +92,50 @@ class DatabaseLock:
             raise
         self._connection = connection
 
+    def held(self) -> bool:
+        """Whether this service still holds the lock: True unless its PostgreSQL session
+        ended and another service has taken the lock since (then False); a database that
+        cannot be reached just now takes nothing from anyone, so that is True too."""
+        if self.url.get_backend_name() != "postgresql":
+            return True
+        if self._connection is not None:
+            try:
+                self._connection.execute(text("SELECT 1")).scalar()
+                self._connection.rollback()
+                return True
+            except Exception:  # the session is gone: take the lock again on a new one
+                self._drop_connection()
+        try:
+            self._lock_postgresql()
+        except UserError:
+            return False
+        except Exception:
+            return True
+        return True
+
+    def _drop_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            engine = connection.engine
+            try:
+                connection.close()
+            except Exception:
+                pass
+            engine.dispose()
+
     def release(self) -> None:
         if self._file_lock is not None:
             self._file_lock.release()
             self._file_lock = None
         if self._connection is not None:
-            engine = self._connection.engine
             try:
                 self._connection.execute(text("SELECT pg_advisory_unlock(:key)"),
                                          {"key": ADVISORY_KEY})
                 self._connection.commit()
+            except Exception:
+                pass
             finally:  # closing the session releases the lock in any case
-                self._connection.close()
-                engine.dispose()
-                self._connection = None
+                self._drop_connection()
 
     def __enter__(self) -> "DatabaseLock":
         self.acquire()

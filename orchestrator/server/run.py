@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -20,12 +21,13 @@ from orchestrator.server.config import ServiceConfig
 from orchestrator.server.service import Service
 
 
-def make_service(config: ServiceConfig, host: str, port: int,
-                 mlflow_ui: str | None = None) -> Service:
+def make_service(config: ServiceConfig, host: str, port: int, mlflow_ui: str | None = None,
+                 lock_held: Callable[[], bool] = lambda: True) -> Service:
     # Controllers, views and trials all read the runs directory from here.
     os.environ["PARATUNE_RUNS_DIR"] = str(config.runs_dir.resolve())
     local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    return Service(config, base_url=f"http://{local}:{port}", mlflow_ui=mlflow_ui)
+    return Service(config, base_url=f"http://{local}:{port}", mlflow_ui=mlflow_ui,
+                   lock_held=lock_held)
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,8 @@ class Service:
     config: ServiceConfig
     base_url: str  # how controllers reach the API (slot requests)
     mlflow_ui: str | None = None
+    # Whether this service still holds its database's lock (database_lock.py).
+    lock_held: Callable[[], bool] = lambda: True
     db: Database = field(init=False)
     slots: TrialSlots = field(init=False)
     progress: ProgressCache = field(init=False)
@@ -31,7 +34,8 @@ class Service:
         self.slots = TrialSlots(self.db, self.config.max_trials)
         self.progress = ProgressCache(self.config.runs_dir)
         self.links = MlflowLinks(self.mlflow_ui)
-        self.supervisor = Supervisor(self.db, self.config, self.slots, self.progress, self.base_url)
+        self.supervisor = Supervisor(self.db, self.config, self.slots, self.progress,
+                                     self.base_url, self.lock_held)
 
     def used_gpu_hours(self, row: Campaign) -> float:
         return self.progress.progress(row.name).gpu_hours

@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 from sqlalchemy import func, select
 
@@ -41,6 +42,7 @@ from orchestrator.spec import SPEC_FILE
 log = logging.getLogger("paratune.server")
 EXIT_USAGE, EXIT_CANCELLED, EXIT_DETACHED = 2, 130, 143
 DETACH_WAIT_S = 30.0
+LOCK_CHECK_S = 5.0  # how often the supervisor checks that it still holds the database's lock
 # A client's settings (orchestrator/cli/service_client.py): with them, a controller's own
 # `paratune cancel` would ask this service instead of acting, and the user's token would leak
 # into every controller and trial.
@@ -51,8 +53,10 @@ SERVER_ENV = ("PARATUNE_DATABASE_URL",)
 
 class Supervisor:
     def __init__(self, db: Database, config: ServiceConfig, slots: TrialSlots,
-                 progress: ProgressCache, slots_url: str):
+                 progress: ProgressCache, slots_url: str,
+                 lock_held: Callable[[], bool] = lambda: True):
         self.db = db
+        self.lock_held = lock_held  # the database's lock (database_lock.py), checked now and then
         self.config = config
         self.slots = slots
         self.progress = progress
@@ -79,12 +83,26 @@ class Supervisor:
                             name, process.pid, DETACH_WAIT_S)
 
     def _run(self) -> None:
+        checked = time.monotonic()
         while not self._stop.is_set():
+            if time.monotonic() - checked >= LOCK_CHECK_S:
+                checked = time.monotonic()
+                if not self.lock_held():
+                    self._leave()
+                    return
             try:
                 self.tick()
             except Exception:  # the database may be away for a moment; the next tick retries
                 log.exception("supervisor tick failed")
             self._stop.wait(self.config.tick_s)
+
+    def _leave(self) -> None:
+        """Another service took the database's lock while ours was lost (its PostgreSQL
+        restarted): its campaigns are that one's now, so this service stops the graceful way
+        (its controllers detach) rather than run them a second time."""
+        log.error("another paratune server took the database's lock while this one's session "
+                  "was lost; stopping, and leaving the campaigns to it")
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def tick(self) -> None:
         with self.db.session() as s:
