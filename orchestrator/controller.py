@@ -26,6 +26,7 @@ from orchestrator.backends import Backend, make_backend
 from orchestrator.budget import Tally
 from orchestrator.campaign import CampaignSummary, CampaignView
 from orchestrator.costmodel import CostModel, cost_model_for
+from orchestrator.costmodel.recompute import candidates as fitted_candidates
 from orchestrator.errors import CampaignStateError, Detached
 from orchestrator.halving import HalvingPromotions
 from orchestrator.journal import FINISHED, SCREEN, SEARCH, TrialRecord
@@ -148,7 +149,7 @@ class Controller:
         """The searcher and its cost model, and the first trial's request rendered once, so a
         spec that cannot run (a bad layout, a missing warm-start source, an unreadable base
         config) fails here, before the campaign directory is written."""
-        candidates = self.spec.candidates()  # an empty space is an error that says why
+        candidates = fitted_candidates(self.spec)  # an empty space is an error that says why
         cost_model, searcher = self._searcher(candidates)
         if candidates:
             trial_request(self.spec, TrialRecord("t0001", candidates[0]), self.dir,

@@ -4,12 +4,15 @@ rendered for Megatron-LM and run by the built-in trainer; refused where a traine
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import journal_events
 
-from orchestrator.costmodel import CostModel
+from orchestrator.costmodel import CostModel, cost_model_for
+from orchestrator.costmodel.recompute import candidates as fitted_candidates
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
 from orchestrator.errors import SpecError
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
@@ -96,6 +99,67 @@ def test_the_space_pairs_counts_with_full_recompute_only():
                     "tp1-pp1-dp64-z3-mbs1-gas8-acfull40", "tp1-pp1-dp64-z3-mbs1-gas8-acnone"]
 
 
+def fit_spec(**space) -> dict:
+    """LLaMA-30B on 64 A800s, ZeRO-3, every layout asking for the fewest layers that fit."""
+    return {"name": "fit", "model": {"preset": "llama-30b", "seq_len": 4096},
+            "cluster": "a800-80g",
+            "scale": {"nodes": 8, "global_batch_size": 128}, "backend": {"kind": "simulated"},
+            "space": {"zero_stage": [3], "micro_batch_size": [1, 2],
+                      "activation_checkpointing": ["full"], "recompute_num_layers": ["fit"],
+                      **space}}
+
+
+def test_fit_takes_each_layouts_fewest_recomputed_layers():
+    """mbs 2 (no accumulation) fits with 32 of 60 layers recomputed and not with 31; mbs 1
+    accumulates over 2 micro-batches, where the built-in trainer's FSDP2 keeps the whole
+    gradient: nothing fits, and the layout stays as listed (full recompute) for the pruner.
+    At global batch 64, mbs 1 fits with nothing recomputed."""
+    spec = spec_from_dict(fit_spec())
+    cost = cost_model_for(spec)
+    assert {c.key() for c in spec.candidates()} == {  # unresolved: enough to check the space
+        "tp1-pp1-dp64-z3-mbs1-gas2-acfull", "tp1-pp1-dp64-z3-mbs2-gas1-acfull"}
+    fitted = {c.micro_batch_size: c for c in fitted_candidates(spec)}
+    assert fitted[1].key() == "tp1-pp1-dp64-z3-mbs1-gas2-acfull" and not cost.estimate(
+        fitted[1]).fits
+    k = fitted[2].recompute_num_layers
+    assert fitted[2].activation_checkpointing == "full" and 1 < k < 60
+    assert cost.estimate(fitted[2]).fits
+    assert not cost.estimate(dataclasses.replace(fitted[2], recompute_num_layers=k - 1)).fits
+    small = spec_from_dict(fit_spec(micro_batch_size=[1]) | {
+        "scale": {"nodes": 8, "global_batch_size": 64}})
+    (alone,) = fitted_candidates(small)
+    assert alone.activation_checkpointing == "none" and cost.estimate(alone).fits
+
+
+def test_a_fitted_layout_listed_as_it_is_is_one_candidate():
+    spec = spec_from_dict(fit_spec(micro_batch_size=[1], activation_checkpointing=["none", "full"])
+                          | {"scale": {"nodes": 8, "global_batch_size": 64}})
+    assert [c.key() for c in fitted_candidates(spec)] == ["tp1-pp1-dp64-z3-mbs1-gas1-acnone"]
+
+
+def test_a_campaign_runs_the_fitted_counts(tmp_path, runs_dir, cli):
+    path = tmp_path / "fit.yaml"
+    path.write_text(yaml.safe_dump(fit_spec()))
+    code, _, err = cli("run", str(path))
+    assert code == 0, err
+    events = journal_events(runs_dir / "fit")
+    ran = {e["config"]["micro_batch_size"]: e for e in events if e["event"] == "finished"}
+    assert ran[2]["config"]["recompute_num_layers"] == fitted_candidates(
+        spec_from_dict(fit_spec()))[1].recompute_num_layers
+    assert ran[1]["result"]["status"] == "infeasible"
+    code, out, _ = cli("plan", str(path), "--json")
+    assert json.loads(out)["top"][0]["config"]["recompute_num_layers"] == ran[2]["config"][
+        "recompute_num_layers"]
+
+
+def test_an_unknown_count_word_is_one_line(tmp_path, cli):
+    path = tmp_path / "fits.yaml"
+    path.write_text(yaml.safe_dump(fit_spec(recompute_num_layers=["fits"])))
+    code, out, err = cli("run", str(path), "--dry-run")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "space.recompute_num_layers" in err and "'fit'" in err, err
+
+
 def test_an_empty_space_says_which_layout_check_refused_it():
     """A count no stage can take empties the space; the error quotes the check, not a list
     of knobs to widen."""
@@ -113,12 +177,13 @@ def test_an_empty_space_says_which_layout_check_refused_it():
 def test_trainers_that_recompute_every_layer_refuse_a_count(trainer, tmp_path, cli):
     data = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
     data["trial"] = {**data.get("trial", {}), "trainer": trainer}
-    data["space"] = {"activation_checkpointing": ["full"], "recompute_num_layers": [1]}
-    path = tmp_path / "partial.yaml"
-    path.write_text(yaml.safe_dump(data))
-    code, out, err = cli("run", str(path), "--dry-run")
-    assert code == 2 and out == "" and err.count("\n") == 1
-    assert "space.recompute_num_layers" in err and trainer in err
+    for count in (1, "fit"):
+        data["space"] = {"activation_checkpointing": ["full"], "recompute_num_layers": [count]}
+        path = tmp_path / "partial.yaml"
+        path.write_text(yaml.safe_dump(data))
+        code, out, err = cli("run", str(path), "--dry-run")
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert "space.recompute_num_layers" in err and trainer in err
 
 
 def test_megatron_lm_recomputes_the_first_layers_of_each_stage_by_its_block_method():

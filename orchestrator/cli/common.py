@@ -16,6 +16,7 @@ from rich.table import Table
 from orchestrator.campaign import CampaignView
 from orchestrator.costmodel import cost_model_for
 from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
+from orchestrator.costmodel.recompute import candidates as fitted_candidates
 from orchestrator.errors import UserError
 from orchestrator.paths import runs_root
 from orchestrator.spec import CampaignSpec
@@ -56,8 +57,8 @@ def open_campaign(campaign: str, runs_dir: Optional[Path]) -> CampaignView:
 
 
 def rank_spec(spec: CampaignSpec, top_k: int) -> Ranking:
-    candidates = spec.candidates()  # an empty space is an error that says why
     cost = cost_model_for(spec)
+    candidates = fitted_candidates(spec, cost)  # an empty space is an error that says why
     if spec.space.kind == "amsp":
         return rank_amsp(cost, candidates, top_k)
     return rank_by_throughput(cost, candidates, top_k)

@@ -25,6 +25,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
 from orchestrator.costmodel import cost_model_for
+from orchestrator.costmodel.recompute import candidates as fitted_candidates
 from orchestrator.errors import UserError, excerpt
 from orchestrator.spec import (
     CampaignSpec,
@@ -173,7 +174,7 @@ def estimate(
     presets = {"model": model, "cluster": cluster, "gpus": gpus,
                "global_batch_size": global_batch_size, "seq_len": seq_len}
     spec = _spec_from_options(spec_file, set_, presets, space, "estimate")
-    candidates = spec.candidates()
+    candidates = fitted_candidates(spec)
     chosen = None
     if len(candidates) == 1:
         result = cost_model_for(spec).estimate(candidates[0])

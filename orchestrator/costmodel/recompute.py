@@ -4,14 +4,16 @@ Full recompute keeps only each layer's input and replays every forward, a third 
 than the step needs when memory is left over. InternEvo (AMSP's code base) recomputes a
 fraction of the layers (`model.checkpoint`) and Megatron-LM the first `--recompute-num-layers`
 of each stage (`--recompute-method block`); the fewest that fit cost the least compute. Memory
-falls as more layers recompute, so a bisection over the count finds it.
+falls as more layers recompute, so a bisection over the count finds it. A space that lists
+`recompute_num_layers: fit` gets that count per layout (`candidates`), resolved once by the
+model at its stock constants: a campaign's measured memory ratio does not re-resolve it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from orchestrator.costmodel.estimate import CostModel
+from orchestrator.costmodel.estimate import CostModel, cost_model_for
 from orchestrator.costmodel.memory import GB
 from orchestrator.search_spaces import ParallelConfig
 
@@ -39,3 +41,10 @@ def fewest_recomputed_layers(cost: CostModel, config: ParallelConfig) -> Paralle
         else:
             low = middle + 1
     return dataclasses.replace(config, recompute_num_layers=low)
+
+
+def candidates(spec, cost: CostModel | None = None) -> list[ParallelConfig]:
+    """A campaign spec's layouts, each `recompute_num_layers: fit` resolved by `cost` (the
+    spec's default cost model if none is given)."""
+    cost = cost or cost_model_for(spec)
+    return spec.candidates(fit=lambda config: fewest_recomputed_layers(cost, config))

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 SPACE_KINDS = ("megatron-3d", "amsp", "list")
+# recompute_num_layers: the fewest layers that fit, resolved per layout by a memory model.
+FIT = "fit"
 
 
 @dataclass(frozen=True)
@@ -26,8 +28,9 @@ class SpaceRanges:
     zero_stage: tuple[int, ...] = (0, 1, 2, 3)
     micro_batch_size: tuple[int, ...] = (1, 2, 4, 8)
     activation_checkpointing: tuple[str, ...] = ("none", "selective", "full")
-    # With "full": layers recomputed per pipeline stage (None = all); other modes ignore it.
-    recompute_num_layers: tuple[int | None, ...] = (None,)
+    # With "full": layers recomputed per pipeline stage (None = all, FIT = the fewest that
+    # fit); other modes ignore it.
+    recompute_num_layers: tuple[int | str | None, ...] = (None,)
     sequence_parallel: tuple[bool, ...] = (False,)
     pp_schedule: tuple[str, ...] = ("1f1b",)
     virtual_stages: tuple[int, ...] = (1,)

@@ -9,12 +9,13 @@ constraints (3)-(7) on the layout's data-parallel mesh.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from orchestrator.errors import SpecError
 from orchestrator.search_spaces.config import ParallelConfig
 from orchestrator.search_spaces.errors import InvalidConfig
-from orchestrator.search_spaces.ranges import SpaceRanges
+from orchestrator.search_spaces.ranges import FIT, SpaceRanges
 from orchestrator.search_spaces.sharding import ShardingFactors, dp_mesh
 
 
@@ -47,9 +48,13 @@ class SearchSpace:
     num_layers: int
     global_batch_size: int
 
-    def candidates(self, refused: list[str] | None = None) -> list[ParallelConfig]:
-        """All valid configs, in a fixed order (the grid searcher's order); `refused` collects
-        why each layout that got as far as the layout checks failed them."""
+    def candidates(self, refused: list[str] | None = None,
+                   fit: Callable[[ParallelConfig], ParallelConfig] | None = None,
+                   ) -> list[ParallelConfig]:
+        """All valid configs, in a fixed order (the grid searcher's order), each once;
+        `refused` collects why each layout that got as far as the layout checks failed them.
+        A layout whose recompute_num_layers is FIT comes with full recompute, passed through
+        `fit` (a memory model's fewest layers that fit) when one is given."""
         if self.ranges.kind == "list":
             return self._listed()
         s = self.ranges
@@ -71,12 +76,14 @@ class SearchSpace:
                 continue
             base = dict(tp=tp, pp=pp, dp=dp, micro_batch_size=mbs,
                         grad_accum_steps=self.global_batch_size // (mbs * dp),
-                        activation_checkpointing=ac, recompute_num_layers=layers,
+                        activation_checkpointing=ac,
+                        recompute_num_layers=None if layers == FIT else layers,
                         sequence_parallel=sp,
                         pp_schedule=schedule, virtual_stages=v, compile=compiled)
             for sharding in self._shardings(dp, tp):
-                found += self._valid(base, sharding, refused)
-        return found
+                valid = self._valid(base, sharding, refused)
+                found += [fit(c) for c in valid] if layers == FIT and fit else valid
+        return list(dict.fromkeys(found))  # a fitted layout may be one listed as it is
 
     def _listed(self) -> list[ParallelConfig]:
         """space.configs as given; dp and grad_accum_steps filled in from the scale."""

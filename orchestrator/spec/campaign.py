@@ -3,6 +3,7 @@ resolved and the checks that span sections (tp divides heads, pp divides layers)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,10 +123,13 @@ class CampaignSpec(Strict):
             global_batch_size=self.scale.global_batch_size,
         )
 
-    def candidates(self) -> list[ParallelConfig]:
-        """The space's valid layouts; an empty space is a SpecError that says why."""
+    def candidates(self, fit: Callable[[ParallelConfig], ParallelConfig] | None = None,
+                   ) -> list[ParallelConfig]:
+        """The space's valid layouts; an empty space is a SpecError that says why. `fit`
+        resolves `recompute_num_layers: fit` (costmodel.recompute); without it those layouts
+        come with full recompute, enough to check the space."""
         space = self.search_space()
-        found = space.candidates()
+        found = space.candidates(fit=fit)
         if not found:
             raise SpecError(f"{self.name}: the search space holds no valid layout: "
                             f"{explain_empty(space)}")

@@ -133,8 +133,9 @@ class SpaceSpec(Strict):
     activation_checkpointing: list[CheckpointMode] = Field(
         default=["none", "selective", "full"], min_length=1, max_length=MAX_VALUES
     )
-    # With full recompute: the layers of each pipeline stage that recompute (null: all).
-    recompute_num_layers: list[Annotated[int, Field(gt=0, le=MAX_FACTOR)] | None] = Field(
+    # With full recompute: the layers of each pipeline stage that recompute (null: all; fit:
+    # the fewest that fit by the memory model, none if nothing needs to).
+    recompute_num_layers: list[int | Literal["fit"] | None] = Field(
         default=[None], min_length=1, max_length=MAX_VALUES)
     sequence_parallel: list[bool] = Field(default=[False], min_length=1, max_length=MAX_VALUES)
     pp_schedule: list[Literal["gpipe", "1f1b", "interleaved"]] = Field(
@@ -143,6 +144,19 @@ class SpaceSpec(Strict):
     compile: list[bool] = Field(default=[False], min_length=1, max_length=MAX_VALUES)
 
     _stages_are_numbers = field_validator("zero_stage", mode="before")(no_bools)
+
+    @field_validator("recompute_num_layers", mode="before")
+    @classmethod
+    def _layer_counts(cls, values: Any) -> Any:
+        """One message for any wrong entry, rather than one per branch of the union."""
+        if not isinstance(values, list):
+            return values
+        bad = [v for v in values if not (v is None or v == "fit" or (
+            isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_FACTOR))]
+        if bad:
+            raise ValueError(f"values must be layer counts from 1 to {MAX_FACTOR}, null (every "
+                             f"layer) or 'fit' (the fewest that fit), got {bad[0]!r}")
+        return values
 
     @model_validator(mode="after")
     def _list_needs_configs(self) -> "SpaceSpec":
