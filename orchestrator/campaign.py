@@ -26,6 +26,7 @@ from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import CampaignSpec, load_campaign_spec
+from orchestrator.trial_folder import TrialFolder
 
 JOURNAL_FILE = "journal.jsonl"
 
@@ -117,6 +118,10 @@ class CampaignView:
 
     def best(self, records: list[TrialRecord] | None = None) -> TrialRecord | None:
         return best_record(self.records() if records is None else records, self.objective)
+
+    def trial_dir(self, trial_id: str) -> Path:
+        """Where a trial's files are (its log, its DeepSpeed config, its result)."""
+        return TrialFolder.of(self.dir, trial_id).path
 
     def summary(self) -> CampaignSummary:
         records = self.records()

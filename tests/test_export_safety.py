@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from orchestrator.errors import SpecError
-from orchestrator.export import FORMATS, _origin, export
+from orchestrator.export import FORMATS, export
+from orchestrator.export.common import origin as _origin
 from orchestrator.spec import spec_from_dict
 from orchestrator.trainers.builtin import job_flags, job_settings
 from orchestrator.trainers.megatron import megatron_args

@@ -18,7 +18,7 @@ import subprocess
 import pytest
 
 from orchestrator.errors import SpecError
-from orchestrator.export import export_torchtitan
+from orchestrator.export.scripts import export_torchtitan
 from orchestrator.spec import spec_from_dict
 from orchestrator.trainers import TorchtitanTrainer, trainer_for
 from orchestrator.trainers.base import Measure

@@ -226,10 +226,13 @@ def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Pat
         raise CampaignStateError(
             f"campaign {campaign!r} has no successful trial yet; see `paratune status {campaign}`"
         )
-    text = export(fmt, spec, summary.best.trial_id, summary.best.config)
+    text = export(fmt, spec, summary.best.trial_id, summary.best.config,
+                  view.trial_dir(summary.best.trial_id))
+    if output is not None and str(output) == "-":  # the usual name for standard output
+        output = None
     note = unmeasured_note(fmt, spec)
     if note:
-        console.print(note, markup=False, highlight=False)
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     if output:
         write_output(output, text, "-o", executable=fmt in SCRIPT_FORMATS,
                      campaign_dir=view.dir)
@@ -239,7 +242,7 @@ def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Pat
             "campaign": campaign, "trial_id": summary.best.trial_id,
             "config": summary.best.config.to_dict(), metric: summary.best.result.metric(metric),
             "result": summary.best.result.to_dict(), "format": fmt,
-            "file": str(output) if output else None,
+            "file": str(output) if output else None, "text": None if output else text,
         })
     elif not output:
         sys.stdout.write(text)

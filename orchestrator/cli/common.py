@@ -44,8 +44,10 @@ def write_output(path: Path, text: str, option: str, executable: bool = False,
                             f"{campaign_dir}; write the file somewhere else")
     try:
         path.write_text(text)
-        if executable:
-            path.chmod(0o755)
+        mode = path.stat().st_mode & 0o777
+        # Executable for whoever may read it (the umask decides who that is), like chmod +x;
+        # a file that is no script loses the bits a script written there before had.
+        path.chmod(mode | (mode & 0o444) >> 2 if executable else mode & ~0o111)
     except OSError as exc:
         raise UserError(f"{option} {path}: cannot write there ({exc.strerror}); give a file "
                         "path in a writable folder") from None

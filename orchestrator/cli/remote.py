@@ -218,13 +218,16 @@ def best(
     with connect(url, token) as client:
         text = client.best(campaign, fmt)
         top = client.campaign(campaign).get("best") if as_json else None
+    if output is not None and str(output) == "-":  # the usual name for standard output
+        output = None
     if output:
         write_output(output, text, "-o", executable=fmt in SCRIPT_FORMATS)
     if as_json:
         top = top or {}
         print_json({"campaign": campaign, "trial_id": top.get("trial_id"),
                     "config": top.get("config"), top.get("metric", "value"): top.get("value"),
-                    "format": fmt, "file": str(output) if output else None})
+                    "format": fmt, "file": str(output) if output else None,
+                    "text": None if output else text})
     elif not output:
         sys.stdout.write(text)
     else:

@@ -164,7 +164,8 @@ def create_app(service: Service) -> FastAPI:
         if top is None:
             raise HTTPException(409, f"campaign {name!r} has no successful trial yet")
         try:
-            text = export(format, view.spec, top.trial_id, top.config)
+            text = export(format, view.spec, top.trial_id, top.config,
+                          view.trial_dir(top.trial_id))
         except UserError as exc:  # a format this campaign cannot have (command without one)
             raise HTTPException(422, str(exc)) from None
         return PlainTextResponse(text)

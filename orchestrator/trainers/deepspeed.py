@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import SpecError
+from orchestrator.search_spaces import ShardingFactors, dp_mesh
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
 from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
@@ -28,6 +29,21 @@ THROUGHPUT = re.compile(
     r"CurrSamplesPerSec=(?P<curr>[-\d.eE+inf]+), MemAllocated=(?P<mem>[\d.]+)GB, "
     r"MaxMemAllocated=(?P<maxmem>[\d.]+)GB")
 LOSS = re.compile(r"\bloss\s*[=:]\s*(?P<loss>[-\d.]+(?:[eE][-+]?\d+)?)")
+
+
+def zero_stage(spec, config) -> int:
+    """A layout's ZeRO stage; AMSP's sharding factors only where they are one of ZeRO's
+    points on the layout's data-parallel mesh (DeepSpeed shards no other way)."""
+    if config.sharding is None:
+        return config.zero_stage
+    mesh = dp_mesh(config.dp, config.tp, spec.gpus_per_node)
+    for stage in (0, 1, 2, 3):
+        if ShardingFactors.from_zero_stage(stage, *mesh).as_tuple() == config.sharding.as_tuple():
+            return stage
+    raise SpecError(f"deepspeed: AMSP sharding factors {config.sharding.as_tuple()} are no ZeRO "
+                    "stage, and DeepSpeed shards weights, gradients and optimizer states no other "
+                    "way; export the built-in trainer's formats (torchrun, sbatch, yaml), which "
+                    "run them")
 
 
 def deepspeed_config(spec, config, base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -42,7 +58,8 @@ def deepspeed_config(spec, config, base: dict[str, Any] | None = None) -> dict[s
         "steps_per_print": 1,
         "log_level": "info",  # DeepSpeed logs its throughput lines at INFO (WARNING by default)
     })
-    data["zero_optimization"] = {**data.get("zero_optimization", {}), "stage": config.zero_stage}
+    data["zero_optimization"] = {**data.get("zero_optimization", {}),
+                                 "stage": zero_stage(spec, config)}
     if not data.get("fp16", {}).get("enabled"):
         data["bf16"] = {**data.get("bf16", {}), "enabled": spec.cluster.device != "cpu"}
     data.setdefault("gradient_clipping", 1.0)

@@ -1,0 +1,82 @@
+"""Launch files for a campaign's winner, to be reused as they are by production runs.
+
+Formats: `yaml` (the built-in trainer's config, `python -m jobs.train --config FILE`),
+`torchrun` (a shell script), `sbatch` (a Slurm batch script: srun + torchrun), `deepspeed` (a
+DeepSpeed config JSON), `megatron-lm` and `megatron-deepspeed` (a bash array of the tool's flags,
+rendered by the same code as the trials; `megatron` is the old name of `megatron-deepspeed`),
+`torchtitan` (a torchrun script with torchtitan 0.3.0's arguments) and `command` (a campaign's
+own `trial.command`, as its trials ran it). Each names the campaign and trial it came from;
+the scripts (scripts.py) run where the trials ran, with their environment, and the configs
+(configs.py) are the tools' own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.export.configs import (
+    export_deepspeed,
+    export_megatron_deepspeed,
+    export_megatron_lm,
+    export_yaml,
+)
+from orchestrator.export.scripts import (
+    export_command,
+    export_sbatch,
+    export_torchrun,
+    export_torchtitan,
+)
+from orchestrator.search_spaces import ParallelConfig
+from orchestrator.spec import CampaignSpec
+from orchestrator.trainers.torchtitan import torchtitan_section
+from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
+
+# `megatron`, the name older releases used, stays another name of `megatron-deepspeed`.
+FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",
+           "megatron", "torchtitan", "command")
+SCRIPT_FORMATS = ("torchrun", "sbatch", "torchtitan", "command")  # written executable
+
+# The formats that run the program a campaign measured, its own first; any other runs
+# another program with the winner's layout, which the campaign never measured.
+OWN_FORMATS = {"builtin": ("torchrun", "yaml", "sbatch"), "deepspeed": ("deepspeed",),
+               "torchtitan": ("torchtitan",), "megatron-lm": ("megatron-lm",),
+               "megatron-deepspeed": ("megatron-deepspeed", "megatron", "deepspeed"),
+               "command": ("command", "deepspeed")}
+
+
+def own_format(spec: CampaignSpec) -> str:
+    return OWN_FORMATS[spec.trial.trainer or "builtin"][0]
+
+
+def unmeasured_note(fmt: str, spec: CampaignSpec) -> str | None:
+    """A line to show with a launch file for a program the campaign did not measure."""
+    trainer = spec.trial.trainer or "builtin"
+    if fmt in OWN_FORMATS[trainer]:
+        return None
+    note = (f"note: campaign {spec.name!r} measured trainer {trainer}; this {fmt} file runs "
+            f"another program with its winner's layout, unmeasured (its own: --format "
+            f"{own_format(spec)})")
+    if fmt == "torchtitan":  # torchtitan builds its model from its own config, not ours
+        section = torchtitan_section(spec)
+        note += (f"; its model is torchtitan's {section.module} {section.config}, not "
+                 f"{spec.model.name}: edit --config in the file")
+    return note
+
+
+EXPORTERS = {"yaml": export_yaml, "torchrun": export_torchrun, "sbatch": export_sbatch,
+             "deepspeed": export_deepspeed, "megatron-lm": export_megatron_lm,
+             "megatron-deepspeed": export_megatron_deepspeed,
+             "megatron": export_megatron_deepspeed, "torchtitan": export_torchtitan,
+             "command": export_command}
+
+
+def export(fmt: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig,
+           trial_dir: Path | None = None) -> str:
+    """The launch file for `config`, the campaign's trial `trial_id`; `trial_dir`, that
+    trial's folder, gives the DeepSpeed config it ran."""
+    if fmt not in EXPORTERS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "deepspeed":
+        measured = trial_dir / DEEPSPEED_CONFIG_FILE if trial_dir is not None else None
+        return export_deepspeed(spec, trial_id, config, measured)
+    return EXPORTERS[fmt](spec, trial_id, config)

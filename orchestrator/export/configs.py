@@ -1,0 +1,74 @@
+"""Launch files that are a tool's configuration rather than a script: the built-in trainer's
+YAML, a DeepSpeed config and Megatron's flags."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import yaml
+
+from orchestrator.errors import SpecError
+from orchestrator.export.common import origin
+from orchestrator.search_spaces import ParallelConfig
+from orchestrator.spec import CampaignSpec
+from orchestrator.trainers.builtin import job_settings
+from orchestrator.trainers.deepspeed import DeepSpeedTrainer, base_config, deepspeed_config
+from orchestrator.trainers.megatron import TOOLS, megatron_args
+
+
+def export_yaml(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    settings = job_settings(spec, config, trial_id)
+    nodes = spec.scale.nodes
+    launch = (f"torchrun --nproc_per_node={spec.gpus_per_node}" if nodes == 1 else
+              f"torchrun --nnodes={nodes} --node_rank=N --rdzv_backend=c10d "
+              f"--rdzv_endpoint=HOST:29500 --nproc_per_node={spec.gpus_per_node}")
+    header = (
+        f"# {origin(spec, trial_id, config)}\n"
+        f"# Run: {launch} -m jobs.train --config THIS_FILE\n"
+    )
+    return header + yaml.safe_dump(settings, sort_keys=False)
+
+
+def export_deepspeed(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
+                     measured: Path | None = None) -> str:
+    """The DeepSpeed config the winning trial ran (`measured`, its folder's copy) when the
+    campaign ran DeepSpeed, else the layout's on the campaign's base config as it reads now."""
+    own = spec.trial.trainer in ("deepspeed", "megatron-deepspeed")
+    data = None
+    if own and measured is not None and measured.is_file():
+        try:
+            data = json.loads(measured.read_text())
+        except (OSError, ValueError):
+            data = None  # a damaged copy: render it again below
+    if not isinstance(data, dict):
+        data = deepspeed_config(spec, config, base_config(spec) if own else None)
+    data = {"_paratune": origin(spec, trial_id, config, DeepSpeedTrainer.tool),
+            **{k: v for k, v in data.items() if k != "_paratune"}}
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _export_megatron(tool: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    """A bash array of `tool`'s model-shape and layout flags, rendered by the code trials run."""
+    try:
+        args = megatron_args(tool, spec, config)
+    except SpecError as exc:  # a layout the tool cannot express: say so of the export
+        raise SpecError(f"--format {tool}: the winner {config.key()} cannot be written for "
+                        f"{tool} ({exc})") from None
+    body = "\n".join(f"  {shlex.quote(a)}" for a in args)
+    pair = (" Pair it with `--format deepspeed` saved as ds_config.json."
+            if tool == "megatron-deepspeed" else "")
+    return (f"# {origin(spec, trial_id, config, TOOLS[tool].source)}\n"
+            f"# {tool} flags.{pair}\n"
+            f"# Use: source THIS_FILE; torchrun ... pretrain_gpt.py YOUR_DATA_ARGS "
+            f"\"${{MEGATRON_ARGS[@]}}\"\n"
+            f"MEGATRON_ARGS=(\n{body}\n)\n")
+
+
+def export_megatron_lm(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    return _export_megatron("megatron-lm", spec, trial_id, config)
+
+
+def export_megatron_deepspeed(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+    return _export_megatron("megatron-deepspeed", spec, trial_id, config)
