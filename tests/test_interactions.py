@@ -232,6 +232,21 @@ def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_p
     assert CampaignView.open(runs, "whole").best().config == whole.best.config
 
 
+@pytest.mark.parametrize("max_trials", [6, 10])
+def test_a_small_budget_explores_before_it_names_a_winner(tmp_path, max_trials):
+    """Naming the winner takes at most NAMING_SHARE of the budget: with 6 or 10 trials the
+    searcher measures 4 or 7 layouts, not 2 layouts again and again."""
+    from orchestrator.controller import Controller
+    from orchestrator.searchers.cost_guided import NAMING_SHARE
+
+    runs = tmp_path / "runs"
+    Controller(_noisy_spec(runs, "small", max_trials)).run()
+    trials = _trials(runs, "small")
+    layouts = {json.dumps(config, sort_keys=True) for config, _ in trials}
+    assert len(trials) == max_trials
+    assert len(layouts) >= max_trials - int(NAMING_SHARE * max_trials), trials
+
+
 def test_the_last_trials_of_the_budget_go_to_naming_the_winner(frontier):
     """With few trials left, close contenders are re-measured before the search is over, and
     before the search has run the trials it would wait for otherwise."""
@@ -248,6 +263,7 @@ def test_the_last_trials_of_the_budget_go_to_naming_the_winner(frontier):
         searcher.tell(config, sim.run(config, f"t{trial}"))
     assert 5 < REPEAT_FROM and searcher._next() is not None  # the search would go on
     assert searcher.repeat(trials_left=100) is None
-    contender = searcher.repeat(trials_left=3)
+    assert searcher.repeat(trials_left=3) is None  # 3 of 8: more than NAMING_SHARE
+    contender = searcher.repeat(trials_left=2)
     assert contender is not None and contender in [c for _, c, _ in searcher.history]
     searcher.tell(contender, TrialResult(status="ok", tokens_per_s=1.0))

@@ -46,6 +46,7 @@ MIN_TRIALS_BEFORE_STOP = 8
 DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
 MAX_MEASUREMENTS = 6  # of each contender, repeats included, that the budget is kept for
+NAMING_SHARE = 1 / 3  # at most this share of a campaign's trial budget goes to naming it
 MEASUREMENTS_WHILE_SEARCHING = 3
 FINAL_MEASUREMENTS = 12  # of one config once the search is over
 REPEAT_FROM = 12  # measured trials before the search itself re-measures the top two
@@ -162,7 +163,8 @@ class CostGuidedSearcher(Searcher):
         to MEASUREMENTS_WHILE_SEARCHING each; once it is over, up to FINAL_MEASUREMENTS. Once
         the trials left (`trials_left`, the campaign's budget) are no more than the leader and
         its rivals need to reach MAX_MEASUREMENTS each, the search counts as over, so the
-        last trials name the winner instead of measuring layouts once."""
+        last trials name the winner instead of measuring layouts once; never more than
+        NAMING_SHARE of the budget, so that a small one still explores first."""
         groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
         if len(groups) < 2:
             return None
@@ -178,7 +180,9 @@ class CostGuidedSearcher(Searcher):
         if not rivals:
             return None
         needed = sum(max(0, MAX_MEASUREMENTS - len(groups[c])) for c in [leader, *rivals])
-        naming = trials_left is not None and trials_left <= needed
+        spent = sum(1 for _, _, r in self.history if r.status != "infeasible")
+        naming = (trials_left is not None
+                  and trials_left <= min(needed, NAMING_SHARE * (spent + trials_left)))
         over = naming or self._next() is None  # from the told results alone: a resume agrees
         if not over and sum(map(len, groups.values())) < REPEAT_FROM:
             return None
