@@ -65,6 +65,18 @@ def test_patience_and_gpu_hours_stop_a_campaign(runs_dir, cli):
     assert budget["gpu_hours_left"] == 0
 
 
+def test_a_simulated_hang_holds_its_devices_until_the_timeout(runs_dir, cli):
+    """So that a gpu_hours budget can be rehearsed with failures on the simulated backend."""
+    run(cli, "--set", "name=hangs", "--set", "backend.failure_rate=1.0",
+        "--set", "budget.max_trials=9", "--set", "trial.timeout_s=600")
+    ended = [e for e in journal_events(runs_dir / "hangs") if e["event"] == "finished"]
+    hangs = [e for e in ended if e["result"]["status"] == "timeout"]
+    assert hangs, [e["result"]["status"] for e in ended]
+    held = sum(e["result"]["world_size"] * 600 / 3600 for e in hangs)
+    status = json.loads(cli("status", "hangs", "--json")[1])
+    assert held <= status["budget"]["gpu_hours"] < held + 1
+
+
 def test_wall_clock_budget(runs_dir, cli):
     run(cli, "--set", "name=clock", "--set", "budget.wall_clock_s=0.001")
     status = json.loads(cli("status", "clock", "--json")[1])
@@ -116,3 +128,4 @@ def test_warm_start_measures_the_best_among_its_first_three_trials(runs_dir, cli
     measured = [e["config"] for e in journal_events(runs_dir / "seeded")
                 if e["event"] == "finished" and e["result"]["status"] == "ok"]
     assert best_config.to_dict() in measured[:3]
+

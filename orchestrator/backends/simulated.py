@@ -110,5 +110,7 @@ class SimulatedBackend(Backend):
         )
 
     def submit(self, request: TrialRequest) -> SimulatedHandle:
-        return SimulatedHandle(self.run(request.config, request.trial_id, request.steps),
-                               self.latency_s)
+        result = self.run(request.config, request.trial_id, request.steps)
+        if result.status == "timeout":  # a hang holds its devices until the timeout kills it
+            result.extra = {**result.extra, "simulated_duration_s": request.timeout_s}
+        return SimulatedHandle(result, self.latency_s)
