@@ -233,3 +233,23 @@ def test_a_value_yaml_reads_as_a_date_or_number_is_told_to_be_quoted(tmp_path):
                                         r"datetime.date\(2024, 6, 1\)\); YAML read it as "
                                         r"another type: put it in quotes"):
         load_spec(path)
+
+
+@pytest.mark.parametrize("key,text,told", [
+    ("budget.wall_clock_s", "3.0e3", "write it with a point and a signed exponent (3.0e+03) "
+                                     "or in full (3000)"),
+    ("budget.gpu_hours", "1e2", "(1.0e+02) or in full (100)"),
+    ("budget.max_trials", "1E2", "write it in full (100)"),
+])
+def test_a_number_yaml_reads_as_text_is_told_how_to_write_it(tmp_path, key, text, told):
+    """YAML 1.1 reads 3.0e3 (no sign in the exponent) as a string; 3.0e+03 as a number."""
+    section, field = key.split(".")
+    path = write_spec(tmp_path / "sci.yaml", **{section: {field: "NUMBER"}})
+    path.write_text(path.read_text().replace("NUMBER", text))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert f"{key}: " in str(info.value) and f"YAML reads {text} as text: " in str(info.value)
+    assert str(info.value).endswith(told)
+    path.write_text(path.read_text().replace(text, f"{float(text):.1e}" if "max" not in key
+                                             else f"{float(text):.0f}"))
+    assert load_spec(path) is not None

@@ -148,9 +148,28 @@ def _describe(exc: ValidationError, source: str, within: tuple[str, ...] = ()) -
         msg = f"{msg} (got {excerpt(err['input'])})"
     if err["type"] == "string_type" and not isinstance(err.get("input"), (dict, list)):
         msg += "; YAML read it as another type: put it in quotes"  # name: 2024-06-01
+    elif err["type"] in NUMBER_ERRORS and _yaml_float_text(err.get("input")):
+        value = float(err["input"])
+        written = (f"in full ({value:.0f})" if err["type"].startswith("int") else
+                   f"with a point and a signed exponent ({value:.1e}) or in full ({value:g})")
+        msg += f"; YAML reads {err['input']} as text: write it {written}"
     if msg.startswith(key + "."):  # a section's cross-field check names the key itself
         return f"{source}: {msg}"
     return f"{source}: {key}: {msg}"
+
+
+NUMBER_ERRORS = ("float_type", "float_parsing", "int_type", "int_parsing")
+
+
+def _yaml_float_text(value: Any) -> bool:
+    """A string YAML 1.1 did not read as a number but Python does (3e3, 3.0e3, 1E-4)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return "e" in value.lower()
 
 
 def _walk(loc: tuple) -> tuple[list[str], Any, tuple[str, str] | None]:
