@@ -129,3 +129,18 @@ def test_warm_start_measures_the_best_among_its_first_three_trials(runs_dir, cli
                 if e["event"] == "finished" and e["result"]["status"] == "ok"]
     assert best_config.to_dict() in measured[:3]
 
+
+def test_run_takes_runs_dir_as_resume_and_status_do(tmp_path, cli, monkeypatch):
+    monkeypatch.delenv("PARATUNE_RUNS_DIR", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    here = tmp_path / "elsewhere"
+    code, out, err = cli("run", str(EXAMPLES / "frontier-175b.yaml"), "--runs-dir", str(here),
+                         "--set", "budget.max_trials=2")
+    assert code == 0, err
+    assert (here / "frontier-175b" / "journal.jsonl").is_file() and not (tmp_path / "runs").exists()
+    assert f"--runs-dir {here} -o launch.sh" in out  # the export hint finds it again
+    assert json.loads(cli("status", "frontier-175b", "--runs-dir", str(here), "--json")[1])
+    monkeypatch.setenv("PARATUNE_RUNS_DIR", str(tmp_path / "other"))
+    code, _, err = cli("run", str(EXAMPLES / "frontier-175b.yaml"), "--runs-dir", str(here))
+    assert code == 2 and err.startswith(f"error: --runs-dir {here}: $PARATUNE_RUNS_DIR=")

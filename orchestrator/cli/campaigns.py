@@ -115,13 +115,27 @@ def run(
     spec_file: Path = typer.Argument(..., help="campaign YAML"),
     set_: list[str] = typer.Option([], "--set", help="override a key: a.b=value (repeatable)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="show the pruned space; run nothing"),
+    runs_dir: Optional[Path] = typer.Option(
+        None, "--runs-dir", help="where the campaign keeps its state (default: "
+        "$PARATUNE_RUNS_DIR, else the spec's tracking.runs_dir)"),
 ) -> None:
     """Run a campaign to its end."""
-    spec = load_spec(spec_file, set_)
+    given = [f"tracking.runs_dir={check_runs_dir(runs_dir)}"] if runs_dir else []
+    spec = load_spec(spec_file, [*set_, *given])
     if dry_run:
         print_ranking(spec, rank_spec(spec, top_k=10))
         return
     _run_campaign(spec, resume=False)
+
+
+def check_runs_dir(runs_dir: Path) -> Path:
+    """`--runs-dir` for a campaign that runs: $PARATUNE_RUNS_DIR, which a campaign's folder
+    follows first (as the service's controllers need), must not say another."""
+    env = os.environ.get("PARATUNE_RUNS_DIR")
+    if env and Path(env).resolve() != runs_dir.resolve():
+        raise UserError(f"--runs-dir {runs_dir}: $PARATUNE_RUNS_DIR={env} names another "
+                        "folder, and a campaign follows it first; unset it or drop --runs-dir")
+    return runs_dir
 
 
 def resume(
@@ -129,6 +143,8 @@ def resume(
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
 ) -> None:
     """Continue a stopped or crashed campaign; finished trials are not run again."""
+    if runs_dir is not None:
+        check_runs_dir(runs_dir)
     _run_campaign(load_campaign_spec(runs_root(runs_dir), campaign), resume=True)
 
 
