@@ -126,9 +126,10 @@ class Controller:
             started_at=self.view.started_at(), tracking=tracking, on_event=self.on_event,
             workdir=self.spec.trial.workdir or os.getcwd(), slots=self.slots,
         )
+        sources = self._sources(searcher)
         try:
             self._replay(loop, searcher)
-            loop.run(self._sources(searcher))
+            loop.run(sources)
         except Detached:
             raise  # the trials run on; the next controller re-attaches them
         except BaseException:
@@ -136,7 +137,8 @@ class Controller:
             raise
         summary = self.view.summary()
         summary.complete = True
-        summary.stop_reason = loop.stop_reason or "search space exhausted"
+        held_back = next((s.held_back for s in sources if s.held_back), None)
+        summary.stop_reason = loop.stop_reason or held_back or "search space exhausted"
         self.view.journal.record_end(summary.stop_reason)
         if tracking is not None:
             tracking.finish(self._summary_metrics(summary, loop), summary.records,

@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.export import own_format
-from orchestrator.journal import TrialRecord
+from orchestrator.journal import SCALING, SCREEN, TrialRecord
 from orchestrator.paths import runs_root
 from orchestrator.spec import CampaignSpec
 
@@ -64,17 +64,29 @@ class CampaignProgress:
             self._note_best(record)
         self.progress.update(
             self.task, completed=sum(r.result.status != "infeasible" for r in done),
-            status=f"best {self.metric} {_fmt(self.best)}")
+            status=self._best_status())
+
+    best_screened: float | None = None
 
     def _note_best(self, record: TrialRecord) -> float | None:
+        """The trial's value; the best so far of full measurements, and apart of screens (a
+        few steps: the campaign's best is never one once a full measurement exists)."""
         result = record.result
         value = result.metric(self.metric) if result else None
         if result and result.ok and value is not None:
-            better = self.best is None or (
-                value > self.best if self.spec.objective.mode == "max" else value < self.best
-            )
-            self.best = value if better else self.best
+            held = self.best_screened if record.phase == SCREEN else self.best
+            better = held is None or (
+                value > held if self.spec.objective.mode == "max" else value < held)
+            if better and record.phase == SCREEN:
+                self.best_screened = value
+            elif better and record.phase != SCALING:
+                self.best = value
         return value
+
+    def _best_status(self) -> str:
+        if self.best is None and self.best_screened is not None:
+            return f"best screened {self.metric} {_fmt(self.best_screened)}"
+        return f"best {self.metric} {_fmt(self.best)}"
 
     def update(self, kind: str, record: TrialRecord) -> None:
         if not self._started:
@@ -93,7 +105,7 @@ class CampaignProgress:
         self.progress.console.print(line, markup=False, highlight=False)
         if result.status != "infeasible":
             self.progress.advance(self.task)
-        self.progress.update(self.task, status=f"best {self.metric} {_fmt(self.best)}")
+        self.progress.update(self.task, status=self._best_status())
 
     def print_summary(self, out: Console, summary) -> None:
         table = Table(title=f"campaign {summary.name}")

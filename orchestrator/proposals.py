@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
-from orchestrator.journal import REPEAT, TrialRecord
+from orchestrator.journal import REPEAT, SCREEN, TrialRecord
 from orchestrator.search_spaces import ParallelConfig
 from orchestrator.searchers import Searcher
 
@@ -48,6 +48,7 @@ class LoopState(Protocol):
 
 class ProposalSource(ABC):
     budgeted = True  # counts against the campaign's budget, and stops when it is spent
+    held_back: str | None = None  # why it proposes nothing though the budget is not spent
 
     @abstractmethod
     def propose(self, state: LoopState) -> Proposal | None:
@@ -63,6 +64,13 @@ class SearchProposals(ProposalSource):
         self.exhausted = False  # the searcher has nothing more to propose
 
     def propose(self, state: LoopState) -> Proposal | None:
+        if self.phase == SCREEN and state.trials_left < self._screens_running(state) + 2:
+            # A screen is worth its trial only if one is left to confirm it, and one for each
+            # screen still running: the last trials go to confirming what was screened.
+            self.held_back = (f"{state.trials_left} trial(s) left, kept to confirm the screens; "
+                              "a new screen could not be confirmed")
+            return None
+        self.held_back = None
         while True:
             asked = self.searcher.ask(1)
             if not asked:
@@ -70,6 +78,11 @@ class SearchProposals(ProposalSource):
                 return None
             if state.is_new(asked[0], self.phase):
                 return Proposal(asked[0], self.phase)
+
+
+    @staticmethod
+    def _screens_running(state: LoopState) -> int:
+        return sum(1 for r in state.records.values() if r.phase == SCREEN and r.result is None)
 
 
 class RepeatProposals(ProposalSource):

@@ -80,7 +80,7 @@ class ScalingStudy(ProposalSource):
         self._queue: list[ParallelConfig] | None = None  # made once the search is over
 
     def propose(self, state: LoopState) -> Proposal | None:
-        if state.busy or not (self.after.exhausted or state.stop_reason):
+        if state.busy or not (self.after.exhausted or self.after.held_back or state.stop_reason):
             return None
         if self._queue is None:
             self._queue = self._plan(list(state.records.values()))

@@ -47,3 +47,33 @@ def test_resume_counts_the_trials_already_done(tmp_path, runs_dir, cli):
     assert progress.progress.tasks[0].completed == 5
     values = [r.result.tokens_per_s for r in finished if r.result.ok]
     assert progress.best == max(values)
+
+
+def test_the_live_best_is_a_full_measurement_once_there_is_one(tmp_path):
+    """A screen runs a few steps: its value is shown as screened until a full measurement
+    exists, and never as the campaign's best after that (as `status` and `best` choose)."""
+    from orchestrator.journal import CONFIRM, SCREEN, TrialRecord
+    from orchestrator.result import TrialResult
+    from orchestrator.search_spaces import ParallelConfig
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "live", "model": "tiny", "cluster": "cpu-local",
+                                    "scale": {"nodes": 1, "global_batch_size": 8},
+                                    "backend": {"kind": "simulated"}}))
+    screen = Console(file=io.StringIO(), width=200)
+    progress = CampaignProgress(screen, load_spec(path))
+
+    def ended(trial_id: str, phase: str, value: float) -> TrialRecord:
+        record = TrialRecord(trial_id, ParallelConfig(), phase=phase)
+        record.result = TrialResult(status="ok", tokens_per_s=value)
+        progress.update("finished", record)
+        return record
+
+    ended("t0001", SCREEN, 900.0)
+    assert progress.best is None and progress.progress.tasks[0].fields["status"] == (
+        "best screened tokens_per_s 900")
+    ended("t0002", CONFIRM, 700.0)
+    ended("t0003", SCREEN, 950.0)
+    assert progress.best == 700.0
+    assert progress.progress.tasks[0].fields["status"] == "best tokens_per_s 700"
+    progress.progress.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from conftest import EXAMPLES, journal_events
 
 from orchestrator.backends.simulated import SimulatedBackend
@@ -105,6 +106,37 @@ def test_successive_halving_keeps_fidelities_apart(runs_dir, cli):
     exp = client.get_experiment_by_name("paratune/halving")
     runs = client.search_runs([exp.experiment_id], filter_string="params.fidelity = 'full'")
     assert len(runs) == len(fulls)
+
+
+@pytest.mark.parametrize("algorithm", ["random", "optuna"])
+def test_the_last_trials_confirm_the_screens_rather_than_screen_more(tmp_path, runs_dir, cli,
+                                                                      algorithm):
+    """Three trials at once: a screen starts only while a trial is left to confirm it and
+    each screen still running, so no screen in the top share ends unconfirmed (on this
+    landscape both searchers left one or two before)."""
+    from orchestrator.campaign import CampaignView
+    from orchestrator.halving import promotions
+
+    name = f"reserve-{algorithm}"
+    path = tmp_path / "screens.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": name, "model": "llama-7b", "cluster": "a100-80g",
+        "scale": {"nodes": 2, "gpus_per_node": 8, "global_batch_size": 64},
+        "space": {"tp": [1, 2, 4, 8], "pp": [1, 2, 4], "zero_stage": [0, 1, 2, 3],
+                  "micro_batch_size": [1, 2, 4],
+                  "activation_checkpointing": ["none", "selective", "full"]},
+        "search": {"algorithm": algorithm, "seed": 0, "fidelity": {
+            "screening_steps": 2, "keep_fraction": 0.25, "min_screened": 4}},
+        "budget": {"max_trials": 12, "max_concurrent": 3},
+        "backend": {"kind": "simulated", "noise": 0.03, "interactions": 0.5,
+                    "perturbation": 0.2},
+        "tracking": {"enabled": False}}))
+    code, _, err = cli("run", str(path))
+    assert code == 0, err
+    view = CampaignView.open(runs_dir, name)
+    assert promotions(view.records(), view.spec.search.fidelity, view.objective) == []
+    best = json.loads(cli("best", name, "--json")[1])
+    assert view.summary().best.phase == "confirm" and best["trial_id"] == view.best().trial_id
 
 
 def test_warm_start_measures_the_best_among_its_first_three_trials(runs_dir, cli):
