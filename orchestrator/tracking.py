@@ -145,11 +145,6 @@ class Tracker:
             [self.experiment_id], filter_string="tags.`paratune.kind` = 'trial'", max_results=50000
         )
 
-    def trials(self) -> list[tuple[dict[str, str], dict[str, float], dict[str, str]]]:
-        """(params, metrics, tags) of every trial run of this experiment."""
-        return [(dict(r.data.params), dict(r.data.metrics), dict(r.data.tags))
-                for r in self._trial_run_objects()]
-
     def trial_runs(self) -> dict[str, tuple[str, bool]]:
         """trial_id -> (run_id, finished) for every trial run of this experiment."""
         return {r.data.tags.get("paratune.trial_id", ""): (r.info.run_id, r.info.status != "RUNNING")

@@ -1,4 +1,5 @@
-"""Warm start: seed a campaign with another campaign's results from MLflow.
+"""Warm start: seed a campaign with another campaign's results, read from its journal (the
+record; its MLflow mirror may be behind, or lost).
 
 The source may be the same model at another scale or a neighbouring model. Its results do not
 transfer as numbers (another world size, another model), so they go through the cost model:
@@ -12,39 +13,33 @@ from __future__ import annotations
 
 import math
 
+from orchestrator.campaign import CampaignView
 from orchestrator.costmodel import CostModel, calibrate, cost_model_for
+from orchestrator.journal import CONFIRM, REPEAT, SEARCH
 from orchestrator.errors import CampaignStateError
 from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig
-from orchestrator.spec import CampaignSpec, load_campaign_spec
-from orchestrator.tracking import Tracker
+from orchestrator.spec import CampaignSpec
 
 
-def source_results(spec: CampaignSpec, source: str) -> list[tuple[str, ParallelConfig, TrialResult]]:
-    """The source campaign's full-fidelity trials that ran, read back from MLflow."""
-    tracker = Tracker(spec.tracking_uri(), f"paratune/{source}")
-    found = []
-    for params, metrics, tags in tracker.trials():
-        if params.get("fidelity", "full") != "full":
-            continue
-        status = tags.get("paratune.status", "failed")
-        if status == "infeasible":
-            continue  # pruned without running (earlier campaigns logged those as runs too)
-        result = TrialResult.from_dict({"status": status, **metrics})
-        found.append((tags.get("paratune.trial_id", ""), ParallelConfig.from_params(params), result))
-    return found
+def source_results(view: CampaignView) -> list[tuple[str, ParallelConfig, TrialResult]]:
+    """The source campaign's full-fidelity trials at its own scale that ran (not the ones
+    pruned as infeasible, the screens or a scaling study's other scales)."""
+    return [(r.trial_id, r.config, r.result) for r in view.records()
+            if r.result is not None and r.result.status != "infeasible"
+            and r.phase in (SEARCH, CONFIRM, REPEAT)]
 
 
 def warm_start(spec: CampaignSpec, source: str, base: CostModel):
     """(the calibrated starting model, prior residuals [(config, log residual)])."""
-    source_spec = load_campaign_spec(spec.runs_dir(), source)
-    measured = source_results(spec, source)
-    fit = calibrate(cost_model_for(source_spec), measured)
+    view = CampaignView.open(spec.runs_dir(), source)
+    measured = source_results(view)
+    fit = calibrate(cost_model_for(view.spec), measured)
     if fit is None:
         raise CampaignStateError(
-            f"search.warm_start: campaign {source!r} has fewer than 3 successful trials in MLflow "
-            f"at {spec.tracking_uri()}; run it further or drop warm_start"
+            f"search.warm_start: campaign {source!r} has fewer than 3 successful trials in "
+            f"its journal ({view.journal.path}); run it further or drop warm_start"
         )
     model = base.with_coefficients(fit.model.coefficients)
     objective = Objective.of(spec.objective)

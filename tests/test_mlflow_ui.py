@@ -129,24 +129,6 @@ def test_ui_links_every_campaign_or_the_one_asked_for(store):
     assert trial_links(uri, store, server, "fastest") == [("fastest", every["fastest"])]
 
 
-def test_warm_start_reads_only_trials_that_ran(store):
-    """Campaigns tracked before pruned layouts left MLflow have them as failed runs."""
-    from orchestrator.result import TrialResult
-    from orchestrator.search_spaces import ParallelConfig
-    from orchestrator.spec import load_campaign_spec
-    from orchestrator.tracking import Tracker
-    from orchestrator.warm_start import source_results
-
-    spec = load_campaign_spec(store, "fastest")
-    tracker = Tracker(spec.tracking_uri(), "paratune/fastest")
-    parent = [r for r in runs_of(store, "fastest") if r.data.tags["paratune.kind"] == "campaign"]
-    old_style = TrialResult(status="infeasible", world_size=2, error="predicted 9 GB > 1 GB")
-    tracker.log_trial(parent[0].info.run_id, "t0099", ParallelConfig(dp=2), old_style,
-                      extra_params={"fidelity": "full"})
-    found = [trial_id for trial_id, _, _ in source_results(spec, "fastest")]
-    assert sorted(found) == ["t0001", "t0002", "t0003"]
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

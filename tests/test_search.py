@@ -139,6 +139,28 @@ def test_the_last_trials_confirm_the_screens_rather_than_screen_more(tmp_path, r
     assert view.summary().best.phase == "confirm" and best["trial_id"] == view.best().trial_id
 
 
+def test_warm_start_reads_the_journal_not_its_mirror(runs_dir, cli):
+    """The source's MLflow store is gone: its journal, the record, still seeds the campaign,
+    with the trials that ran in full (no pruned layout, no screen)."""
+    import shutil
+
+    from orchestrator.campaign import CampaignView
+    from orchestrator.warm_start import source_results
+
+    run(cli, "--set", "name=source", "--set", "search.algorithm=random",
+        "--set", "budget.max_trials=8",
+        "--set", "search.fidelity={screening_steps: 2, keep_fraction: 0.5, min_screened: 2}")
+    (runs_dir / "mlflow.db").unlink()
+    shutil.rmtree(runs_dir / "mlartifacts", ignore_errors=True)
+    view = CampaignView.open(runs_dir, "source")
+    found = source_results(view)
+    ran = [r for r in view.records() if r.result and r.result.status != "infeasible"]
+    assert {t for t, _, _ in found} == {r.trial_id for r in ran if r.phase == "confirm"}
+    assert len(found) >= 3 and len(ran) > len(found)
+    run(cli, "--set", "name=seeded-from-journal", "--set", "search.algorithm=cost-guided",
+        "--set", "search.warm_start=source", "--set", "budget.max_trials=3")
+
+
 def test_warm_start_measures_the_best_among_its_first_three_trials(runs_dir, cli):
     """The landscape hides ±20% factors per knob value from the model. A campaign of the same
     model at half the scale, run first, teaches the cost-guided searcher those residuals and the
