@@ -93,6 +93,18 @@ class Tracker:
             location = (artifact_root / name).resolve().as_uri()
         return self.client.create_experiment(name, artifact_location=location, tags=tags)
 
+    def run_exists(self, run_id: str) -> bool:
+        """False only when the store answers that it has no such run."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_run(run_id)
+        except MlflowException as exc:
+            if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return False
+            raise
+        return True
+
     def start_campaign(self, name: str, params: dict[str, Any]) -> str:
         run = self.client.create_run(
             self.experiment_id, run_name=name, tags={"paratune.kind": "campaign"}

@@ -57,6 +57,11 @@ class TrackingSession:
             if self.tracker is None:
                 self.tracker = Tracker(self.uri, f"paratune/{self.campaign}",
                                        artifact_root=self.artifact_root, objective=self.objective)
+            if self.parent_run_id is not None and not self.tracker.run_exists(self.parent_run_id):
+                log.warning("MLflow at %s has lost campaign %s's run %s; writing the campaign "
+                            "to it again from the journal", self.uri, self.campaign,
+                            self.parent_run_id)
+                self.parent_run_id = None
             if self.parent_run_id is None:
                 self.parent_run_id = self.tracker.start_campaign(self.campaign, self.campaign_params)
                 self.journal.append("campaign", parent_run_id=self.parent_run_id)
@@ -110,16 +115,21 @@ class TrackingSession:
 
         A controller killed between creating a trial's run and journaling `tracked` left a run
         behind: a finished one is adopted, an unfinished one deleted and written again, so
-        MLflow ends with exactly one run per trial."""
-        missing = [r for r in records if r.done and r.run_id is None and not r.pruned]
+        MLflow ends with exactly one run per trial. A store that lost runs the journal says it
+        had (replaced, or restored from an older copy) gets them written again."""
+        ran = [r for r in records if r.done and not r.pruned]
         self.behind = False
-        if not missing or not self._available():
-            self.behind = bool(missing)
+        if not ran or not self._available():
+            self.behind = any(r.run_id is None for r in ran)
             return 0
         existing = self._call(self.tracker.trial_runs)
         if existing is None:  # unknown which runs exist: writing now could duplicate one
             self.behind = True
             return 0
+        for record in ran:
+            if record.run_id is not None and record.trial_id not in existing:
+                record.run_id = None  # the store lost it
+        missing = [r for r in ran if r.run_id is None]
         for record in missing:
             run_id, finished = existing.get(record.trial_id, (None, False))
             if run_id and finished:

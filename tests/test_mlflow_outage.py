@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, journal_events
+from conftest import ROOT, journal_events, run_cli_process
 
 from orchestrator.tracking_session import HTTP_DEFAULTS
 
@@ -187,3 +187,33 @@ def test_resume_writes_the_backlog_once_mlflow_is_up(tmp_path, runs_dir, cli, un
     assert len(runs) == 4
     report = json.loads(cli("status", "unseen", "--json")[1])["mlflow"]
     assert report["not_in_mlflow"] == 0 and report["fix"] is None
+
+
+def test_resume_writes_a_lost_store_again_from_the_journal(tmp_path, runs_dir):
+    """The store was replaced (here: the SQLite file and artifacts deleted) after the campaign
+    ran: the journal still says each trial was tracked, so resume asks MLflow, and writes the
+    campaign's run and every trial again, once."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    spec = listed_spec(tmp_path / "s.yaml", "")
+    data = yaml.safe_load(spec.read_text())
+    del data["tracking"]["uri"]  # the default store under the runs folder
+    spec.write_text(yaml.safe_dump(data))
+    # Processes of their own: one that opened the store keeps reading a deleted file.
+    assert run_cli_process("run", str(spec)).returncode == 0
+    (runs_dir / "mlflow.db").unlink()
+    shutil.rmtree(runs_dir / "mlartifacts", ignore_errors=True)
+    for _ in range(2):  # twice: the second finds everything there
+        done = run_cli_process("resume", "unseen")
+        assert done.returncode == 0, done.stderr
+        assert ("has lost campaign unseen's run" in done.stderr) == (_ == 0), done.stderr
+        client = MlflowClient(f"sqlite:///{runs_dir / 'mlflow.db'}")
+        experiment = client.get_experiment_by_name("paratune/unseen")
+        runs = client.search_runs([experiment.experiment_id])
+        kinds = sorted(r.data.tags["paratune.kind"] for r in runs)
+        assert kinds == ["campaign"] + ["trial"] * 4, kinds
+    parents = [e["parent_run_id"] for e in journal_events(runs_dir / "unseen")
+               if e["event"] == "campaign" and "parent_run_id" in e]
+    assert parents[-1] in {r.info.run_id for r in runs} and len(set(parents)) == 2
