@@ -29,7 +29,7 @@ from orchestrator.costmodel import CostModel, cost_model_for
 from orchestrator.costmodel.recompute import candidates as fitted_candidates
 from orchestrator.errors import CampaignStateError, Detached
 from orchestrator.halving import HalvingPromotions
-from orchestrator.journal import FINISHED, SCREEN, SEARCH, TrialRecord
+from orchestrator.journal import FINISHED, REPEAT, SCREEN, SEARCH, TrialRecord
 from orchestrator.lock import CampaignLock
 from orchestrator.preflight import preflight
 from orchestrator.proposals import ProposalSource, RepeatProposals, SearchProposals
@@ -211,13 +211,19 @@ class Controller:
         return sources
 
     def _replay(self, loop: SchedulingLoop, searcher: Searcher) -> None:
-        """Tell the searcher what finished; re-attach to trials whose cluster job still runs,
-        and queue the others that were running when the last controller died."""
+        """Tell the searcher what finished, in the order it finished (as the last controller
+        told it), and what it proposed that still runs; re-attach to trials whose cluster job
+        still runs, and queue the others that were running when the last controller died."""
+        ended = sorted((r for r in loop.records.values() if r.done),
+                       key=lambda r: (r.finished_at or 0.0, r.trial_id))
+        for record in ended:
+            if teaches_searcher(record):
+                searcher.tell(record.config, record.result)
         for record in sorted(loop.records.values(), key=lambda r: r.trial_id):
             if record.done:
-                if teaches_searcher(record):
-                    searcher.tell(record.config, record.result)
                 continue
+            if teaches_searcher(record):
+                searcher.running(record.config, repeat=record.phase == REPEAT)
             handle = self.backend.reattach(record.handle, loop.request(record))
             if handle is not None:
                 record.handle = handle.info() or record.handle

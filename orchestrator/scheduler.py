@@ -86,7 +86,7 @@ class SchedulingLoop:
     @property
     def trials_left(self) -> int:
         return self.tally.state(self.spec.budget, self.started_at,
-                                pending=len(self._pending)).trials_left
+                                pending=self._pending_new()).trials_left
 
     # ------------------------------------------------------------- the loop
 
@@ -133,9 +133,14 @@ class SchedulingLoop:
             return self.queue.popleft(), False
         return self._propose(sources)
 
+    def _pending_new(self) -> int:
+        """Trials about to be submitted that the budget has not counted yet: not those a
+        resumed campaign runs again (their first submission counted them)."""
+        return sum(1 for r in self._pending if r.submitted_at is None)
+
     def _budget_spent(self) -> str | None:
         running = running_gpu_hours([r for r, _ in self.running.values()], time.time())
-        budget = self.tally.state(self.spec.budget, self.started_at, pending=len(self._pending),
+        budget = self.tally.state(self.spec.budget, self.started_at, pending=self._pending_new(),
                                   running_gpu_hours=running)
         self.stop_reason = budget.exhausted()  # patience can recover as running trials improve
         return self.stop_reason

@@ -267,3 +267,59 @@ def test_the_last_trials_of_the_budget_go_to_naming_the_winner(frontier):
     contender = searcher.repeat(trials_left=2)
     assert contender is not None and contender in [c for _, c, _ in searcher.history]
     searcher.tell(contender, TrialResult(status="ok", tokens_per_s=1.0))
+
+
+@pytest.mark.parametrize("round_", [3, 5, 7])
+def test_a_resume_with_trials_in_flight_runs_what_the_whole_campaign_ran(tmp_path, round_):
+    """Three trials at once: the controller dies right after it submitted a round of trials.
+    The resumed one runs them again; its searcher heard the finished ones in the order they
+    finished and counts the ones in flight as asked, and its budget counts them once, so the
+    campaign goes on as it would have. (Killed at another moment, while trials finish, the
+    next proposals depend on which ends first, as they would have in a campaign never
+    killed.)"""
+    from orchestrator.controller import Controller
+    from orchestrator.spec import load_campaign_spec, spec_from_dict
+
+    runs = tmp_path / "runs"
+    spec = _noisy_spec(runs, "whole", 30)
+    data = spec.model_dump(mode="json")
+    data["budget"]["max_concurrent"] = 3
+    Controller(spec_from_dict(data)).run()
+    trials = _trials(runs, "whole")
+    journal = runs / "whole" / "journal.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    kinds = [json.loads(line)["event"] for line in lines]
+    rounds = [i for i in range(len(lines) - 1)
+              if kinds[i] == "submitted" and kinds[i + 1] != "submitted"]
+    journal.write_text("".join(lines[:rounds[round_] + 1]))
+    Controller(load_campaign_spec(runs, "whole")).run(resume=True)
+    assert _trials(runs, "whole") == trials
+
+
+
+def test_a_resumed_round_fills_its_free_slot_at_once(tmp_path):
+    """Killed while a round of three ends (one finished, two running) with one trial of the
+    budget left: the two run again and the last trial starts beside them, since the two
+    were counted when first submitted and are not counted again."""
+    from orchestrator.controller import Controller
+    from orchestrator.spec import load_campaign_spec, spec_from_dict
+
+    runs = tmp_path / "runs"
+    data = _noisy_spec(runs, "slots", 10).model_dump(mode="json")
+    data["budget"]["max_concurrent"] = 3
+    data["search"]["algorithm"] = "random"  # never stops before the budget does
+    Controller(spec_from_dict(data)).run()
+    journal = runs / "slots" / "journal.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    events = [json.loads(line) for line in lines]
+    submitted = [e["trial_id"] for e in events if e["event"] == "submitted"]
+    third_round = submitted[6:9]
+    cut = next(i for i, e in enumerate(events)
+               if e["event"] == "finished" and e["trial_id"] in third_round)
+    journal.write_text("".join(lines[:cut + 1]))
+    Controller(load_campaign_spec(runs, "slots")).run(resume=True)
+    after = [e for e in journal_events(runs / "slots")[cut + 1:]
+             if e["event"] in ("submitted", "finished")]
+    assert [e["event"] for e in after[:3]] == ["submitted"] * 3, after[:4]
+    running = set(third_round) - {events[cut]["trial_id"]}
+    assert {e["trial_id"] for e in after[:3]} == {*running, submitted[9]}

@@ -1,8 +1,8 @@
 """The searcher interface, shaped like Optuna's ask/tell and Ray Tune's `Searcher`.
 
-`ask(n)` proposes configs and `tell(config, result)` reports one back; `repeat` and `add_prior`
-are optional, with defaults on the base (no repeats, priors ignored), so the controller calls
-them on any searcher.
+`ask(n)` proposes configs and `tell(config, result)` reports one back; `repeat`, `running`
+and `add_prior` are optional, with defaults on the base (no repeats, nothing to note, priors
+ignored), so the controller calls them on any searcher.
 Searchers never run anything (backends do) and keep no storage of their own: on resume the
 controller replays the journal through `tell`, the way Optuna's storage backs its samplers.
 Every searcher is given the campaign's `Objective` and honours its mode.
@@ -34,6 +34,11 @@ class Searcher(ABC):
         noise never ask for one."""
         return None
 
+    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
+        """On resume: a trial of `config` this searcher proposed is still running (or is run
+        again), a repeat if `repeat`; count it as asked, as before the controller died.
+        Searchers that keep no record of what they asked need nothing."""
+
     def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:
         """Residuals log(measured / predicted gain) seen in another campaign (warm start).
         Searchers that do not model the cost model's error ignore them."""
@@ -47,6 +52,9 @@ class CandidateListSearcher(Searcher):
         self._next = 0
         self._seen: set[ParallelConfig] = set()
         self.history: list[tuple[ParallelConfig, TrialResult]] = []
+
+    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
+        self._seen.add(config)
 
     def ask(self, n: int = 1) -> list[ParallelConfig]:
         proposed: list[ParallelConfig] = []

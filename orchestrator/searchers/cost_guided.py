@@ -195,6 +195,9 @@ class CostGuidedSearcher(Searcher):
                 return config
         return None
 
+    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
+        (self._repeating if repeat else self._taken).add(config)
+
     def ask(self, n: int = 1) -> list[ParallelConfig]:
         proposed: list[ParallelConfig] = []
         for _ in range(n):
