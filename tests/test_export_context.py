@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write_spec
+from test_export_safety import stand_ins
 
 from orchestrator.errors import SpecError
 from orchestrator.export import export, unmeasured_note
@@ -24,18 +25,10 @@ VALUE = "a b '$(touch injected)' \"c\""
 
 
 def recording_bin(tmp_path: Path) -> dict[str, str]:
-    """torchrun records its folder and $MY_VAR; srun runs its command; scontrol names a host."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    scripts = {"torchrun": 'pwd > "$RECORD.cwd"; printf "%s" "${MY_VAR-unset}" > "$RECORD.env"',
-               "srun": 'shift; exec "$@"', "scontrol": "echo localhost"}
-    for name, body in scripts.items():
-        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "MY_VAR"}
-    return {**env, "PATH": f"{bin_dir}:{env['PATH']}", "RECORD": str(tmp_path / "record"),
-            "SLURM_JOB_NODELIST": "localhost", "SLURM_JOB_NUM_NODES": "1",
-            "SLURM_NODEID": "0", "SLURM_JOB_ID": "1"}
+    """Stand-ins whose torchrun records its folder and $MY_VAR."""
+    env = stand_ins(tmp_path, 'pwd > "$RECORD.cwd"; printf "%s" "${MY_VAR-unset}" > "$RECORD.env"')
+    env.pop("MY_VAR", None)
+    return {**env, "RECORD": str(tmp_path / "record")}
 
 
 def spec_with(tmp_path: Path, **trial):

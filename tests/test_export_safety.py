@@ -60,12 +60,13 @@ def hostile_specs(marker: Path) -> list[dict]:
     ]
 
 
-def stand_ins(tmp_path: Path) -> dict[str, str]:
-    """torchrun prints its arguments one per line; srun runs its command; scontrol names a host."""
+def stand_ins(tmp_path: Path, torchrun: str = 'printf "%s\\n" "$@" > "$ARGV_FILE"',
+              ) -> dict[str, str]:
+    """torchrun prints its arguments one per line (or runs `torchrun`, a bash body); srun runs
+    its command; scontrol names a host."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    scripts = {"torchrun": 'printf "%s\\n" "$@" > "$ARGV_FILE"',
-               "srun": 'shift; exec "$@"', "scontrol": "echo localhost"}
+    scripts = {"torchrun": torchrun, "srun": 'shift; exec "$@"', "scontrol": "echo localhost"}
     for name, body in scripts.items():
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
