@@ -32,9 +32,13 @@ def env_line(name: str, value: str) -> str:
     return f"export {name}={shlex.quote(value)}"
 
 
-def run_context(spec: CampaignSpec) -> str:
-    """Shell lines that put a script where the campaign's trials ran (`trial.workdir`, which a
-    saved spec holds absolute) with their `trial.env`; each line ends in a newline."""
-    lines = [f"cd {shlex.quote(spec.trial.workdir)}"] if spec.trial.workdir else []
+def run_context(spec: CampaignSpec, in_workdir: bool = True) -> str:
+    """Shell lines that give a script the campaign's `trial.env` and, `in_workdir`, put it
+    where the trials ran (`trial.workdir`, which a saved spec holds absolute), for a program
+    whose relative paths start there; each line ends in a newline."""
+    lines = []
+    if in_workdir and spec.trial.workdir:
+        lines += ["# The folder the campaign's trials ran in: their relative paths start here.",
+                  f"cd {shlex.quote(spec.trial.workdir)}"]
     lines += [env_line(k, v) for k, v in spec.trial.env.items()]
     return "".join(line + "\n" for line in lines)

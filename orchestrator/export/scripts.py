@@ -1,7 +1,8 @@
 """Launch files that are shell scripts: torchrun and sbatch for the built-in trainer, torchrun
-for torchtitan, and a campaign's own `trial.command`. Each runs in the folder the campaign's
-trials ran in, with their `trial.env` (common.run_context); every value from the spec is one
-quoted shell word."""
+for torchtitan, and a campaign's own `trial.command`. Each sets the trials' `trial.env`; the
+torchtitan and command ones also run in the folder the trials ran in, where their relative
+paths start (the built-in trainer reads no file, so its scripts run from anywhere:
+common.run_context). Every value from the spec is one quoted shell word."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def export_torchrun(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -
     return f"""#!/usr/bin/env bash
 # {origin(spec, trial_id, config)}
 set -euo pipefail
-{run_context(spec)}{_rendezvous(spec.scale.nodes)}
+{run_context(spec, in_workdir=False)}{_rendezvous(spec.scale.nodes)}
 exec torchrun "${{RDZV[@]}}" --nproc_per_node={spec.gpus_per_node} -m jobs.train \\
     {_job_flags(spec, trial_id, config)} "$@"
 """
@@ -98,7 +99,7 @@ def export_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> 
 {lines}
 # {origin(spec, trial_id, config)}
 set -euo pipefail
-{setup}{run_context(spec)}MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+{setup}{run_context(spec, in_workdir=False)}MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 srun --ntasks-per-node=1 bash -c 'exec torchrun --nnodes="$SLURM_JOB_NUM_NODES" \
     --node_rank="$SLURM_NODEID" --nproc_per_node={spec.gpus_per_node} --rdzv_backend=c10d \
     --rdzv_id="$SLURM_JOB_ID" --rdzv_endpoint="'"$MASTER_ADDR"':29500" -m jobs.train "$@"' _ \
