@@ -211,3 +211,22 @@ def test_real_deepspeed_campaign_on_cpu(runs_dir, cli, monkeypatch):
     assert all(r["tokens_per_s"] > 0 and r["mfu"] > 0 and r["loss_last"] for r in ok)
     assert len(oom) == 1 and oom[0][0]["micro_batch_size"] == 8
     assert "out of memory" in oom[0][1]["error"]
+
+
+def test_amsp_factors_that_are_zero_3_load_in_deepspeed_as_stage_3(tmp_path):
+    """A winner of an AMSP space whose factors shard everything over the whole mesh exports
+    as ZeRO-3, and DeepSpeed's own DeepSpeedConfig reads stage 3 and the layout's batch."""
+    from orchestrator.export import export
+    from orchestrator.search_spaces import ShardingFactors
+    from orchestrator.spec import spec_from_dict
+
+    spec = spec_from_dict({"name": "a", "model": "tiny", "cluster": "a100-80g",
+                           "scale": {"nodes": 2, "global_batch_size": 16},
+                           "space": {"kind": "amsp"}})
+    zero3 = ShardingFactors.named("zero3", 8, 2).as_tuple()
+    config = next(c for c in spec.candidates() if c.sharding.as_tuple() == zero3)
+    path = tmp_path / "ds_config.json"
+    path.write_text(export("deepspeed", spec, "t0001", config))
+    ds = load_in_deepspeed(path, config.dp)
+    assert (ds["world_size"], ds["train_batch_size"], ds["zero_stage"]) == (
+        config.dp, config.global_batch_size(), 3)

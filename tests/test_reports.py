@@ -135,6 +135,28 @@ def test_exported_sbatch_script_runs_on_slurm(quickstart, tmp_path, cli):
     assert json.loads(line.split(" ", 1)[1])["status"] == "ok"
 
 
+@pytest.mark.skipif(not _slurm_up(), reason="no local Slurm (tests/slurm/start_local_slurm.sh)")
+def test_sbatch_takes_the_trials_cpus_and_the_specs_own_options(tmp_path):
+    """Slurm's own sbatch accepts the script's directives: the CPUs the trials' one task per
+    rank had, given to the node's one task, and sbatch_args replacing an option it sets."""
+    from orchestrator.export import export
+    from orchestrator.spec import spec_from_dict
+
+    spec = spec_from_dict({
+        "name": "cpus", "model": "tiny", "cluster": "cpu-local", "tracking": {"enabled": False},
+        "scale": {"nodes": 1, "gpus_per_node": 2, "global_batch_size": 8},
+        "backend": {"kind": "slurm", "cpus_per_task": 1, "time_limit_min": 5,
+                    "sbatch_args": {"time": "3", "comment": "tuned"}}})
+    script = tmp_path / "launch.sbatch"
+    script.write_text(export("sbatch", spec, "t0001", spec.candidates()[0]))
+    directives = [line for line in script.read_text().splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --cpus-per-task=2" in directives and "#SBATCH --time=3" in directives
+    assert len({d.split("=")[0] for d in directives}) == len(directives)
+    check = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True,
+                           text=True, cwd=ROOT)
+    assert check.returncode == 0, check.stderr
+
+
 def test_weak_scaling_study_of_frontier_175b(tmp_path, runs_dir, cli):
     """Simulated Frontier 175B: the best layout re-run on 32, 64 and 128 nodes keeps >= 95%
     of its per-GCD throughput, and the report plots it."""
