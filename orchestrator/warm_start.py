@@ -15,8 +15,8 @@ import math
 
 from orchestrator.campaign import CampaignView
 from orchestrator.costmodel import CostModel, calibrate, cost_model_for
-from orchestrator.journal import CONFIRM, REPEAT, SEARCH
 from orchestrator.errors import CampaignStateError
+from orchestrator.journal import CONFIRM, REPEAT, SEARCH
 from orchestrator.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search_spaces import ParallelConfig

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,16 +24,16 @@ from orchestrator.campaign import not_in_mlflow, unfinished_label
 from orchestrator.cli.common import (
     RUNS_DIR_OPTION,
     console,
+    deliver_launch_file,
     open_campaign,
     out,
     print_json,
     print_ranking,
     rank_spec,
-    write_output,
 )
 from orchestrator.controller import Controller
 from orchestrator.errors import CampaignStateError, Detached, Interrupted, UserError
-from orchestrator.export import FORMATS, SCRIPT_FORMATS, export, unmeasured_note
+from orchestrator.export import FORMATS, export, unmeasured_note
 from orchestrator.journal import TrialRecord
 from orchestrator.paths import runs_root
 from orchestrator.preflight import preflight
@@ -244,23 +243,11 @@ def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Pat
         )
     text = export(fmt, spec, summary.best.trial_id, summary.best.config,
                   view.trial_dir(summary.best.trial_id))
-    if output is not None and str(output) == "-":  # the usual name for standard output
-        output = None
     note = unmeasured_note(fmt, spec)
     if note:
         console.print(note, markup=False, highlight=False, soft_wrap=True)
-    if output:
-        write_output(output, text, "-o", executable=fmt in SCRIPT_FORMATS,
-                     campaign_dir=view.dir)
-    if as_json:
-        metric = spec.objective.metric
-        print_json({
-            "campaign": campaign, "trial_id": summary.best.trial_id,
-            "config": summary.best.config.to_dict(), metric: summary.best.result.metric(metric),
-            "result": summary.best.result.to_dict(), "format": fmt,
-            "file": str(output) if output else None, "text": None if output else text,
-        })
-    elif not output:
-        sys.stdout.write(text)
-    else:
-        console.print(f"wrote {output}")
+    metric = spec.objective.metric
+    deliver_launch_file(text, fmt, output, as_json, {
+        "campaign": campaign, "trial_id": summary.best.trial_id,
+        "config": summary.best.config.to_dict(), metric: summary.best.result.metric(metric),
+        "result": summary.best.result.to_dict()}, campaign_dir=view.dir)

@@ -14,11 +14,13 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.campaign import CampaignView
-from orchestrator.costmodel import cost_model_for
+from orchestrator.costmodel import CostModel, cost_model_for
 from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
 from orchestrator.costmodel.recompute import candidates as fitted_candidates
 from orchestrator.errors import UserError
+from orchestrator.export import SCRIPT_FORMATS
 from orchestrator.paths import runs_root
+from orchestrator.search_spaces import ParallelConfig
 from orchestrator.spec import CampaignSpec
 
 console = Console(stderr=True)  # messages and progress
@@ -53,14 +55,35 @@ def write_output(path: Path, text: str, option: str, executable: bool = False,
                         "path in a writable folder") from None
 
 
+def deliver_launch_file(text: str, fmt: str, output: Optional[Path], as_json: bool,
+                        info: dict, campaign_dir: Path | None = None) -> None:
+    """`paratune best`'s file: to `output` (`-`: stdout), or stdout; with `--json`, `info`
+    (the winner) with the format, the file written and, when none was, the text."""
+    if output is not None and str(output) == "-":  # the usual name for standard output
+        output = None
+    if output:
+        write_output(output, text, "-o", executable=fmt in SCRIPT_FORMATS,
+                     campaign_dir=campaign_dir)
+    if as_json:
+        print_json({**info, "format": fmt, "file": str(output) if output else None,
+                    "text": None if output else text})
+    elif not output:
+        sys.stdout.write(text)
+    else:
+        console.print(f"wrote {output}")
+
+
 def open_campaign(campaign: str, runs_dir: Optional[Path]) -> CampaignView:
     """The read-only view of a saved campaign (a one-line error if there is none)."""
     return CampaignView.open(runs_root(runs_dir), campaign)
 
 
-def rank_spec(spec: CampaignSpec, top_k: int) -> Ranking:
-    cost = cost_model_for(spec)
-    candidates = fitted_candidates(spec, cost)  # an empty space is an error that says why
+def rank_spec(spec: CampaignSpec, top_k: int, cost: CostModel | None = None,
+              candidates: list[ParallelConfig] | None = None) -> Ranking:
+    """The space ranked by the cost model; `cost` and `candidates` when the caller has them."""
+    cost = cost or cost_model_for(spec)
+    if candidates is None:  # an empty space is an error that says why
+        candidates = fitted_candidates(spec, cost)
     if spec.space.kind == "amsp":
         return rank_amsp(cost, candidates, top_k)
     return rank_by_throughput(cost, candidates, top_k)

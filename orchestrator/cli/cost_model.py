@@ -174,12 +174,13 @@ def estimate(
     presets = {"model": model, "cluster": cluster, "gpus": gpus,
                "global_batch_size": global_batch_size, "seq_len": seq_len}
     spec = _spec_from_options(spec_file, set_, presets, space, "estimate")
-    candidates = fitted_candidates(spec)
+    cost = cost_model_for(spec)
+    candidates = fitted_candidates(spec, cost)
     chosen = None
     if len(candidates) == 1:
-        result = cost_model_for(spec).estimate(candidates[0])
+        result = cost.estimate(candidates[0])
     else:  # a space: the configuration the cost model ranks first (AMSP's plan on amsp spaces)
-        result = rank_spec(spec, 1).best
+        result = rank_spec(spec, 1, cost, candidates).best
         if result is None:
             raise UserError(f"{spec.name}: none of the space's {len(candidates)} configurations "
                             f"fits in {spec.cluster.memory_gb:g} GB")

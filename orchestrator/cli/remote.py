@@ -14,7 +14,13 @@ from typing import Optional
 import typer
 
 from orchestrator.cli import campaign_table, campaigns
-from orchestrator.cli.common import RUNS_DIR_OPTION, console, out, print_json, write_output
+from orchestrator.cli.common import (
+    RUNS_DIR_OPTION,
+    console,
+    deliver_launch_file,
+    out,
+    print_json,
+)
 from orchestrator.cli.service_client import (
     FINAL_STATES,
     SERVER_OPTION,
@@ -23,7 +29,7 @@ from orchestrator.cli.service_client import (
     server_url,
 )
 from orchestrator.errors import UserError
-from orchestrator.export import FORMATS, SCRIPT_FORMATS
+from orchestrator.export import FORMATS
 from orchestrator.server.submission import SOURCE
 
 FOLLOW_POLL_S = 0.5
@@ -218,17 +224,7 @@ def best(
     with connect(url, token) as client:
         text = client.best(campaign, fmt)
         top = client.campaign(campaign).get("best") if as_json else None
-    if output is not None and str(output) == "-":  # the usual name for standard output
-        output = None
-    if output:
-        write_output(output, text, "-o", executable=fmt in SCRIPT_FORMATS)
-    if as_json:
-        top = top or {}
-        print_json({"campaign": campaign, "trial_id": top.get("trial_id"),
-                    "config": top.get("config"), top.get("metric", "value"): top.get("value"),
-                    "format": fmt, "file": str(output) if output else None,
-                    "text": None if output else text})
-    elif not output:
-        sys.stdout.write(text)
-    else:
-        console.print(f"wrote {output}")
+    top = top or {}
+    deliver_launch_file(text, fmt, output, as_json, {
+        "campaign": campaign, "trial_id": top.get("trial_id"), "config": top.get("config"),
+        top.get("metric", "value"): top.get("value")})

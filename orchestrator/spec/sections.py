@@ -264,6 +264,10 @@ TRACKING_URI = re.compile(r"databricks|[A-Za-z][A-Za-z0-9+.-]*:\S*")
 
 class TrackingSpec(Strict):
     uri: str | None = Field(default=None, description="default: sqlite at <runs_dir>/mlflow.db")
+    runs_dir: str = "runs"
+    enabled: bool = True
+    # While MLflow is unreachable, results stay in the journal; retry this often.
+    retry_s: float = Field(default=30.0, gt=0)
 
     @model_validator(mode="after")
     def _a_uri(self, info: ValidationInfo) -> "TrackingSpec":
@@ -274,7 +278,3 @@ class TrackingSpec(Strict):
             raise ValueError(f"tracking.uri: {uri[:80]!r} is not a tracking URI; give one such "
                              "as sqlite:///runs/mlflow.db or http://127.0.0.1:5000")
         return self
-    runs_dir: str = "runs"
-    enabled: bool = True
-    # While MLflow is unreachable, results stay in the journal; retry this often.
-    retry_s: float = Field(default=30.0, gt=0)
