@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from orchestrator.controller import Controller
+from orchestrator.scheduling.controller import Controller
 from orchestrator.spec import spec_from_dict
 
 # LLaMA-7B on 512 H100s: 4,356 layouts, 4,147 of which fit, so nearly every trial runs.

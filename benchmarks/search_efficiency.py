@@ -27,11 +27,11 @@ import time
 from multiprocessing import Pool
 
 from orchestrator.backends.simulated import SimulatedBackend
-from orchestrator.costmodel import cost_model_for
-from orchestrator.objective import Objective
+from orchestrator.common.objective import Objective
 from orchestrator.result import TrialResult
-from orchestrator.searchers import make_searcher
+from orchestrator.search import make_searcher
 from orchestrator.spec import load_spec
+from orchestrator.spec.planning import cost_model_for
 
 MAX_TRIALS = 60
 WITHIN = 0.03

@@ -4,12 +4,12 @@ its calibrated cost model; report.py renders it without knowing where it came fr
 from __future__ import annotations
 
 from dashboards.report import ReportData, TrialRow
-from orchestrator.budget import gpu_hours
-from orchestrator.campaign import CampaignView
-from orchestrator.costmodel import cost_model_for
 from orchestrator.export import export
-from orchestrator.journal import SCALING, TrialRecord
-from orchestrator.scaling import efficiency
+from orchestrator.record.budget import gpu_hours
+from orchestrator.record.campaign import CampaignView
+from orchestrator.record.journal import SCALING, TrialRecord
+from orchestrator.record.scaling import efficiency
+from orchestrator.spec.planning import cost_model_for
 
 MEMORY_TOP = 5  # layouts whose memory breakdown the report shows
 

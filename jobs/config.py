@@ -13,23 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from jobs.model import ModelArgs
+from orchestrator.layout import with_knob_fields
 
 
 @dataclass
+@with_knob_fields
 class JobConfig:
+    """One trial's settings: a field per layout knob (orchestrator/layout.py), the AMSP
+    factors when a campaign sets them, then the model and the run."""
+
     model: ModelArgs = field(default_factory=ModelArgs)
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    zero_stage: int = 0
-    micro_batch_size: int = 1
-    grad_accum_steps: int = 1
-    activation_checkpointing: str = "none"
-    # With full recompute: only the first this many blocks of each stage (None: every block).
-    recompute_num_layers: int | None = None
-    sequence_parallel: bool = False
-    pp_schedule: str = "1f1b"
-    virtual_stages: int = 1
     # AMSP factors (s0p, s1p, s0g, s1g, s0os, s1os), when a campaign sets them explicitly.
     s0p: int | None = None
     s1p: int | None = None
@@ -39,7 +32,6 @@ class JobConfig:
     s1os: int | None = None
     # ZeRO++ secondary weight shard (FSDP2 reshard_after_forward=<int>).
     secondary: int | None = None
-    compile: bool = False
     # On CPU the job stops with `oom` once a rank's RSS passes this; on GPU it caps the
     # allocator (torch.cuda.set_per_process_memory_fraction).
     memory_limit_gb: float | None = None

@@ -7,7 +7,7 @@ trial's ranks share the machine; then the ranks time all-reduce and all-gather o
 of consecutive ranks, for message sizes from 4 KB to 16 MB: every size that divides the
 ranks of a node, and on several nodes every multiple of a node that divides the world (each
 row says how many nodes its group spans); with two ranks or more, it also times the built-in
-trainer's own step as DDP, ZeRO-3 and TP (jobs/profile_runtime.py). Rank 0 writes a trial
+trainer's own step as DDP, ZeRO-3 and TP (jobs/profile_trainer_steps.py). Rank 0 writes a trial
 result whose `extra.profile` holds the measurements; the cost model's fit
 (costmodel/profile_fit.py) turns them into a cluster preset. As Galvatron and Alpa profile
 before they plan.
@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from jobs.model import ModelArgs, Transformer, num_params
-from jobs.profile_runtime import trainer_steps
+from jobs.profile_trainer_steps import trainer_steps
 from jobs.shutdown import leave
 from orchestrator.result import TrialResult, training_flops_per_iteration
 
@@ -131,7 +131,7 @@ def optimizer_rate(device: torch.device, seq_len: int) -> dict:
 
 
 def runtime_rates(device: torch.device, seq_len: int, world: int) -> dict:
-    """The trainer's step by layout (jobs/profile_runtime.py) at the grid's widest n and
+    """The trainer's step by layout (jobs/profile_trainer_steps.py) at the grid's widest n and
     middle m: the width nearest what campaigns on this device train (a CPU's `tiny` model is
     256 wide), where the loop's fixed costs weigh least against the compute."""
     rows, columns = grid(device)

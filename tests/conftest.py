@@ -114,10 +114,10 @@ def builtin_request(folder_path: Path, trial_id: str, settings: dict, *, timeout
                     env: dict | None = None, config=None):
     """A TrialRequest running the built-in job with these settings, for backend tests."""
     from orchestrator.backends.base import TrialRequest
-    from orchestrator.search_spaces import ParallelConfig
+    from orchestrator.space import ParallelConfig
     from orchestrator.trainers import BuiltinTrainer, Measure
     from orchestrator.trainers.builtin import builtin_run
-    from orchestrator.trial_folder import TrialFolder
+    from orchestrator.trial.folder import TrialFolder
 
     config = config or ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2)
     folder = TrialFolder(folder_path)

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 from conftest import ROOT
 
-from orchestrator.processes import is_running, live_pids, parent_of, start_time
+from orchestrator.common.processes import is_running, live_pids, parent_of, start_time
 
 
 def free_port() -> int:

@@ -76,7 +76,7 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_no_import_cycles():
     graph = import_graph()
-    assert "orchestrator.controller" in graph and graph["orchestrator.controller"]
+    assert "orchestrator.scheduling.controller" in graph and graph["orchestrator.scheduling.controller"]
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
@@ -87,21 +87,44 @@ def _imports(graph, importer_prefix: str, imported_prefix: str) -> list[str]:
 
 
 FORBIDDEN = [
-    ("orchestrator.search_spaces", "orchestrator.spec"),  # plain ranges in
-    ("orchestrator.costmodel", "orchestrator.backends"),  # the model is pure
+    ("orchestrator.space", "orchestrator.spec"),  # plain ranges in
+    ("orchestrator.space", "orchestrator.costmodel"),
+    ("orchestrator.layout", "orchestrator."),  # the knob schema is a stdlib leaf jobs/ imports
+    ("orchestrator.result", "orchestrator."),
+    ("orchestrator.common", "orchestrator.space"),  # leaf helpers import no stage
+    ("orchestrator.common", "orchestrator.spec"),
+    ("orchestrator.common", "orchestrator.scheduling"),
+    ("orchestrator.costmodel", "orchestrator.spec"),  # the model is pure: plain shapes in
+    ("orchestrator.costmodel", "orchestrator.backends"),
     ("orchestrator.costmodel", "orchestrator.tracking"),
-    ("orchestrator.costmodel", "orchestrator.controller"),
-    ("orchestrator.searchers", "orchestrator.backends"),  # searchers propose, backends run
-    ("orchestrator.backends", "orchestrator.searchers"),
+    ("orchestrator.costmodel", "orchestrator.scheduling"),
+    ("orchestrator.costmodel", "orchestrator.record"),
+    ("orchestrator.search", "orchestrator.backends"),  # searchers propose, backends run
+    ("orchestrator.search", "orchestrator.scheduling"),
+    ("orchestrator.search", "orchestrator.spec"),
+    ("orchestrator.backends", "orchestrator.search"),
+    ("orchestrator.backends", "orchestrator.scheduling"),
+    ("orchestrator.backends", "orchestrator.spec"),  # a trial request carries what a backend needs
+    ("orchestrator.trainers", "orchestrator.backends"),
+    ("orchestrator.trainers", "orchestrator.scheduling"),
+    ("orchestrator.trial", "orchestrator.backends"),  # the trial-folder owner sits below them
+    ("orchestrator.trial", "orchestrator.scheduling"),
+    ("orchestrator.record", "orchestrator.scheduling"),  # the record is read without scheduling
+    ("orchestrator.record", "orchestrator.backends"),
+    ("orchestrator.record", "orchestrator.tracking"),  # MLflow mirrors the record, not back
+    ("orchestrator.tracking", "orchestrator.scheduling"),
+    ("orchestrator.tracking", "orchestrator.backends"),
+    ("orchestrator.export", "orchestrator.scheduling"),
+    ("orchestrator.export", "orchestrator.backends"),
     ("orchestrator.", "orchestrator.cli"),  # the core knows no screen
     ("orchestrator.", "orchestrator.server"),  # ... and no HTTP
-    ("orchestrator.server", "orchestrator.controller"),  # controllers run as child processes
-    ("orchestrator.server", "orchestrator.scheduler"),  # the service never schedules trials
-    ("orchestrator.server", "orchestrator.backends"),
+    ("orchestrator.server", "orchestrator.scheduling"),  # controllers run as child processes,
+    ("orchestrator.server", "orchestrator.backends"),  # the service never schedules trials
     ("orchestrator.server", "orchestrator.cli"),
     ("dashboards", "orchestrator.cli"),
+    ("dashboards", "orchestrator.scheduling"),
     ("jobs", "orchestrator.spec"),  # a trial runs with only torch installed
-    ("jobs", "orchestrator.controller"),
+    ("jobs", "orchestrator.scheduling"),
 ]
 
 
@@ -123,16 +146,16 @@ def test_no_backend_imports_another_backend():
     assert crossing == []
 
 
-def test_jobs_import_only_the_result_schema():
+def test_jobs_import_only_the_result_and_layout_schemas():
     graph = import_graph()
     from_jobs = {b for a, targets in graph.items() if a.startswith("jobs") for b in targets
                  if not b.startswith("jobs")}
-    assert from_jobs <= {"orchestrator.result"}
+    assert from_jobs <= {"orchestrator.result", "orchestrator.layout"}
 
 
 def test_no_capability_probing_of_backends_or_searchers():
     """Optional methods have defaults on the bases, so nobody asks what an object can do."""
-    bases = {ROOT / "orchestrator/backends/base.py", ROOT / "orchestrator/searchers/base.py"}
+    bases = {ROOT / "orchestrator/backends/base.py", ROOT / "orchestrator/search/base.py"}
     probes = []
     for path in (ROOT / "orchestrator").rglob("*.py"):
         if path in bases:

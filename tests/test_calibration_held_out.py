@@ -8,7 +8,7 @@ from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.calibration import calibrate, held_out_errors
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import TrialResult
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 
 COST = CostModel(MODEL_PRESETS["llama-7b"], CLUSTER_PRESETS["a800-80g"], 8)
 CONFIGS = [ParallelConfig(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,

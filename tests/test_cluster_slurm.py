@@ -55,7 +55,7 @@ def backend(**spec):
 
 
 def world4(tmp_path, name, timeout_s=240, env=None):
-    from orchestrator.search_spaces import ParallelConfig
+    from orchestrator.space import ParallelConfig
 
     return builtin_request(
         tmp_path / name, name, {"model": TINY, "dp": 4, **BATCH, "steps": 2, "warmup_steps": 1},

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import scheduler
 from orchestrator.backends import Backend, TrialHandle, TrialRequest
-from orchestrator.controller import Controller
-from orchestrator.journal import Journal
+from orchestrator.record.journal import Journal
 from orchestrator.result import TrialResult
+from orchestrator.scheduling import loop as scheduler
+from orchestrator.scheduling.controller import Controller
 from orchestrator.spec import spec_from_dict
 
 

@@ -7,7 +7,7 @@ import pytest
 from orchestrator.costmodel import GB, estimate, model_state_bytes
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import training_flops_per_iteration
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 
 
 @pytest.mark.parametrize("stage,expected_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])

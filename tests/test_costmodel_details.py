@@ -13,8 +13,8 @@ from orchestrator.costmodel.collectives import Fabric
 from orchestrator.costmodel.memory import activation_bytes_per_layer
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import TrialResult
-from orchestrator.search_spaces import InvalidConfig, ParallelConfig, ShardingFactors
-from orchestrator.search_spaces.space import amsp_factor_sets
+from orchestrator.space import InvalidConfig, ParallelConfig, ShardingFactors
+from orchestrator.space.search_space import amsp_factor_sets
 
 A800 = CLUSTER_PRESETS["a800-80g"]
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from conftest import ROOT, alive_naming, journal_events, run_cli_process, write_spec
 
-from orchestrator.processes import is_running, kill_tree
+from orchestrator.common.processes import is_running, kill_tree
 
 SPACE = {"tp": [1, 2, 4, 8], "pp": [1, 2, 4, 8], "zero_stage": [0, 1, 2, 3],
          "micro_batch_size": [1, 2, 4, 8], "activation_checkpointing": ["none", "selective", "full"]}

@@ -14,7 +14,7 @@ from conftest import EXAMPLES, journal_events
 
 from orchestrator.spec import load_spec
 from orchestrator.trainers import DeepSpeedTrainer, Measure
-from orchestrator.trainers.results import result_from_log
+from orchestrator.trainers.result_reading import result_from_log
 
 deepspeed = pytest.importorskip("deepspeed")
 
@@ -118,7 +118,7 @@ def test_trial_config_and_export_load_in_deepspeed(tmp_path, monkeypatch, runs_d
     monkeypatch.chdir(EXAMPLES.parent)
     spec = load_spec(EXAMPLES / "deepspeed.yaml")
     config = spec.search_space().candidates()[-1]
-    from orchestrator.trial_folder import TrialFolder
+    from orchestrator.trial.folder import TrialFolder
 
     run = DeepSpeedTrainer().run(spec, config, "t0001", TrialFolder(tmp_path / "t0001"), steps=3)
     assert run.launcher == "torchrun" and run.program[0] == "train_gpt.py"
@@ -181,7 +181,7 @@ def test_deepspeed_reduces_stage_0_gradients_in_bf16_as_the_cost_model_prices_th
     """Without ZeRO, DeepSpeed's engine keeps bf16 gradients and reduces them in bf16 (its
     `communication_data_type`), where PyTorch's DDP reduces float32: the DeepSpeed trainer's
     stage 0 is priced on DeepSpeed's engine, 2 bytes a parameter (test_costmodel_runtime.py)."""
-    from orchestrator.costmodel import cost_model_for
+    from orchestrator.spec.planning import cost_model_for
     from orchestrator.trainers.deepspeed import base_config, deepspeed_config
 
     monkeypatch.chdir(EXAMPLES.parent)
@@ -217,7 +217,7 @@ def test_amsp_factors_that_are_zero_3_load_in_deepspeed_as_stage_3(tmp_path):
     """A winner of an AMSP space whose factors shard everything over the whole mesh exports
     as ZeRO-3, and DeepSpeed's own DeepSpeedConfig reads stage 3 and the layout's batch."""
     from orchestrator.export import export
-    from orchestrator.search_spaces import ShardingFactors
+    from orchestrator.space import ShardingFactors
     from orchestrator.spec import spec_from_dict
 
     spec = spec_from_dict({"name": "a", "model": "tiny", "cluster": "a100-80g",

@@ -15,10 +15,10 @@ import pytest
 from conftest import write_spec
 from test_export_safety import stand_ins
 
-from orchestrator.errors import SpecError
+from orchestrator.common.errors import SpecError
 from orchestrator.export import export, unmeasured_note
 from orchestrator.export.scripts import sbatch_directives
-from orchestrator.search_spaces import ShardingFactors
+from orchestrator.space import ShardingFactors
 from orchestrator.spec import spec_from_dict
 
 VALUE = "a b '$(touch injected)' \"c\""

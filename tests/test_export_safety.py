@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.errors import SpecError
+from orchestrator.common.errors import SpecError
 from orchestrator.export import FORMATS, export
 from orchestrator.export.common import origin as _origin
 from orchestrator.spec import spec_from_dict

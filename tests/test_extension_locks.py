@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.backends.extension_locks import clear_abandoned_locks, extension_roots
-from orchestrator.backends.trial_process import TrialProcess
 from orchestrator.result import TrialResult
-from orchestrator.trial_folder import TrialFolder
+from orchestrator.trial.extension_locks import clear_abandoned_locks, extension_roots
+from orchestrator.trial.folder import TrialFolder
+from orchestrator.trial.process import TrialProcess
 
 BUILDER = """
 import sys, time

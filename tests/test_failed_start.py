@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from orchestrator.backends import Backend
-from orchestrator.controller import Controller
-from orchestrator.lock import LOCK_FILE
+from orchestrator.common.locks import LOCK_FILE
+from orchestrator.scheduling.controller import Controller
 from orchestrator.spec import SPEC_FILE, load_spec
 
 

@@ -12,9 +12,9 @@ from conftest import EXAMPLES, journal_events
 
 from orchestrator.backends import quirks
 from orchestrator.backends.simulated import SimulatedBackend
-from orchestrator.costmodel import cost_model_for
-from orchestrator.searchers.encoding import KnobSpace, knob_values
+from orchestrator.search.encoding import KnobSpace, knob_values
 from orchestrator.spec import load_spec
+from orchestrator.spec.planning import cost_model_for
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_each_quirk_depends_on_the_knobs_it_names():
 
 
 def _grid_model():
-    from orchestrator.searchers.residuals import KnobCodes, ResidualModel
+    from orchestrator.search.residuals import KnobCodes, ResidualModel
 
     codes = KnobCodes({"a": [0, 1, 2], "b": [0, 1, 2]})
     points = [{"a": a, "b": b} for a in range(3) for b in range(3)]
@@ -98,7 +98,7 @@ def test_an_unseen_pair_keeps_its_uncertainty():
 
 
 def test_noise_is_estimated_from_repeats():
-    from orchestrator.searchers.residuals import NOISE, ResidualModel
+    from orchestrator.search.residuals import NOISE, ResidualModel
 
     assert ResidualModel.estimate_noise({"a": [0.0]}) == pytest.approx(NOISE)
     spread = {i: [0.1, -0.1] for i in range(40)}  # std 0.14 within each pair of repeats
@@ -112,9 +112,9 @@ def search(candidates, cost, sim, truth, *, seed: int, limit: int = 40):
     """Run cost-guided like the benchmark: repeats first, then the search; returns the trials
     that reached within 3% of the best (None if never), the search trials run (repeats not
     counted) and the searcher."""
-    from orchestrator.objective import Objective
+    from orchestrator.common.objective import Objective
     from orchestrator.result import TrialResult
-    from orchestrator.searchers import make_searcher
+    from orchestrator.search import make_searcher
 
     best = max(truth.values())
     searcher = make_searcher("cost-guided", candidates, Objective(), seed=seed, cost_model=cost)
@@ -198,9 +198,9 @@ def _trials(runs, name):
 
 
 def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_path):
-    from orchestrator.campaign import CampaignView
-    from orchestrator.controller import Controller
-    from orchestrator.searchers.cost_guided import FINAL_MEASUREMENTS
+    from orchestrator.record.campaign import CampaignView
+    from orchestrator.scheduling.controller import Controller
+    from orchestrator.search.cost_guided import FINAL_MEASUREMENTS
     from orchestrator.spec import load_campaign_spec
 
     runs = tmp_path / "runs"
@@ -236,8 +236,8 @@ def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_p
 def test_a_small_budget_explores_before_it_names_a_winner(tmp_path, max_trials):
     """Naming the winner takes at most NAMING_SHARE of the budget: with 6 or 10 trials the
     searcher measures 4 or 7 layouts, not 2 layouts again and again."""
-    from orchestrator.controller import Controller
-    from orchestrator.searchers.cost_guided import NAMING_SHARE
+    from orchestrator.scheduling.controller import Controller
+    from orchestrator.search.cost_guided import NAMING_SHARE
 
     runs = tmp_path / "runs"
     Controller(_noisy_spec(runs, "small", max_trials)).run()
@@ -250,10 +250,10 @@ def test_a_small_budget_explores_before_it_names_a_winner(tmp_path, max_trials):
 def test_the_last_trials_of_the_budget_go_to_naming_the_winner(frontier):
     """With few trials left, close contenders are re-measured before the search is over, and
     before the search has run the trials it would wait for otherwise."""
-    from orchestrator.objective import Objective
+    from orchestrator.common.objective import Objective
     from orchestrator.result import TrialResult
-    from orchestrator.searchers import make_searcher
-    from orchestrator.searchers.cost_guided import REPEAT_FROM
+    from orchestrator.search import make_searcher
+    from orchestrator.search.cost_guided import REPEAT_FROM
 
     configs, cost = frontier
     sim = SimulatedBackend(cost, seed=1, noise=0.05, interactions=1.0)
@@ -277,7 +277,7 @@ def test_a_resume_with_trials_in_flight_runs_what_the_whole_campaign_ran(tmp_pat
     campaign goes on as it would have. (Killed at another moment, while trials finish, the
     next proposals depend on which ends first, as they would have in a campaign never
     killed.)"""
-    from orchestrator.controller import Controller
+    from orchestrator.scheduling.controller import Controller
     from orchestrator.spec import load_campaign_spec, spec_from_dict
 
     runs = tmp_path / "runs"
@@ -301,7 +301,7 @@ def test_a_resumed_round_fills_its_free_slot_at_once(tmp_path):
     """Killed while a round of three ends (one finished, two running) with one trial of the
     budget left: the two run again and the last trial starts beside them, since the two
     were counted when first submitted and are not counted again."""
-    from orchestrator.controller import Controller
+    from orchestrator.scheduling.controller import Controller
     from orchestrator.spec import load_campaign_spec, spec_from_dict
 
     runs = tmp_path / "runs"

@@ -12,7 +12,7 @@ import pytest
 from conftest import builtin_request
 
 from orchestrator.backends.local import LocalBackend
-from orchestrator.processes import is_running, start_time
+from orchestrator.common.processes import is_running, start_time
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from conftest import EXAMPLES
 
-from orchestrator.errors import SpecError
+from orchestrator.common.errors import SpecError
 from orchestrator.export import FORMATS, export
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec, spec_from_dict
 from orchestrator.trainers import Measure, MegatronDeepSpeedTrainer, MegatronLMTrainer, trainer_for
 from orchestrator.trainers.megatron import megatron_args
@@ -26,8 +26,8 @@ from orchestrator.trainers.megatron_flags import (
     MEGATRON_LM_FLAGS,
     problems,
 )
-from orchestrator.trainers.results import result_from_log
-from orchestrator.trial_folder import TrialFolder
+from orchestrator.trainers.result_reading import result_from_log
+from orchestrator.trial.folder import TrialFolder
 
 TABLES = {"megatron-lm": MEGATRON_LM_FLAGS, "megatron-deepspeed": MEGATRON_DEEPSPEED_FLAGS}
 USER_ARGS = ["--data-path", "/data/pile_text_document", "--tokenizer-type=GPT2BPETokenizer",

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import ROOT, journal_events, run_cli_process
 
-from orchestrator.tracking_session import HTTP_DEFAULTS
+from orchestrator.tracking.session import HTTP_DEFAULTS
 
 
 def free_port() -> int:

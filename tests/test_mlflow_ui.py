@@ -58,7 +58,7 @@ def runs_of(runs: Path, campaign: str) -> list:
 
 
 def journal_records(runs: Path, campaign: str) -> dict:
-    from orchestrator.journal import Journal
+    from orchestrator.record.journal import Journal
 
     return Journal(runs / campaign / "journal.jsonl").trials()
 

@@ -11,13 +11,13 @@ import pytest
 import yaml
 from conftest import journal_events
 
-from orchestrator.costmodel import CostModel, cost_model_for
-from orchestrator.costmodel.recompute import candidates as fitted_candidates
+from orchestrator.common.errors import SpecError
+from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
-from orchestrator.errors import SpecError
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
-from orchestrator.search_spaces import InvalidConfig, ParallelConfig, ShardingFactors
+from orchestrator.space import InvalidConfig, ParallelConfig, ShardingFactors
 from orchestrator.spec import spec_from_dict
+from orchestrator.spec.planning import cost_model_for, fitted_candidates
 from orchestrator.trainers.megatron import megatron_args
 from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS, problems
 

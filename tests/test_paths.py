@@ -6,7 +6,7 @@ from pathlib import Path
 
 from conftest import EXAMPLES
 
-from orchestrator.paths import default_tracking_uri, runs_root
+from orchestrator.common.paths import default_tracking_uri, runs_root
 from orchestrator.spec import load_spec
 
 
@@ -42,8 +42,8 @@ def test_spec_uses_them_and_its_own_uri_wins(monkeypatch, tmp_path):
 def test_a_trial_gets_its_result_path_absolute(monkeypatch, tmp_path):
     """The trial program runs in its folder (or the spec's workdir): a relative runs folder
     must not reach it relative, in its environment or its folder."""
-    from orchestrator.backends.trial_process import trial_env
-    from orchestrator.trial_folder import TrialFolder
+    from orchestrator.trial.folder import TrialFolder
+    from orchestrator.trial.process import trial_env
 
     monkeypatch.chdir(tmp_path)
     env = trial_env(TrialFolder.of(Path("runs/c"), "t0001"), "t0001", {})

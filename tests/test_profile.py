@@ -75,16 +75,20 @@ def trainer_steps_of(cluster, compute_scale: float, fsdp_us: float, tp_us: float
     import dataclasses
 
     from jobs.profile import profile_model
-    from jobs.profile_runtime import layouts, micro_batch_splits
+    from jobs.profile_trainer_steps import layouts, micro_batch_splits
     from orchestrator.costmodel import CostModel
-    from orchestrator.costmodel.runtime import runtime_of_trainer
-    from orchestrator.costmodel.runtime_fit import profile_shape, scaled_compute, step_config
+    from orchestrator.costmodel.trainer_overhead_fit import (
+        profile_shape,
+        scaled_compute,
+        step_config,
+    )
+    from orchestrator.costmodel.zero_engine import zero_engine_of_trainer
 
     model = dataclasses.asdict(profile_model(128, 128))
     shaped = cluster if half_m is None else cluster.model_copy(update={"gemm_half_m": half_m})
     machine = scaled_compute(shaped, compute_scale).model_copy(
         update={"fsdp_call_overhead_us": fsdp_us, "tp_call_overhead_us": tp_us})
-    cost = CostModel(profile_shape(model), machine, 2, runtime=runtime_of_trainer("builtin"))
+    cost = CostModel(profile_shape(model), machine, 2, runtime=zero_engine_of_trainer("builtin"))
     micro_batch = 4 if half_m is not None else 2
     rows = [{"layout": name, **layout, "micro_batch_size": micro_batch}
             for name, layout in layouts(2).items()]
@@ -125,7 +129,7 @@ def test_ddp_at_several_micro_batches_gives_the_trainers_own_shape_rate():
 
 
 def test_micro_batch_splits_halve_down_to_one_sequence():
-    from jobs.profile_runtime import micro_batch_splits
+    from jobs.profile_trainer_steps import micro_batch_splits
 
     assert micro_batch_splits(4) == [2, 1] and micro_batch_splits(2) == [1]
     assert micro_batch_splits(1) == [] and micro_batch_splits(3) == [1]
@@ -201,8 +205,8 @@ def test_the_profile_steps_the_trainers_model_at_each_shape(monkeypatch):
 @pytest.mark.parametrize("preset,seq_len", [("cpu-local", 128), ("a100-80g", 2048)])
 def test_the_profiled_sequence_length_defaults_to_what_campaigns_train(preset, seq_len,
                                                                        tmp_path):
-    from orchestrator.profiling import local_target, profile_request, spec_target
-    from orchestrator.trial_folder import TrialFolder
+    from orchestrator.scheduling.profiling import local_target, profile_request, spec_target
+    from orchestrator.trial.folder import TrialFolder
 
     target = local_target(preset, 1)
     assert target.seq_len == seq_len

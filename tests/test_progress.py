@@ -8,8 +8,8 @@ import pytest
 import yaml
 from rich.console import Console
 
-from orchestrator.controller import Controller
-from orchestrator.progress import CampaignProgress
+from orchestrator.cli.live_display import CampaignProgress
+from orchestrator.scheduling.controller import Controller
 from orchestrator.spec import load_spec
 
 
@@ -52,9 +52,9 @@ def test_resume_counts_the_trials_already_done(tmp_path, runs_dir, cli):
 def test_the_live_best_is_a_full_measurement_once_there_is_one(tmp_path):
     """A screen runs a few steps: its value is shown as screened until a full measurement
     exists, and never as the campaign's best after that (as `status` and `best` choose)."""
-    from orchestrator.journal import CONFIRM, SCREEN, TrialRecord
+    from orchestrator.record.journal import CONFIRM, SCREEN, TrialRecord
     from orchestrator.result import TrialResult
-    from orchestrator.search_spaces import ParallelConfig
+    from orchestrator.space import ParallelConfig
 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({"name": "live", "model": "tiny", "cluster": "cpu-local",

@@ -12,9 +12,9 @@ import json
 import pytest
 from conftest import EXAMPLES
 
-from orchestrator.costmodel import cost_model_for
-from orchestrator.search_spaces import ShardingFactors
+from orchestrator.space import ShardingFactors
 from orchestrator.spec import load_spec
+from orchestrator.spec.planning import cost_model_for
 
 
 def plan_json(cli, name: str, *extra: str) -> dict:

@@ -162,8 +162,8 @@ def test_weak_scaling_study_of_frontier_175b(tmp_path, runs_dir, cli):
     of its per-GCD throughput, and the report plots it."""
     code, _, err = cli("run", str(EXAMPLES / "frontier-175b-scaling.yaml"))
     assert code == 0, err
-    from orchestrator.campaign import CampaignView
-    from orchestrator.scaling import efficiency
+    from orchestrator.record.campaign import CampaignView
+    from orchestrator.record.scaling import efficiency
 
     view = CampaignView.open(runs_dir, "frontier-175b-scaling")
     rows = efficiency(view.records(), "weak", view.spec.gpus_per_node)

@@ -12,15 +12,15 @@ import yaml
 from conftest import journal_events
 
 from orchestrator.backends import SimulatedBackend
-from orchestrator.campaign import CampaignView
-from orchestrator.controller import Controller
-from orchestrator.costmodel import cost_model_for
-from orchestrator.journal import REPEAT
-from orchestrator.objective import Objective
+from orchestrator.common.objective import Objective
+from orchestrator.record.campaign import CampaignView
+from orchestrator.record.journal import REPEAT
 from orchestrator.result import TrialResult
-from orchestrator.search_spaces import ParallelConfig
-from orchestrator.searchers import ALGORITHMS
+from orchestrator.scheduling.controller import Controller
+from orchestrator.search import ALGORITHMS
+from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_campaign_spec, spec_from_dict
+from orchestrator.spec.planning import cost_model_for
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy"
 

@@ -9,11 +9,11 @@ import yaml
 from conftest import EXAMPLES, journal_events
 
 from orchestrator.backends.simulated import SimulatedBackend
-from orchestrator.costmodel import cost_model_for
-from orchestrator.objective import Objective
+from orchestrator.common.objective import Objective
 from orchestrator.result import TrialResult
-from orchestrator.searchers import make_searcher
+from orchestrator.search import make_searcher
 from orchestrator.spec import load_spec
+from orchestrator.spec.planning import cost_model_for
 
 ADAPTERS = ["grid", "random", "deephyper-cbo", "optuna", "hyperopt", "cost-guided"]
 
@@ -114,8 +114,8 @@ def test_the_last_trials_confirm_the_screens_rather_than_screen_more(tmp_path, r
     """Three trials at once: a screen starts only while a trial is left to confirm it and
     each screen still running, so no screen in the top share ends unconfirmed (on this
     landscape both searchers left one or two before)."""
-    from orchestrator.campaign import CampaignView
-    from orchestrator.halving import promotions
+    from orchestrator.record.campaign import CampaignView
+    from orchestrator.scheduling.halving import promotions
 
     name = f"reserve-{algorithm}"
     path = tmp_path / "screens.yaml"
@@ -144,8 +144,8 @@ def test_warm_start_reads_the_journal_not_its_mirror(runs_dir, cli):
     with the trials that ran in full (no pruned layout, no screen)."""
     import shutil
 
-    from orchestrator.campaign import CampaignView
-    from orchestrator.warm_start import source_results
+    from orchestrator.record.campaign import CampaignView
+    from orchestrator.scheduling.warm_start import source_results
 
     run(cli, "--set", "name=source", "--set", "search.algorithm=random",
         "--set", "budget.max_trials=8",

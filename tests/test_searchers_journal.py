@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from orchestrator.journal import Journal, TrialRecord
-from orchestrator.objective import Objective
+from orchestrator.common.objective import Objective
+from orchestrator.record.journal import Journal, TrialRecord
 from orchestrator.result import TrialResult
-from orchestrator.search_spaces import ParallelConfig
-from orchestrator.searchers import make_searcher
+from orchestrator.search import make_searcher
+from orchestrator.space import ParallelConfig
 
 CANDIDATES = [ParallelConfig(dp=2, zero_stage=z, micro_batch_size=m, grad_accum_steps=4 // m)
               for z in range(4) for m in (1, 2, 4)]

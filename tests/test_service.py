@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 import httpx
-from conftest import (EXAMPLES, POSTGRES_ELSE_SQLITE, ROOT, alive_naming, journal_events,
-                      on_database)
+from conftest import EXAMPLES, POSTGRES_ELSE_SQLITE, ROOT, alive_naming, journal_events, on_database
 
-from orchestrator.journal import Journal
+from orchestrator.record.journal import Journal
 
 SIMULATED = EXAMPLES / "frontier-175b.yaml"
 QUICKSTART = EXAMPLES / "quickstart.yaml"

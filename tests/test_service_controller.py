@@ -19,14 +19,15 @@ import pytest
 from conftest import ROOT, alive_naming, journal_events, run_cli_process, write_spec
 from test_controller import FakeBackend
 
-from orchestrator import scheduler
-from orchestrator.campaign import CampaignView
 from orchestrator.cli.campaigns import trial_slots
-from orchestrator.controller import Controller
-from orchestrator.errors import CampaignStateError, Detached
-from orchestrator.journal import Journal
-from orchestrator.processes import is_running, kill_tree
-from orchestrator.slots import NoSlotLimit, ServiceSlots, TrialSlots
+from orchestrator.common.errors import CampaignStateError
+from orchestrator.common.processes import is_running, kill_tree
+from orchestrator.record.campaign import CampaignView
+from orchestrator.record.journal import Journal
+from orchestrator.scheduling import loop as scheduler
+from orchestrator.scheduling.controller import Controller
+from orchestrator.scheduling.signals import Detached
+from orchestrator.scheduling.slots import NoSlotLimit, ServiceSlots, TrialSlots
 from orchestrator.spec import spec_from_dict
 
 
@@ -290,7 +291,7 @@ def test_service_slots_ask_the_service_and_survive_its_outages(caplog):
             ("/api/slots/c1", "Bearer s3cret", {"holding": 0, "want": False}),
         ]
         service.down = True
-        with caplog.at_level(logging.WARNING, logger="orchestrator.slots"):
+        with caplog.at_level(logging.WARNING, logger="orchestrator.scheduling.slots"):
             assert [slots.acquire(0) for _ in range(3)] == [False] * 3
             slots.report(0)
             assert len(caplog.records) == 1 and "unreachable" in caplog.records[0].message

@@ -19,12 +19,12 @@ from sqlalchemy.engine import make_url
 from test_service import simulated
 
 from orchestrator.cli.service_client import SERVER_ENV, TOKEN_ENV
-from orchestrator.processes import is_running, start_time
+from orchestrator.common.processes import is_running, start_time
 from orchestrator.server import supervisor as supervisor_module
+from orchestrator.server.campaign_summary import ProgressCache
 from orchestrator.server.config import ServiceConfig
 from orchestrator.server.db import FAILED, QUEUED, RUNNING, Campaign, Database
-from orchestrator.server.progress import ProgressCache
-from orchestrator.server.slots import TrialSlots
+from orchestrator.server.slot_pool import SlotPool
 from orchestrator.spec.strings import NAME_MAX
 
 SIMULATED = EXAMPLES / "frontier-175b.yaml"
@@ -211,7 +211,7 @@ def dying_controller(tmp_path, monkeypatch):
         config.state_dir.mkdir()
         config.runs_dir.mkdir()
         db = Database(config.url)
-        supervisor = supervisor_module.Supervisor(db, config, TrialSlots(db, None),
+        supervisor = supervisor_module.Supervisor(db, config, SlotPool(db, None),
                                                   ProgressCache(config.runs_dir),
                                                   "http://127.0.0.1:1")
         supervisors.append(supervisor)

@@ -6,12 +6,12 @@ import pytest
 import yaml
 from conftest import EXAMPLES, run_cli_process, write_spec
 
-from orchestrator.errors import SpecError
+from orchestrator.common.errors import SpecError
 from orchestrator.spec import (
+    SPEC_FILE,
     LocalBackendSpec,
     RayBackendSpec,
     SimulatedBackendSpec,
-    SPEC_FILE,
     SlurmBackendSpec,
     load_campaign_spec,
     load_spec,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.errors import CampaignStateError, SpecError
+from orchestrator.common.errors import CampaignStateError, SpecError
 from orchestrator.spec import SPEC_FILE, SimulatedBackendSpec, load_campaign_spec, load_spec
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"

@@ -11,8 +11,8 @@ import socket
 import yaml
 from conftest import write_spec
 
-from orchestrator.journal import Journal
-from orchestrator.lock import LOCK_FILE
+from orchestrator.common.locks import LOCK_FILE
+from orchestrator.record.journal import Journal
 
 
 def simulated(tmp_path, cli, name: str, trials: int = 2) -> None:

@@ -17,13 +17,13 @@ import subprocess
 
 import pytest
 
-from orchestrator.errors import SpecError
+from orchestrator.common.errors import SpecError
 from orchestrator.export.scripts import export_torchtitan
 from orchestrator.spec import spec_from_dict
 from orchestrator.trainers import TorchtitanTrainer, trainer_for
 from orchestrator.trainers.base import Measure
-from orchestrator.trainers.results import result_from_log
-from orchestrator.trial_folder import TrialFolder
+from orchestrator.trainers.result_reading import result_from_log
+from orchestrator.trial.folder import TrialFolder
 
 
 def _spec(**space):

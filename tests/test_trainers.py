@@ -7,10 +7,10 @@ import pytest
 import yaml
 from conftest import EXAMPLES
 
-from orchestrator.errors import SpecError
+from orchestrator.common.errors import SpecError
 from orchestrator.spec import spec_from_dict
 from orchestrator.trainers import CommandTrainer, Measure, trainer_for
-from orchestrator.trainers.results import result_from_log
+from orchestrator.trainers.result_reading import result_from_log
 
 MEASURE = Measure(world_size=2, seq_len=128, tokens_per_step=8 * 128, model_flops_per_step=1e10,
                   peak_tflops=1.0, warmup_steps=1)

@@ -8,15 +8,17 @@ the controller calls them on every backend without asking what it can do.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.result import TrialResult
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 from orchestrator.trainers import Measure, TrainerAdapter, TrainerRun
-from orchestrator.trainers.results import read_trial_result
-from orchestrator.trial_folder import TrialFolder
+from orchestrator.trainers.result_reading import read_trial_result
+from orchestrator.trial.folder import TrialFolder
+from orchestrator.trial.process import TrialProcess, local_argv, trial_env
 
 
 @dataclass(frozen=True)
@@ -80,3 +82,19 @@ class Backend(ABC):
 
     def shutdown(self) -> None:
         """Release what the backend started (a runtime, connections); by default nothing."""
+
+
+def start_trial(request: TrialRequest, cpu_count: int | None = None) -> TrialProcess:
+    """Shared by the local backend and the code a cluster backend runs on a node:
+    prepare the trial folder and start the trial's launcher (torchrun or the program)."""
+    request.prepare()
+    folder = request.folder
+    cpus = cpu_count or os.cpu_count() or 1
+    env = trial_env(folder, request.trial_id, {
+        "OMP_NUM_THREADS": str(max(1, cpus // request.world_size)),
+        "TMPDIR": str(folder.tmp_dir),  # torchrun leaves a torchelastic_* folder per launch
+        **request.run.env, **request.env,
+    })
+    return TrialProcess(local_argv(request.run, request.world_size), folder=folder, env=env,
+                        timeout_s=request.timeout_s, world_size=request.world_size,
+                        read_result=request.read_result, cwd=request.workdir)

@@ -8,36 +8,18 @@ killed with SIGKILL; the next controller re-attaches to it by its launcher's PID
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
-from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
-from orchestrator.backends.trial_process import (
+from orchestrator.backends.base import Backend, TrialHandle, TrialRequest, start_trial
+from orchestrator.common.processes import is_running, kill_tree, start_time
+from orchestrator.result import TrialResult
+from orchestrator.trial.folder import TrialFolder
+from orchestrator.trial.process import (
     TrialProcess,
     kill_leftovers,
-    local_argv,
     timeout_result,
-    trial_env,
 )
-from orchestrator.processes import is_running, kill_tree, start_time
-from orchestrator.result import TrialResult
-from orchestrator.trial_folder import TrialFolder
-
-
-def start_trial(request: TrialRequest, cpu_count: int | None = None) -> TrialProcess:
-    """Prepare the trial folder and start the trial's launcher (torchrun or the program)."""
-    request.prepare()
-    folder = request.folder
-    cpus = cpu_count or os.cpu_count() or 1
-    env = trial_env(folder, request.trial_id, {
-        "OMP_NUM_THREADS": str(max(1, cpus // request.world_size)),
-        "TMPDIR": str(folder.tmp_dir),  # torchrun leaves a torchelastic_* folder per launch
-        **request.run.env, **request.env,
-    })
-    return TrialProcess(local_argv(request.run, request.world_size), folder=folder, env=env,
-                        timeout_s=request.timeout_s, world_size=request.world_size,
-                        read_result=request.read_result, cwd=request.workdir)
 
 
 class LocalHandle(TrialHandle):

@@ -27,9 +27,9 @@ import ray
 
 from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
 from orchestrator.backends.ray_runner import CANCEL_GRACE_S, NAMESPACE, TrialRunner
-from orchestrator.backends.trial_process import kill_leftovers
 from orchestrator.result import TrialResult
-from orchestrator.trial_folder import TrialFolder
+from orchestrator.trial.folder import TrialFolder
+from orchestrator.trial.process import kill_leftovers
 
 # Threads: `cancel` and each controller's `result` wait (a killed one's stays until the end).
 _Runner = ray.remote(num_cpus=0, max_concurrency=16, max_restarts=0)(TrialRunner)

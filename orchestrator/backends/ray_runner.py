@@ -26,9 +26,9 @@ from ray.util.scheduling_strategies import (
 )
 
 from orchestrator.backends.base import TrialRequest
-from orchestrator.backends.process_trial import run_rank_at, run_trial_to_end
-from orchestrator.backends.trial_process import kill_leftovers
-from orchestrator.trial_folder import TrialFolder
+from orchestrator.backends.on_node import run_rank_at, run_trial_to_end
+from orchestrator.trial.folder import TrialFolder
+from orchestrator.trial.process import kill_leftovers
 
 NAMESPACE = "paratune"
 CANCEL_GRACE_S = 10.0

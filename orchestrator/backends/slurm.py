@@ -33,9 +33,9 @@ from typing import Any
 import submitit
 
 from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
-from orchestrator.backends.process_trial import run_node, run_once, run_rank
+from orchestrator.backends.on_node import run_node, run_once, run_rank
 from orchestrator.result import TrialResult
-from orchestrator.trial_folder import TrialFolder
+from orchestrator.trial.folder import TrialFolder
 
 # Sent by Slurm 90 s before the limit (submitit's delay); ignored by default everywhere.
 WARNING_SIGNAL = "URG@90"

@@ -18,7 +18,8 @@ import typer
 from orchestrator.cli import campaigns, cost_model, profile, remote, reports
 from orchestrator.cli.common import console
 from orchestrator.cli.service import server_app
-from orchestrator.errors import Detached, Interrupted, UserError, one_line
+from orchestrator.common.errors import UserError, one_line
+from orchestrator.scheduling.signals import Detached, Interrupted
 
 # Typer 0.29 and later raise their own usage errors and aborts (under typer.TyperException and
 # typer.Abort); earlier releases raise click's.

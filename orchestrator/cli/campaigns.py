@@ -20,7 +20,6 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from orchestrator.campaign import not_in_mlflow, unfinished_label
 from orchestrator.cli.common import (
     RUNS_DIR_OPTION,
     console,
@@ -31,15 +30,17 @@ from orchestrator.cli.common import (
     print_ranking,
     rank_spec,
 )
-from orchestrator.controller import Controller
-from orchestrator.errors import CampaignStateError, Detached, Interrupted, UserError
+from orchestrator.cli.live_display import CampaignProgress
+from orchestrator.common.errors import CampaignStateError, UserError
+from orchestrator.common.paths import runs_root
 from orchestrator.export import FORMATS, export, unmeasured_note
-from orchestrator.journal import TrialRecord
-from orchestrator.paths import runs_root
-from orchestrator.preflight import preflight
-from orchestrator.progress import CampaignProgress
-from orchestrator.slots import NoSlotLimit, ServiceSlots, TrialSlots
+from orchestrator.record.campaign import not_in_mlflow, unfinished_label
+from orchestrator.record.journal import TrialRecord
+from orchestrator.scheduling.controller import Controller
+from orchestrator.scheduling.signals import Detached, Interrupted
+from orchestrator.scheduling.slots import NoSlotLimit, ServiceSlots, TrialSlots
 from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec, load_spec
+from orchestrator.spec.preflight import preflight
 
 # ---------------------------------------------------------------------------------- run
 

@@ -13,15 +13,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.campaign import CampaignView
-from orchestrator.costmodel import CostModel, cost_model_for
+from orchestrator.common.errors import UserError
+from orchestrator.common.paths import runs_root
+from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
-from orchestrator.costmodel.recompute import candidates as fitted_candidates
-from orchestrator.errors import UserError
 from orchestrator.export import SCRIPT_FORMATS
-from orchestrator.paths import runs_root
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.record.campaign import CampaignView
+from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
+from orchestrator.spec.planning import cost_model_for, fitted_candidates
 
 console = Console(stderr=True)  # messages and progress
 out = Console()  # results

@@ -24,9 +24,7 @@ from orchestrator.cli.common import (
     rank_spec,
 )
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
-from orchestrator.costmodel import cost_model_for
-from orchestrator.costmodel.recompute import candidates as fitted_candidates
-from orchestrator.errors import UserError, excerpt
+from orchestrator.common.errors import UserError, excerpt
 from orchestrator.spec import (
     CampaignSpec,
     apply_override,
@@ -34,6 +32,7 @@ from orchestrator.spec import (
     load_spec,
     spec_from_dict,
 )
+from orchestrator.spec.planning import cost_model_for, fitted_candidates
 
 
 def _spec_from_options(
@@ -217,8 +216,8 @@ def calibrate(
     With --cluster, the errors of that preset's predictions before any calibration."""
     from dataclasses import replace
 
-    from orchestrator.campaign import calibration_input
     from orchestrator.costmodel.calibration import evaluate, held_out_errors
+    from orchestrator.record.campaign import calibration_input
 
     view = open_campaign(campaign, runs_dir)
     cost = cost_model_for(view.spec)

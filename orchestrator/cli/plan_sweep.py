@@ -16,10 +16,10 @@ from rich import box
 from rich.table import Table
 
 from orchestrator.cli.common import out, print_json, rank_spec
-from orchestrator.costmodel import cost_model_for
+from orchestrator.common.errors import UserError
 from orchestrator.costmodel.compare import compare_schemes
-from orchestrator.errors import UserError
 from orchestrator.spec import CampaignSpec
+from orchestrator.spec.planning import cost_model_for
 
 
 def parse_nodes(text: str) -> list[int]:

@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.common import RUNS_DIR_OPTION, out, print_json
-from orchestrator.errors import UserError
+from orchestrator.common.errors import UserError
 
 
 def refuse_unusable_out(path: Path) -> None:
@@ -58,10 +58,15 @@ def profile(
     """Time model steps by shape and collectives (here, or with --spec through a campaign's
     backend on its nodes); write a cluster preset that a spec names with `cluster: FILE`."""
     from orchestrator.backends import make_backend
-    from orchestrator.paths import runs_root
-    from orchestrator.profiling import local_target, run_profile, spec_target, write_preset
+    from orchestrator.common.paths import runs_root
+    from orchestrator.scheduling.profiling import (
+        local_target,
+        run_profile,
+        spec_target,
+        write_preset,
+    )
     from orchestrator.spec import load_spec
-    from orchestrator.trial_folder import TrialFolder
+    from orchestrator.trial.folder import TrialFolder
 
     refuse_unusable_out(out_file)
     if spec_file is None:

@@ -28,7 +28,7 @@ from orchestrator.cli.service_client import (
     connect,
     server_url,
 )
-from orchestrator.errors import UserError
+from orchestrator.common.errors import UserError
 from orchestrator.export import FORMATS
 from orchestrator.server.submission import SOURCE
 

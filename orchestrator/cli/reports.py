@@ -13,7 +13,6 @@ import typer
 
 from dashboards.report import render
 from dashboards.report_data import report_data
-from orchestrator.campaign import CampaignView
 from orchestrator.cli.common import (
     RUNS_DIR_OPTION,
     console,
@@ -21,13 +20,13 @@ from orchestrator.cli.common import (
     out,
     write_output,
 )
-from orchestrator.errors import UserError
-from orchestrator.objective import Objective
-from orchestrator.paths import default_tracking_uri, runs_root
+from orchestrator.common.errors import UserError
+from orchestrator.common.objective import Objective
+from orchestrator.common.paths import default_tracking_uri, runs_root
+from orchestrator.record.campaign import CampaignView
 from orchestrator.spec import load_campaign_spec
-from orchestrator.tracking import Tracker
-from orchestrator.tracking_view import VIEW_TAG, trials_link
-
+from orchestrator.tracking.mirror import Tracker
+from orchestrator.tracking.view import VIEW_TAG, trials_link
 
 REPORT_FILE = "report.html"  # the report's default place, in the campaign's folder
 

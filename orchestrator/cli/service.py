@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.common import console, out
-from orchestrator.errors import UserError
-from orchestrator.paths import runs_root
+from orchestrator.common.errors import UserError
+from orchestrator.common.paths import runs_root
 
 server_app = typer.Typer(no_args_is_help=False, help="The campaign service and its users.")
 token_app = typer.Typer(no_args_is_help=True, help="Users' API tokens.")

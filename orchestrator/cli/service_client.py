@@ -14,7 +14,7 @@ import httpx
 import typer
 
 from orchestrator import __version__
-from orchestrator.errors import UserError, excerpt, one_line
+from orchestrator.common.errors import UserError, excerpt, one_line
 
 SERVER_ENV, TOKEN_ENV = "PARATUNE_SERVER", "PARATUNE_TOKEN"
 # A campaign in one of these states changes no more (its log is complete once drained).

@@ -8,13 +8,12 @@ from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.estimate import (
     CostModel,
     Estimate,
-    cost_model_for,
     estimate,
     precision_for,
 )
 from orchestrator.costmodel.memory import GB, model_state_bytes, model_state_bytes_sharded
 
 __all__ = [
-    "GB", "Calibration", "Coefficients", "calibrate", "CostModel", "Estimate", "cost_model_for", "estimate",
+    "GB", "Calibration", "Coefficients", "calibrate", "CostModel", "Estimate", "estimate",
     "model_state_bytes", "model_state_bytes_sharded", "precision_for",
 ]

@@ -15,8 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from orchestrator.costmodel.estimate import CostModel, Estimate
-from orchestrator.search_spaces import ParallelConfig, ShardingFactors, dp_mesh
-from orchestrator.search_spaces.space import amsp_factor_sets
+from orchestrator.space import ParallelConfig, ShardingFactors, dp_mesh
+from orchestrator.space.search_space import amsp_factor_sets
 
 TIE_TOLERANCE = 1e-3  # relative
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from orchestrator.costmodel.estimate import CostModel
 from orchestrator.result import TrialResult
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 
 FEATURES = ("compute", "bubble", "model_parallel_comm", "model_parallel_latency",
             "data_parallel_comm", "data_parallel_gathers", "launches")

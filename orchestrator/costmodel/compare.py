@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from orchestrator.costmodel.amsp import plan_sharding
 from orchestrator.costmodel.estimate import CostModel, Estimate
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
-from orchestrator.search_spaces import ParallelConfig, ShardingFactors, dp_mesh
+from orchestrator.space import ParallelConfig, ShardingFactors, dp_mesh
 
 SCHEMES = ("amsp", "mics", "zero++", "zero1", "zero3")
 

@@ -20,7 +20,7 @@ and stay replicated. FSDP wraps a whole block: one unit per layer.
 from __future__ import annotations
 
 from orchestrator.presets import Cluster, ModelShape
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 
 
 def gemm_efficiency(cluster: Cluster, model: ModelShape, config: ParallelConfig) -> float:

@@ -13,9 +13,9 @@ from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.compute import gemm_efficiency
 from orchestrator.costmodel.memory import GB, MemoryBreakdown, memory_per_device
 from orchestrator.costmodel.performance import StepTime, model_flops, step_time
-from orchestrator.costmodel.runtime import DEEPSPEED, Runtime, runtime_of_trainer
+from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 
 
 def precision_for(cluster: Cluster) -> str:
@@ -99,8 +99,8 @@ class CostModel:
     gpus_per_node: int
     flash_attention: bool = True
     coefficients: Coefficients = field(default_factory=Coefficients)
-    # How the campaign's trainer runs ZeRO stages (runtime.py); DeepSpeed's by default.
-    runtime: Runtime = DEEPSPEED
+    # How the campaign's trainer runs ZeRO stages (zero_engine.py); DeepSpeed's by default.
+    runtime: ZeroEngine = DEEPSPEED
 
     @property
     def precision(self) -> str:
@@ -147,10 +147,3 @@ def estimate(
 ) -> Estimate:
     cost = CostModel(model, cluster, gpus_per_node or cluster.gpus_per_node, flash_attention)
     return cost.estimate(config)
-
-
-def cost_model_for(spec) -> CostModel:
-    """The default cost model of a campaign spec, for the trainer its trials run."""
-    megatron_args = spec.trial.megatron.args if spec.trial.megatron else ()
-    return CostModel(spec.model, spec.cluster, spec.gpus_per_node, spec.trial.flash_attention,
-                     runtime=runtime_of_trainer(spec.trial.trainer, megatron_args))

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from orchestrator.costmodel.runtime import DEEPSPEED, Runtime
+from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import ModelShape
-from orchestrator.search_spaces import ParallelConfig, ShardingFactors
+from orchestrator.space import ParallelConfig, ShardingFactors
 
 GB = 1e9
 
@@ -146,7 +146,7 @@ def memory_per_device(
     precision: str = "bf16-mixed",
     flash_attention: bool = True,
     bucket_bytes: float = 25e6,
-    runtime: Runtime = DEEPSPEED,
+    runtime: ZeroEngine = DEEPSPEED,
 ) -> MemoryBreakdown:
     """Peak bytes on the busiest device (a rank of the first pipeline stage)."""
     params = params_on_first_stage(model, config)

@@ -16,7 +16,7 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
   T_os1 = (s_os/s_p)·t(BC, 2Ψ/s_os, s0os/s0p × s1os/s1p)        updated weights spread
           (DeepSpeed: bucketed all-gathers of 2Ψ/s_p instead of one broadcast per owner)
   with Ψ the parameters a rank holds after TP and PP. DDP and ZeRO-1/2/3 are points of this
-  space (search_spaces/sharding.py). PyTorch's DDP and FSDP2 (the "torch" engine, which the
+  space (space/sharding.py). PyTorch's DDP and FSDP2 (the "torch" engine, which the
   built-in trainer and torchtitan run ZeRO stages on: runtime.py) put the same collectives
   in these terms by FSDP unit, not module (`pytorch_data_parallel_comm`), each call with
   FSDP2's software cost (`fsdp_call_overhead_us`, profiled; 0 stock).
@@ -33,10 +33,10 @@ from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.collectives import Fabric
 from orchestrator.costmodel.compute import gemm_efficiency, modules_per_layer
 from orchestrator.costmodel.memory import ACTIVATION_BYTES, params_on_first_stage
-from orchestrator.costmodel.runtime import DEEPSPEED, Runtime
+from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
 from orchestrator.result import training_flops_per_iteration
-from orchestrator.search_spaces import ParallelConfig, ShardingFactors, dp_mesh
+from orchestrator.space import ParallelConfig, ShardingFactors, dp_mesh
 
 # Bytes per element of the PyTorch trainers' float32 weights, gradients and reductions.
 MASTER_BYTES = 4
@@ -102,7 +102,7 @@ class StepTime:
 def data_parallel_comm(
     params: float, config: ParallelConfig, fabric: Fabric, gpus_per_node: int,
     weight_bytes: int, c: Coefficients, layers: int, modules: int,
-    runtime: Runtime = DEEPSPEED, fsdp_call_s: float = 0.0,
+    runtime: ZeroEngine = DEEPSPEED, fsdp_call_s: float = 0.0,
 ) -> DataParallelComm:
     f = config.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
     s0dp, s1dp = dp_mesh(config.dp, config.tp, gpus_per_node)
@@ -144,10 +144,10 @@ def data_parallel_comm(
 
 def pytorch_data_parallel_comm(
     params: float, weight_bytes: int, f: ShardingFactors, mesh: tuple[int, int], m: int,
-    layers: int, fabric: Fabric, c: Coefficients, runtime: Runtime,
+    layers: int, fabric: Fabric, c: Coefficients, runtime: ZeroEngine,
     call_overhead_s: float = 0.0,
 ) -> DataParallelComm:
-    """DDP, ZeroRedundancyOptimizer and FSDP2 (costmodel/runtime.py), in AMSP's four terms.
+    """DDP, ZeroRedundancyOptimizer and FSDP2 (costmodel/zero_engine.py), in AMSP's four terms.
     FSDP2's units are the transformer blocks and the root module; each micro-batch gathers a
     unit's weights for its forward and, unless ZeRO-2 kept them, again for its backward (a
     full-recompute replay uses the backward's), and reduce-scatters its gradients when the
@@ -224,7 +224,7 @@ def step_time(
     gpus_per_node: int,
     precision: str,
     coefficients: Coefficients,
-    runtime: Runtime = DEEPSPEED,
+    runtime: ZeroEngine = DEEPSPEED,
 ) -> StepTime:
     """Time of one optimizer step. Ranks are laid out tp fastest, then dp, then pp."""
     c = coefficients

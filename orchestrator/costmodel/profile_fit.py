@@ -16,7 +16,7 @@
   α then holds the per-step chunk cost too (`msg_half_bytes` = 0), and a link rate is the
   fitted bandwidth over the model's `bandwidth_efficiency` (the node's NICs: the per-device
   share times the ranks per node, all of which ran a group at once).
-- The trainer's own steps (costmodel/runtime_fit.py): its DDP step rescales the compute
+- The trainer's own steps (costmodel/trainer_overhead_fit.py): its DDP step rescales the compute
   efficiency to what a trial's loop reaches; its ZeRO-3 and TP steps give PyTorch's
   software cost per FSDP2 and per DTensor collective.
 Only what the profile measured changes; the rest of the preset (peak, memory, the network
@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.costmodel.coefficients import Coefficients
-from orchestrator.costmodel.runtime_fit import HALVES, fit_runtime, scaled_compute
+from orchestrator.costmodel.trainer_overhead_fit import HALVES, fit_trainer_overhead, scaled_compute
 from orchestrator.presets import Cluster
 
 
@@ -123,7 +123,7 @@ def profiled_cluster(base: Cluster, profile: dict, name: str | None = None) -> C
     changes.update(fsdp_call_overhead_us=0.0, tp_call_overhead_us=0.0)
     cluster = base.model_copy(update=changes)
     if profile.get("runtime"):
-        software = fit_runtime(cluster, profile["runtime"],
+        software = fit_trainer_overhead(cluster, profile["runtime"],
                                profile.get("ranks_per_node", base.gpus_per_node))
         if software is not None:
             if software.gemm_half_m is not None:

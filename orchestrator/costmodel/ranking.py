@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from orchestrator.costmodel.amsp import Plan, rank_plans
 from orchestrator.costmodel.estimate import CostModel, Estimate
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 
 
 @dataclass(frozen=True)

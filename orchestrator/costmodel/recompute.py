@@ -5,7 +5,7 @@ than the step needs when memory is left over. InternEvo (AMSP's code base) recom
 fraction of the layers (`model.checkpoint`) and Megatron-LM the first `--recompute-num-layers`
 of each stage (`--recompute-method block`); the fewest that fit cost the least compute. Memory
 falls as more layers recompute, so a bisection over the count finds it. A space that lists
-`recompute_num_layers: fit` gets that count per layout (`candidates`), resolved once by the
+`recompute_num_layers: fit` gets that count per layout (spec/planning.py), resolved once by the
 model at its stock constants: a campaign's measured memory ratio does not re-resolve it.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from orchestrator.costmodel.estimate import CostModel, cost_model_for
+from orchestrator.costmodel.estimate import CostModel
 from orchestrator.costmodel.memory import GB
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 
 
 def fewest_recomputed_layers(cost: CostModel, config: ParallelConfig) -> ParallelConfig:
@@ -42,9 +42,3 @@ def fewest_recomputed_layers(cost: CostModel, config: ParallelConfig) -> Paralle
             low = middle + 1
     return dataclasses.replace(config, recompute_num_layers=low)
 
-
-def candidates(spec, cost: CostModel | None = None) -> list[ParallelConfig]:
-    """A campaign spec's layouts, each `recompute_num_layers: fit` resolved by `cost` (the
-    spec's default cost model if none is given)."""
-    cost = cost or cost_model_for(spec)
-    return spec.candidates(fit=lambda config: fewest_recomputed_layers(cost, config))

@@ -26,10 +26,10 @@ from orchestrator.export.scripts import (
     export_torchrun,
     export_torchtitan,
 )
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers.torchtitan import torchtitan_section
-from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
+from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 # `megatron`, the name older releases used, stays another name of `megatron-deepspeed`.
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",

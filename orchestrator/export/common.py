@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from importlib.metadata import version
 
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.spec.strings import ENV_NAME
 from orchestrator.trainers.builtin import BuiltinTrainer

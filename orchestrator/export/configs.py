@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.errors import SpecError
+from orchestrator.common.errors import SpecError
 from orchestrator.export.common import origin
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers.builtin import job_settings
 from orchestrator.trainers.deepspeed import DeepSpeedTrainer, base_config, deepspeed_config

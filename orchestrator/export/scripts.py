@@ -10,10 +10,10 @@ import json
 import shlex
 from types import SimpleNamespace
 
-from orchestrator.errors import SpecError
+from orchestrator.common.errors import SpecError
+from orchestrator.common.placeholders import PLACEHOLDER_PATTERN
 from orchestrator.export.common import origin, run_context
-from orchestrator.placeholders import PLACEHOLDER_PATTERN
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec, SlurmBackendSpec
 from orchestrator.spec.strings import SBATCH_OPTION, SBATCH_VALUE
 from orchestrator.trainers.arguments import fill, placeholder_values
@@ -21,7 +21,7 @@ from orchestrator.trainers.builtin import job_flags, job_settings
 from orchestrator.trainers.deepspeed import deepspeed_config
 from orchestrator.trainers.torchtitan import TOOL as TORCHTITAN
 from orchestrator.trainers.torchtitan import export_values, torchtitan_args, torchtitan_section
-from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
+from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 # #SBATCH options the script's own launch line depends on: sbatch_args may not change them.
 LAYOUT_OPTIONS = ("nodes", "ntasks-per-node")

@@ -48,7 +48,7 @@ class Cluster(BaseModel):
     # Software cost of one collective call of PyTorch's parallel code, beyond the call
     # itself: FSDP2's copy-in/copy-out and hooks around each all-gather and reduce-scatter of
     # a unit, DTensor's dispatch and redistribution around each tensor-parallel collective.
-    # Paid by the trainers that run them (costmodel/runtime.py: the "torch" engine). 0 = not
+    # Paid by the trainers that run them (costmodel/zero_engine.py: the "torch" engine). 0 = not
     # priced (the stock presets); `paratune profile` measures it on the trainer's own steps.
     fsdp_call_overhead_us: float = Field(default=0.0, ge=0, le=1e9)
     tp_call_overhead_us: float = Field(default=0.0, ge=0, le=1e9)

@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from dashboards.report import render
 from dashboards.report_data import report_data
-from orchestrator.errors import UserError, one_line
+from orchestrator.common.errors import UserError, one_line
 from orchestrator.export import FORMATS, export
 from orchestrator.server.auth import Authenticator, digest
 from orchestrator.server.db import CANCELLED, QUEUED, RUNNING, Campaign, User

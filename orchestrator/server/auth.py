@@ -11,7 +11,7 @@ import time
 
 from sqlalchemy import select
 
-from orchestrator.errors import UserError
+from orchestrator.common.errors import UserError
 from orchestrator.server.db import Database, Token, User
 
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.processes import is_running, start_time
+from orchestrator.common.processes import is_running, start_time
 
 PR_SET_PDEATHSIG = 1
 CONTROL, CANCEL = "control", "cancel"  # what the child is for: run the campaign, or cancel it

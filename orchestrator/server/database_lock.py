@@ -4,7 +4,7 @@ Two services on one database would each adopt every running campaign and start a
 for it in their own runs directory, so each campaign would run twice. The second one must
 stop before it touches anything, as on a shared state directory (state_lock.py). The lock
 goes away with its holder, SIGKILL included, so a crashed service never blocks its restart:
-- SQLite: an flock on `<database file>.server-lock` beside the database (orchestrator/lock.py);
+- SQLite: an flock on `<database file>.server-lock` beside the database (orchestrator/common/locks.py);
   a SQLite database is a file, and only processes on its machine can open it safely.
 - PostgreSQL: a session advisory lock held on one connection for the service's life, which
   PostgreSQL releases when that connection ends. The connection carries the holder's PID and
@@ -26,8 +26,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.pool import NullPool
 
-from orchestrator.errors import UserError
-from orchestrator.lock import HolderLock
+from orchestrator.common.errors import UserError
+from orchestrator.common.locks import HolderLock
 
 # pg_try_advisory_lock's key: "PTSV", ParaTune's service, within the database's own locks.
 ADVISORY_KEY = 0x50545356

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
-from orchestrator.tracking_view import trials_link
+from orchestrator.tracking.view import trials_link
 
 RETRY_S = 30.0
 

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 
-from orchestrator.errors import UserError
+from orchestrator.common.errors import UserError
 from orchestrator.server.api import create_app
 from orchestrator.server.config import ServiceConfig
 from orchestrator.server.service import Service

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.server.campaign_summary import ProgressCache
 from orchestrator.server.config import ServiceConfig
 from orchestrator.server.db import FINAL_STATES, Campaign, Database
 from orchestrator.server.links import MlflowLinks
-from orchestrator.server.progress import ProgressCache
-from orchestrator.server.slots import TrialSlots
+from orchestrator.server.slot_pool import SlotPool
 from orchestrator.server.supervisor import Supervisor
 
 
@@ -22,7 +22,7 @@ class Service:
     # Whether this service still holds its database's lock (database_lock.py).
     lock_held: Callable[[], bool] = lambda: True
     db: Database = field(init=False)
-    slots: TrialSlots = field(init=False)
+    slots: SlotPool = field(init=False)
     progress: ProgressCache = field(init=False)
     links: MlflowLinks = field(init=False)
     supervisor: Supervisor = field(init=False)
@@ -31,7 +31,7 @@ class Service:
         self.config.state_dir.mkdir(parents=True, exist_ok=True)
         self.config.runs_dir.mkdir(parents=True, exist_ok=True)
         self.db = Database(self.config.url)
-        self.slots = TrialSlots(self.db, self.config.max_trials)
+        self.slots = SlotPool(self.db, self.config.max_trials)
         self.progress = ProgressCache(self.config.runs_dir)
         self.links = MlflowLinks(self.mlflow_ui)
         self.supervisor = Supervisor(self.db, self.config, self.slots, self.progress,

@@ -1,7 +1,7 @@
 """One service per state directory: an exclusive lock on `STATE_DIR/server.lock`.
 
 Two services on one state directory would both adopt the same controllers and stop them when
-either ends, so the second one must stop before it touches anything (orchestrator/lock.py:
+either ends, so the second one must stop before it touches anything (orchestrator/common/locks.py:
 released by the kernel when its holder dies, naming the holder to a second taker).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.errors import UserError
-from orchestrator.lock import HolderLock
+from orchestrator.common.errors import UserError
+from orchestrator.common.locks import HolderLock
 
 LOCK_FILE = "server.lock"
 

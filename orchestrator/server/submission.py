@@ -12,10 +12,10 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.errors import SpecError
-from orchestrator.preflight import preflight
+from orchestrator.common.errors import SpecError
 from orchestrator.spec import CampaignSpec
 from orchestrator.spec.loading import apply_override, spec_from_dict
+from orchestrator.spec.preflight import preflight
 from orchestrator.spec.yaml_input import load_yaml_text
 
 SOURCE = "submitted spec"

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from sqlalchemy import func, select
 
 from orchestrator.server.auth import new_token
+from orchestrator.server.campaign_summary import ProgressCache
 from orchestrator.server.config import ServiceConfig
 from orchestrator.server.controller_process import (
     CANCEL,
@@ -35,8 +36,7 @@ from orchestrator.server.db import (
     Campaign,
     Database,
 )
-from orchestrator.server.progress import ProgressCache
-from orchestrator.server.slots import TrialSlots
+from orchestrator.server.slot_pool import SlotPool
 from orchestrator.spec import SPEC_FILE
 
 log = logging.getLogger("paratune.server")
@@ -52,7 +52,7 @@ SERVER_ENV = ("PARATUNE_DATABASE_URL",)
 
 
 class Supervisor:
-    def __init__(self, db: Database, config: ServiceConfig, slots: TrialSlots,
+    def __init__(self, db: Database, config: ServiceConfig, slots: SlotPool,
                  progress: ProgressCache, slots_url: str,
                  lock_held: Callable[[], bool] = lambda: True):
         self.db = db

@@ -23,14 +23,13 @@ from orchestrator.spec.loading import (
 )
 from orchestrator.spec.sections import (
     BudgetSpec,
-    CheckpointMode,
     FidelitySpec,
     ObjectiveSpec,
     ScaleSpec,
     SearchSpec,
-    SpaceSpec,
     TrackingSpec,
 )
+from orchestrator.spec.space_section import SpaceSpec
 from orchestrator.spec.trial import (
     TRAINERS,
     DeepSpeedTrainerSpec,
@@ -40,7 +39,7 @@ from orchestrator.spec.trial import (
 )
 
 __all__ = [
-    "BACKEND_MODELS", "SPEC_FILE", "BackendSpec", "BudgetSpec", "CampaignSpec", "CheckpointMode",
+    "BACKEND_MODELS", "SPEC_FILE", "BackendSpec", "BudgetSpec", "CampaignSpec",
     "FidelitySpec", "LocalBackendSpec", "ObjectiveSpec", "RayBackendSpec", "ScaleSpec",
     "SearchSpec", "SimulatedBackendSpec", "SlurmBackendSpec", "SpaceSpec", "TrackingSpec",
     "TrialSpec", "TRAINERS", "DeepSpeedTrainerSpec", "MegatronTrainerSpec",

@@ -9,10 +9,10 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from orchestrator.errors import SpecError, excerpt
-from orchestrator.paths import default_tracking_uri, runs_root
+from orchestrator.common.errors import SpecError, excerpt
+from orchestrator.common.paths import default_tracking_uri, runs_root
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
-from orchestrator.search_spaces import ParallelConfig, SearchSpace
+from orchestrator.space import ParallelConfig, SearchSpace
 from orchestrator.spec.backends import BackendSpec, LocalBackendSpec
 from orchestrator.spec.feasibility import explain_empty
 from orchestrator.spec.sections import (
@@ -20,14 +20,14 @@ from orchestrator.spec.sections import (
     ObjectiveSpec,
     ScaleSpec,
     SearchSpec,
-    SpaceSpec,
     Strict,
     TrackingSpec,
     is_saved,
 )
+from orchestrator.spec.space_section import SpaceSpec
 from orchestrator.spec.strings import NAME_MAX, NAME_PATTERN
-from orchestrator.spec.yaml_input import load_yaml_file
 from orchestrator.spec.trial import TrialSpec
+from orchestrator.spec.yaml_input import load_yaml_file
 
 
 def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:

@@ -3,7 +3,7 @@ space is an error that says what to change rather than a campaign of zero trials
 
 from __future__ import annotations
 
-from orchestrator.search_spaces import SearchSpace
+from orchestrator.space import SearchSpace
 
 
 def _shown(values: tuple) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.errors import CampaignStateError, SpecError, excerpt
+from orchestrator.common.errors import CampaignStateError, SpecError, excerpt
 from orchestrator.presets import Cluster
 from orchestrator.spec.backends import for_saved_spec
 from orchestrator.spec.campaign import CampaignSpec

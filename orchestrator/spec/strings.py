@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from orchestrator.errors import SpecError, UserError, excerpt
+from orchestrator.common.errors import SpecError, UserError, excerpt
 
 # A campaign's name is a directory under the runs directory: no path separators, no leading dot.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"

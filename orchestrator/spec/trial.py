@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from orchestrator.errors import excerpt
-from orchestrator.placeholders import PLACEHOLDERS, placeholders_in
+from orchestrator.common.errors import excerpt
+from orchestrator.common.placeholders import PLACEHOLDERS, placeholders_in
 from orchestrator.spec.sections import MAX_COUNT, Strict
 from orchestrator.spec.strings import check_env_name
 

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, SequenceNode
 
-from orchestrator.errors import SpecError, excerpt
+from orchestrator.common.errors import SpecError, excerpt
 
 MAX_BYTES = 1 << 20  # a spec is a few KB; 1 MiB leaves room for long space.configs lists
 MAX_DEPTH = 32  # the spec nests 4 levels deep

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.placeholders import PLACEHOLDER_PATTERN
+from orchestrator.common.placeholders import PLACEHOLDER_PATTERN
 
 
 def placeholder_values(spec, config, trial_id: str, folder, steps: int) -> dict[str, Any]:

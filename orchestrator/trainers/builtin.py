@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.search_spaces import ParallelConfig
+from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
-from orchestrator.trial_folder import SETTINGS_FILE, TrialFolder
+from orchestrator.trial.folder import SETTINGS_FILE, TrialFolder
 
 
 def job_settings(spec: CampaignSpec, config: ParallelConfig, trial_id: str,

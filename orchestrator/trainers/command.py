@@ -14,7 +14,7 @@ import re
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
 from orchestrator.trainers.deepspeed import deepspeed_config
-from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
+from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 # log_metrics key -> (LogMetrics list, factor to its unit)
 _TARGETS = {"step_time_s": ("step_times_s", 1.0), "tokens_per_s": ("tokens_per_s", 1.0),

@@ -18,11 +18,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import SpecError
-from orchestrator.search_spaces import ShardingFactors, dp_mesh
+from orchestrator.common.errors import SpecError
+from orchestrator.space import ShardingFactors, dp_mesh
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
-from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
+from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 THROUGHPUT = re.compile(
     r"global_step=(?P<step>\d+), RunningAvgSamplesPerSec=(?P<avg>[-\d.eE+]+), "

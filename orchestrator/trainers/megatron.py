@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from orchestrator.errors import SpecError
+from orchestrator.common.errors import SpecError
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
 from orchestrator.trainers.deepspeed import base_config, deepspeed_config
@@ -39,7 +39,7 @@ from orchestrator.trainers.megatron_flags import (
     Flag,
 )
 from orchestrator.trainers.megatron_log import parse_megatron_log
-from orchestrator.trial_folder import DEEPSPEED_CONFIG_FILE
+from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 LM = "megatron-lm"
 DS = "megatron-deepspeed"

@@ -36,7 +36,7 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from orchestrator.errors import SpecError
+from orchestrator.common.errors import SpecError
 from orchestrator.spec.trial import TorchtitanTrainerSpec
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun

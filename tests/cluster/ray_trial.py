@@ -22,7 +22,7 @@ from cluster_harness import TINY  # noqa: E402
 from conftest import builtin_request  # noqa: E402
 
 from orchestrator.backends.ray import RayBackend  # noqa: E402
-from orchestrator.search_spaces import ParallelConfig  # noqa: E402
+from orchestrator.space import ParallelConfig  # noqa: E402
 
 BATCH = {"micro_batch_size": 2, "grad_accum_steps": 2}  # x dp=4: a global batch of 16
 

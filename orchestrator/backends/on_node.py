@@ -1,0 +1,128 @@
+"""Run one trial to its end on the machine this code runs on: the work a cluster backend ships
+to a compute node (inside a Ray task or a Slurm job).
+
+It launches the trial as the local backend does (torchrun in its own session, or the external
+command), enforces the timeout, kills the whole process tree when interrupted (a cancelled Ray
+task, a Slurm job sent SIGTERM), and returns the result as a dict, so it needs only the
+standard library and the trial program on the node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import socket
+import time
+from typing import Any
+
+from submitit import JobEnvironment
+from submitit.helpers import TorchDistributedEnvironment
+
+from orchestrator.backends.base import TrialRequest, start_trial
+from orchestrator.result import TrialResult
+from orchestrator.trial.process import TrialProcess, node_argv, rank_argv, trial_env
+
+
+def _watch(process: TrialProcess, poll_s: float) -> TrialResult:
+    """Poll until the process ends; kill it on any exception (a cancel, a signal)."""
+    try:
+        while (result := process.poll()) is None:
+            time.sleep(poll_s)
+        return result
+    except BaseException:
+        process.kill()
+        raise
+
+
+def run_trial_to_end(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any]:
+    process = start_trial(request)
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def stop(signum, frame):  # noqa: ANN001 - signal handler signature
+        process.kill()
+        raise KeyboardInterrupt(f"trial {request.trial_id} stopped by signal {signum}")
+
+    try:
+        signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (some Ray workers): rely on KeyboardInterrupt
+        previous = None
+    try:
+        return _watch(process, poll_s).to_dict()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -> TrialResult:
+    """Run this task's part of a trial as a child in the task's process group (so the
+    scheduler's stop reaches it), killed with its tree on any exception, timeout enforced.
+
+    SIGUSR2, submitit's signal ahead of the time limit (sent only when a spec's `sbatch_args`
+    ask Slurm for it: slurm.WARNING_SIGNAL), is ignored here and in the trial's processes (an
+    ignored signal stays ignored across exec): a trial cannot be checkpointed, so submitit's
+    handler would requeue it as preempted or end it early as failed, and the rank programs
+    would die of the signal's default action. The limit itself is Slurm's
+    to enforce (state TIMEOUT, status `timeout`)."""
+    try:
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    except ValueError:  # not the main thread (some Ray workers): no submitit handler there
+        pass
+    folder = request.folder
+    env = trial_env(folder, request.trial_id, {**request.run.env, **request.env})
+    process = TrialProcess(argv, folder=folder, env=env, timeout_s=request.timeout_s,
+                           world_size=request.world_size, read_result=request.read_result,
+                           cwd=request.workdir, rank=rank, own_session=False)
+    return _watch(process, poll_s)
+
+
+def run_rank(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
+    """One rank of a `rank-env` trial launched as one task per rank (srun): rank, world and
+    rendezvous come from the scheduler (submitit's TorchDistributedEnvironment); the result
+    comes back from rank 0 (None from the others)."""
+    rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False).rank
+    result = _on_node(request, rank_argv(request.run), rank, poll_s)
+    return result.to_dict() if rank == 0 else None
+
+
+def run_rank_at(request: TrialRequest, rank: int, local: tuple[int, int],
+                master: tuple[str, int], poll_s: float = 0.5) -> dict[str, Any] | None:
+    """One rank of a `rank-env` trial placed by a scheduler that sets no rank variables (a Ray
+    placement group): rank, (local rank, ranks on this node) and the rendezvous (rank 0's
+    node and a port free there) come from the caller. The result comes back from rank 0."""
+    world = request.world_size
+    env = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(local[0]),
+           "LOCAL_WORLD_SIZE": str(local[1]), "MASTER_ADDR": master[0],
+           "MASTER_PORT": str(master[1])}
+    placed = dataclasses.replace(request, env={**request.env, **env})
+    request.folder.path.mkdir(parents=True, exist_ok=True)
+    with open(request.folder.rank_log(rank), "a") as log:
+        log.write(f"paratune: rank {rank} of {world} on {socket.gethostname()} (local rank "
+                  f"{local[0]} of {local[1]}), rendezvous at {master[0]}:{master[1]}\n")
+    result = _on_node(placed, rank_argv(request.run), rank, poll_s)
+    return result.to_dict() if rank == 0 else None
+
+
+def run_node(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
+    """One node of a `torchrun` trial launched as one task per node: torchrun starts this
+    node's ranks and meets the other nodes' at the allocation's first host. The result comes
+    back from the first node (None from the others)."""
+    job = JobEnvironment()
+    per_node = -(-request.world_size // job.num_nodes)
+    argv = node_argv(request.run, nodes=job.num_nodes, node_rank=job.node, per_node=per_node,
+                     master=job.hostnames[0], port=rendezvous_port(job.job_id),
+                     rendezvous_id=str(job.job_id))
+    result = _on_node(request, argv, job.node, poll_s)
+    return result.to_dict() if job.node == 0 else None
+
+
+def run_once(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
+    """A `self` trial (it starts its own ranks over the allocation) from the job's first task."""
+    if JobEnvironment().global_rank != 0:
+        return None
+    return _on_node(request, list(request.run.program), 0, poll_s).to_dict()
+
+
+def rendezvous_port(job_id: str) -> int:
+    """A port for torchrun's c10d store, spread by job so trials sharing a node differ."""
+    digits = "".join(ch for ch in str(job_id) if ch.isdigit()) or "0"
+    return 20000 + int(digits) % 20000

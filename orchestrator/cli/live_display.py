@@ -1,0 +1,132 @@
+"""The live display of a running campaign (rich), and its closing summary table."""
+
+from __future__ import annotations
+
+import shlex
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.common.paths import runs_root
+from orchestrator.export import own_format
+from orchestrator.record.journal import SCALING, SCREEN, TrialRecord
+from orchestrator.spec import CampaignSpec
+
+# Where the hint suggests writing each format's file.
+EXPORT_FILES = {"torchrun": "launch.sh", "deepspeed": "ds_config.json",
+                "megatron-lm": "megatron_args.sh", "megatron-deepspeed": "megatron_args.sh",
+                "torchtitan": "launch.sh", "command": "launch.sh"}
+
+
+def export_hint(spec: CampaignSpec) -> str:
+    """The `paratune best` command that exports this campaign's winner in its own trainer's
+    format, as typed from here (with --runs-dir where `best` would not find it alone)."""
+    fmt, runs = own_format(spec), spec.runs_dir()
+    where = "" if runs.resolve() == runs_root().resolve() else f" --runs-dir {shlex.quote(str(runs))}"
+    return f"paratune best {shlex.quote(spec.name)} --format {fmt}{where} -o {EXPORT_FILES[fmt]}"
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.4g}"
+
+
+class CampaignProgress:
+    """Receives controller events; shows trials done of the budget and the best so far."""
+
+    def __init__(self, console: Console, spec: CampaignSpec):
+        self.console = console
+        self.spec = spec
+        self.metric = spec.objective.metric
+        self.best: float | None = None
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console,
+            transient=False,
+        )
+        self.task = self.progress.add_task(
+            spec.name, total=spec.budget.max_trials, status="starting"
+        )
+
+    def __enter__(self) -> "CampaignProgress":
+        return self  # the display starts with the first trial, after any one-line error
+
+    def __exit__(self, *exc: object) -> None:
+        if self._started:
+            self.progress.stop()
+
+    _started = False
+
+    def already_done(self, records: list[TrialRecord]) -> None:
+        """On resume: start the count and the best from the trials that finished before."""
+        done = [r for r in records if r.result is not None]
+        for record in done:
+            self._note_best(record)
+        self.progress.update(
+            self.task, completed=sum(r.result.status != "infeasible" for r in done),
+            status=self._best_status())
+
+    best_screened: float | None = None
+
+    def _note_best(self, record: TrialRecord) -> float | None:
+        """The trial's value; the best so far of full measurements, and apart of screens (a
+        few steps: the campaign's best is never one once a full measurement exists)."""
+        result = record.result
+        value = result.metric(self.metric) if result else None
+        if result and result.ok and value is not None:
+            held = self.best_screened if record.phase == SCREEN else self.best
+            better = held is None or (
+                value > held if self.spec.objective.mode == "max" else value < held)
+            if better and record.phase == SCREEN:
+                self.best_screened = value
+            elif better and record.phase != SCALING:
+                self.best = value
+        return value
+
+    def _best_status(self) -> str:
+        if self.best is None and self.best_screened is not None:
+            return f"best screened {self.metric} {_fmt(self.best_screened)}"
+        return f"best {self.metric} {_fmt(self.best)}"
+
+    def update(self, kind: str, record: TrialRecord) -> None:
+        if not self._started:
+            self.progress.start()
+            self._started = True
+        if kind == "submitted":
+            self.progress.update(self.task, status=f"running {record.trial_id} {record.config.key()}")
+            return
+        result = record.result
+        value = self._note_best(record)
+        line = f"{record.trial_id} {record.config.key():<40} {result.status:<10}"
+        if result.ok:
+            line += f" {self.metric}={_fmt(value)}"
+        elif result.error:
+            line += f" {result.error[:90]}"
+        self.progress.console.print(line, markup=False, highlight=False)
+        if result.status != "infeasible":
+            self.progress.advance(self.task)
+        self.progress.update(self.task, status=self._best_status())
+
+    def print_summary(self, out: Console, summary) -> None:
+        table = Table(title=f"campaign {summary.name}")
+        for column in ("trial", "config", "status", self.metric, "step s", "peak GB"):
+            table.add_column(column)
+        for r in summary.records:
+            res = r.result
+            table.add_row(
+                r.trial_id, r.config.key(), res.status if res else "running",
+                _fmt(res.metric(self.metric)) if res else "-",
+                _fmt(res.step_time_s) if res else "-", _fmt(res.peak_memory_gb) if res else "-",
+            )
+        out.print(table)
+        if summary.best is None:
+            out.print("no successful trial")
+            return
+        b = summary.best
+        out.print(
+            f"[bold green]best[/]: {b.trial_id} {b.config.key()}  "
+            f"{self.metric}={_fmt(b.result.metric(self.metric))}"
+        )
+        # One line, however narrow the terminal: it is a command to copy.
+        out.print(f"export it: {export_hint(self.spec)}", markup=False, highlight=False,
+                  soft_wrap=True)

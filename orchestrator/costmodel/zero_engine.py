@@ -1,0 +1,64 @@
+"""How the campaign's trainer runs a ZeRO stage: the cost of `zero_stage` depends on the code.
+
+`zero_stage` 1-3 name what is sharded, not how. DeepSpeed (and the Megatron trainers, whose
+distributed optimizer is ZeRO-1) gathers weights per module and, at stage 2, reduces
+gradients after every micro-batch's backward. The built-in trainer (jobs/) and torchtitan run
+PyTorch instead (jobs/layout.py): DDP, ZeroRedundancyOptimizer, and FSDP2 with one unit per
+transformer block; ZeRO-2 is FSDP2 with `reshard_after_forward=False`, so weights are sharded
+at rest and gathered once per micro-batch (forward), and kept for its backward. The built-in
+trainer turns gradient sync off for all but the last micro-batch
+(`set_requires_gradient_sync`, DDP's `require_backward_grad_sync`); torchtitan's train loop
+does not, so FSDP reduce-scatters, and DDP all-reduces, after every micro-batch.
+
+Stage 0 is DDP, which is no more one thing than the stages are: PyTorch's DDP (the built-in
+trainer, torchtitan) and Megatron-LM's reduce float32 gradients, bucket by bucket behind the
+backward; DeepSpeed's engine (the DeepSpeed and Megatron-DeepSpeed trainers) reduces the bf16
+gradients in its `communication_data_type` (bf16 unless the config says otherwise) once the
+backward is over (`DeepSpeedEngine._backward_epilogue` → `allreduce_gradients`, 0.19.8), so
+its DDP is priced as a DeepSpeed scheme: bf16 bytes, nothing hidden. Megatron-LM hides its
+DDP reduction behind the backward only with `--overlap-grad-reduce` (off by default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ZeroEngine:
+    # Engine that ZeRO stages run on: "deepspeed" or "torch" (space/sharding.py).
+    zero_engine: str = "deepspeed"
+    # DDP/FSDP gradients reduced once per step (on the last micro-batch), not after every
+    # one. DeepSpeed and Megatron reduce DDP and ZeRO-1 gradients at the accumulation
+    # boundary too; DeepSpeed's per-micro-batch ZeRO-2/3 reductions are in its own terms.
+    grads_once_per_step: bool = True
+    # Engine that stage 0 (DDP) runs on: "torch" (PyTorch's or Megatron-LM's DDP) or
+    # "deepspeed" (DeepSpeed's engine without ZeRO).
+    ddp_engine: str = "torch"
+    # Whether a "torch" DDP reduction hides behind the backward (coefficients.py's overlap).
+    ddp_overlaps: bool = True
+
+    def engine_of(self, zero_stage: int) -> str:
+        """The engine that runs `zero_stage` in this trainer."""
+        return self.ddp_engine if zero_stage == 0 else self.zero_engine
+
+
+DEEPSPEED = ZeroEngine()
+RUNTIME_OF_TRAINER = {
+    "builtin": ZeroEngine(zero_engine="torch"),
+    "torchtitan": ZeroEngine(zero_engine="torch", grads_once_per_step=False),
+    "deepspeed": ZeroEngine(ddp_engine="deepspeed"),
+    "megatron-deepspeed": ZeroEngine(ddp_engine="deepspeed"),
+}
+
+
+MEGATRON_OVERLAP_FLAG = "--overlap-grad-reduce"
+
+
+def zero_engine_of_trainer(trainer: str | None, args: list[str] | tuple[str, ...] = ()) -> ZeroEngine:
+    """The runtime of a spec's `trial.trainer` (DeepSpeed's for the others and the command
+    trainer, whose code the model cannot see); `args`, the trainer's base arguments, say
+    whether Megatron-LM overlaps its DDP reduction."""
+    if trainer == "megatron-lm":
+        return ZeroEngine(ddp_overlaps=MEGATRON_OVERLAP_FLAG in args)
+    return RUNTIME_OF_TRAINER.get(trainer or "builtin", DEEPSPEED)

@@ -1,0 +1,219 @@
+"""The layout knobs, each declared once: its type, default, allowed values, default search range
+and the rule it adds to a layout.
+
+Standard library only, so the trial job (jobs/) imports it beside the result schema. Everything
+that lists the knobs derives from here: `ParallelConfig` and the job's `JobConfig` (fields and
+flags), the search space's ranges and enumeration, the spec's `space` section and list entries,
+the searchers' encodings, the journal and MLflow params. What gives a knob meaning lives where
+it belongs: its memory and time in the cost model, its mechanics in jobs/, its flags in each
+trainer adapter.
+
+Adding a knob is one `Knob(...)` below (or `declare(knob)` before the rest of ParaTune is
+imported) plus the code that gives it meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Bounds far beyond any real run, so absurd sizes are errors rather than hours of enumeration.
+MAX_FACTOR = 65_536  # parallel degrees, micro-batch size, virtual stages, layer counts
+MAX_COUNT = 10_000_000  # accumulation steps
+
+CHECKPOINT_MODES = ("none", "selective", "full")
+PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
+# AMSP's six sharding factors and ZeRO++'s secondary shard, flattened as the job's flags.
+SHARDING_FACTORS = ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
+
+Values = Mapping[str, Any]  # one layout's knob values, by name
+Ranges = Any  # the search space's ranges (space/ranges.py), one tuple per searched knob
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One layout knob.
+
+    `kind` is int, bool or str; `nullable` makes None a value (`none_means` says which).
+    `space` is the spec's default range; None marks a knob that follows from others (dp and
+    the accumulation steps follow from the world size and the global batch) and is never
+    searched. `rule` returns why a layout breaks the rule this knob adds, or None;
+    `redundant` says when the space skips a combination (the knob means nothing there, or
+    breaks its rule); `active_when` names the knob whose value decides whether this one
+    matters, for searchers with conditional dimensions; `key` is its part of a layout's
+    short name (by default `-<name><value>` when not at its default).
+    """
+
+    name: str
+    kind: type
+    default: Any
+    doc: str
+    choices: tuple = ()
+    nullable: bool = False
+    none_means: str = ""
+    maximum: int = MAX_FACTOR
+    space: tuple | None = None
+    range_words: tuple[str, ...] = ()  # words a range may hold besides values ("fit")
+    rule: Callable[[Values], str | None] | None = None
+    redundant: Callable[[Values, Ranges], bool] | None = None
+    active_when: tuple[str, Callable[[Any], bool]] | None = None
+    key: Callable[[Values], str] | None = None
+
+    @property
+    def searched(self) -> bool:
+        return self.space is not None
+
+    @property
+    def ordinal(self) -> bool:
+        """Values with a distance between them (degrees, sizes), not categories."""
+        return self.kind is int and not self.nullable and not self.choices
+
+    @property
+    def annotation(self) -> str:
+        """The field's type as the dataclasses built from this schema declare it."""
+        return self.kind.__name__ + (" | None" if self.nullable else "")
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` is not one of this knob's values, or None."""
+        if value is None and self.nullable:
+            return None
+        if self.choices:
+            if value in self.choices and isinstance(value, bool) == (self.kind is bool):
+                return None
+            return f"{self.name}({value!r}) must be one of {', '.join(map(str, self.choices))}"
+        if self.kind is int and (not isinstance(value, int) or isinstance(value, bool)
+                                 or value < 1):
+            null = f", or null {self.none_means}" if self.nullable else ""
+            return f"{self.name}({value!r}) must be a positive integer{null}"
+        return None
+
+    def parse(self, text: str) -> Any:
+        """A value back from its text (MLflow params, flags)."""
+        if self.kind is bool:
+            return text.lower() in ("true", "1", "yes")
+        if self.nullable and text in ("None", "", "null"):
+            return None
+        return self.kind(text)
+
+    def key_part(self, values: Values) -> str:
+        if self.key is not None:
+            return self.key(values)
+        value = values[self.name]
+        if value == self.default:
+            return ""
+        return f"-{self.name}" if value is True else f"-{self.name}{value}"
+
+
+def _pipelined(values: Values) -> bool:
+    return values["pp"] > 1 and values["pp_schedule"] != "1f1b"
+
+
+_KNOBS: list[Knob] = [
+    Knob("tp", int, 1, "tensor-parallel degree", space=(1,), key=lambda v: f"tp{v['tp']}"),
+    Knob("pp", int, 1, "pipeline-parallel degree (stages)", space=(1,),
+         key=lambda v: f"-pp{v['pp']}"),
+    Knob("dp", int, 1, "data-parallel degree: the world over tp x pp",
+         key=lambda v: f"-dp{v['dp']}"),
+    Knob("zero_stage", int, 0, "ZeRO stage over the dp ranks: 0 DDP, 1 optimizer states, "
+         "2 + gradients, 3 + parameters (FSDP full shard)", choices=(0, 1, 2, 3),
+         space=(0, 1, 2, 3), key=lambda v: f"-z{v['zero_stage']}"),
+    Knob("micro_batch_size", int, 1, "sequences per rank per micro-batch", space=(1, 2, 4, 8),
+         key=lambda v: f"-mbs{v['micro_batch_size']}"),
+    Knob("grad_accum_steps", int, 1, "micro-batches per optimizer step: the global batch "
+         "over micro_batch_size x dp", maximum=MAX_COUNT,
+         key=lambda v: f"-gas{v['grad_accum_steps']}"),
+    Knob("activation_checkpointing", str, "none", "which activations the backward recomputes",
+         choices=CHECKPOINT_MODES, space=CHECKPOINT_MODES,
+         key=lambda v: f"-ac{v['activation_checkpointing']}"),
+    Knob("recompute_num_layers", int, None, "with full recompute, only the first this many "
+         "layers of each pipeline stage recompute", nullable=True,
+         none_means="to recompute every layer", space=(None,), range_words=("fit",),
+         rule=lambda v: (f"recompute_num_layers({v['recompute_num_layers']}) needs "
+                         "activation_checkpointing 'full'")
+         if v["recompute_num_layers"] is not None and v["activation_checkpointing"] != "full"
+         else None,
+         redundant=lambda v, r: v["recompute_num_layers"] is not None
+         and v["activation_checkpointing"] != "full",
+         key=lambda v: "" if v["recompute_num_layers"] is None
+         else str(v["recompute_num_layers"])),
+    Knob("sequence_parallel", bool, False, "Megatron sequence parallelism within the tp group",
+         space=(False,),
+         rule=lambda v: "sequence_parallel needs tp > 1"
+         if v["sequence_parallel"] and v["tp"] == 1 else None,
+         redundant=lambda v, r: v["sequence_parallel"] and v["tp"] == 1,
+         active_when=("tp", lambda tp: tp > 1),
+         key=lambda v: "-sp" if v["sequence_parallel"] else ""),
+    Knob("pp_schedule", str, "1f1b", "pipeline schedule", choices=PP_SCHEDULES,
+         space=("1f1b",),
+         # Without a pipeline the schedules are one layout: keep the first listed.
+         redundant=lambda v, r: v["pp"] == 1 and v["pp_schedule"] != r.pp_schedule[0],
+         active_when=("pp", lambda pp: pp > 1),
+         key=lambda v: f"-{v['pp_schedule']}" if _pipelined(v) else ""),
+    Knob("virtual_stages", int, 1, "model chunks per pipeline rank (interleaved schedule)",
+         space=(1,),
+         rule=lambda v: (f"virtual_stages({v['virtual_stages']}) > 1 needs pp_schedule "
+                         "'interleaved'")
+         if v["virtual_stages"] > 1 and v["pp_schedule"] != "interleaved" else None,
+         redundant=lambda v, r: (v["pp"] == 1 and v["virtual_stages"] > 1)
+         or (v["pp_schedule"] == "interleaved") != (v["virtual_stages"] > 1),
+         active_when=("pp_schedule", lambda schedule: schedule == "interleaved"),
+         key=lambda v: str(v["virtual_stages"])
+         if _pipelined(v) and v["virtual_stages"] > 1 else ""),
+    Knob("compile", bool, False, "torch.compile the model", space=(False,),
+         key=lambda v: "-compile" if v["compile"] else ""),
+]
+_derived = False
+
+
+def declare(knob: Knob) -> None:
+    """Add a knob to the schema; only before anything has derived from it."""
+    if _derived:
+        raise RuntimeError(f"knob {knob.name!r} declared after the layout classes were built; "
+                           "declare it before importing the rest of ParaTune")
+    if any(k.name == knob.name for k in _KNOBS):
+        raise ValueError(f"knob {knob.name!r} is already declared")
+    _KNOBS.append(knob)
+
+
+def knobs() -> tuple[Knob, ...]:
+    """Every declared knob, in declaration order (the order of fields, ranges and keys)."""
+    global _derived
+    _derived = True
+    return tuple(_KNOBS)
+
+
+def searched_knobs() -> tuple[Knob, ...]:
+    return tuple(k for k in knobs() if k.searched)
+
+
+def knob(name: str) -> Knob:
+    return next(k for k in knobs() if k.name == name)
+
+
+def layout_problems(values: Values) -> list[str]:
+    """Why these knob values are no layout: each value outside its knob's domain, then each
+    broken rule, in declaration order."""
+    found = [p for k in knobs() if k.kind is not bool and (p := k.problem(values[k.name]))]
+    if found:
+        return found
+    return [reason for k in knobs() if k.rule and (reason := k.rule(values))]
+
+
+def layout_key(values: Values) -> str:
+    """A layout's short name from its knob values (sharding appended by the caller)."""
+    return "".join(k.key_part(values) for k in knobs())
+
+
+def with_knob_fields(cls: type) -> type:
+    """Class decorator, applied under @dataclass: a field per declared knob, ahead of the
+    class's own fields, typed and defaulted by the schema."""
+    own = dict(cls.__dict__.get("__annotations__", {}))
+    fields = {k.name: k.annotation for k in knobs()}
+    clash = set(fields) & set(own)
+    if clash:
+        raise TypeError(f"{cls.__name__} declares knob fields itself: {sorted(clash)}")
+    cls.__annotations__ = {**fields, **own}
+    for k in knobs():
+        setattr(cls, k.name, k.default)
+    return cls

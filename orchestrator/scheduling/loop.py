@@ -1,0 +1,283 @@
+"""The scheduling loop: fill free slots from one queue and the proposal sources, submit, poll,
+and record each ended trial.
+
+Each result is journaled before anything else is done with it (the searcher told, MLflow
+written), so a controller killed at any point resumes without losing or repeating a trial.
+Proposals the (calibrated) memory model says cannot fit are recorded as `infeasible` and never
+run. The loop never sleeps while results are arriving.
+
+When campaigns share machines each trial also needs a slot (slots.py): a campaign refused one
+waits with its next trial in hand and asks again, and reports slots free only once their
+trials are journaled as ended, so the journals never show more trials at once than granted.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from orchestrator.backends import Backend, TrialHandle
+from orchestrator.costmodel import Calibration, CostModel, calibrate
+from orchestrator.record.budget import Tally, running_gpu_hours
+from orchestrator.record.campaign import calibration_input
+from orchestrator.record.journal import REPEAT, SCREEN, SEARCH, Journal, TrialRecord
+from orchestrator.result import TrialResult
+from orchestrator.scheduling.proposals import Proposal, ProposalSource
+from orchestrator.scheduling.requests import trial_request
+from orchestrator.scheduling.slots import NoSlotLimit, TrialSlots
+from orchestrator.search import Searcher
+from orchestrator.space import ParallelConfig
+from orchestrator.spec import CampaignSpec
+from orchestrator.tracking.session import TrackingSession
+
+POLL_INTERVAL_S = 0.2
+SLOT_RETRY_S = 1.0  # a refused campaign asks again this often, or as soon as a trial of its ends
+
+# Called with ("submitted" | "finished", record) so a front end can show progress.
+EventHook = Callable[[str, TrialRecord], None]
+
+
+class SchedulingLoop:
+    def __init__(self, spec: CampaignSpec, *, campaign_dir: Path, journal: Journal,
+                 backend: Backend, searcher: Searcher, cost_model: CostModel, tally: Tally,
+                 records: dict[str, TrialRecord], started_at: float,
+                 tracking: TrackingSession | None = None, on_event: EventHook | None = None,
+                 workdir: str | None = None, slots: TrialSlots | None = None):
+        self.spec = spec
+        self.campaign_dir = campaign_dir
+        self.journal = journal
+        self.backend = backend
+        self.searcher = searcher
+        self.base_model = cost_model
+        self.cost_model = cost_model  # replaced by the calibrated model as trials end
+        self.calibration: Calibration | None = None
+        self.tally = tally
+        self.records = records
+        self._highest_id = max((int(t[1:]) for t in records if t[:1] == "t" and t[1:].isdigit()),
+                               default=0)
+        self.started_at = started_at
+        self.tracking = tracking
+        self.on_event = on_event or (lambda kind, record: None)
+        self.workdir = workdir
+        self.slots = slots or NoSlotLimit()
+        self.queue: deque[TrialRecord] = deque()  # trials to run before asking any source
+        self.running: dict[str, tuple[TrialRecord, TrialHandle]] = {}
+        self.stop_reason: str | None = None
+        self._pending: list[TrialRecord] = []
+        self._waiting: tuple[TrialRecord, bool] | None = None  # (trial, budgeted) refused a slot
+        self._retry_at = 0.0
+        self._seen = {(r.config, r.phase) for r in records.values()}
+        self.recalibrate()
+
+    # ------------------------------------------------------------- what sources read
+
+    @property
+    def busy(self) -> int:
+        return len(self.running) + len(self._pending)
+
+    def is_new(self, config: ParallelConfig, phase: str) -> bool:
+        return (config, phase) not in self._seen
+
+    @property
+    def trials_left(self) -> int:
+        return self.tally.state(self.spec.budget, self.started_at,
+                                pending=self._pending_new()).trials_left
+
+    # ------------------------------------------------------------- the loop
+
+    def run(self, sources: list[ProposalSource]) -> None:
+        """Until nothing runs, nothing waits for a slot and no source has anything more."""
+        self.slots.report(self.busy)  # trials re-attached on resume hold slots already
+        while True:
+            self._fill(sources)
+            if not self.running and self._waiting is None:
+                break
+            if not self._collect():
+                time.sleep(POLL_INTERVAL_S)
+        self.slots.report(self.busy)
+
+    def _fill(self, sources: list[ProposalSource]) -> None:
+        self._pending = []
+        while self.busy < self.spec.budget.max_concurrent and time.monotonic() >= self._retry_at:
+            entry = self._next(sources)
+            if entry is None:
+                break
+            record, budgeted = entry
+            if record.done:  # infeasible ones are recorded without running
+                continue
+            if not self.slots.acquire(self.busy):
+                self._waiting = entry  # first in line when a slot is granted
+                self._retry_at = time.monotonic() + SLOT_RETRY_S
+                break
+            self._pending.append(record)
+        if self._pending:
+            self._submit(self._pending)
+        self._pending = []
+
+    def _next(self, sources: list[ProposalSource]) -> tuple[TrialRecord, bool] | None:
+        """The trial refused a slot last time, else the queue's next (already counted in the
+        budget), else a new proposal; with whether the budget applies to it."""
+        if self._waiting is not None:
+            entry, self._waiting = self._waiting, None
+            if not (entry[1] and self._budget_spent()):
+                return entry
+            record = entry[0]  # the budget ran out while it waited: it never runs
+            del self.records[record.trial_id]
+            self._seen.discard((record.config, record.phase))
+        if self.queue:
+            return self.queue.popleft(), False
+        return self._propose(sources)
+
+    def _pending_new(self) -> int:
+        """Trials about to be submitted that the budget has not counted yet: not those a
+        resumed campaign runs again (their first submission counted them)."""
+        return sum(1 for r in self._pending if r.submitted_at is None)
+
+    def _budget_spent(self) -> str | None:
+        running = running_gpu_hours([r for r, _ in self.running.values()], time.time())
+        budget = self.tally.state(self.spec.budget, self.started_at, pending=self._pending_new(),
+                                  running_gpu_hours=running)
+        self.stop_reason = budget.exhausted()  # patience can recover as running trials improve
+        return self.stop_reason
+
+    def _propose(self, sources: list[ProposalSource]) -> tuple[TrialRecord, bool] | None:
+        spent = self._budget_spent()
+        for source in sources:
+            if source.budgeted and spent:
+                continue
+            proposal = source.propose(self)
+            if proposal is not None:
+                return self._record(proposal), source.budgeted
+        return None
+
+    def _new_trial_id(self) -> str:
+        """One past the highest ID handed out. A journal can have gaps: a trial about to be
+        submitted when the controller stopped is not in it, while those pruned after it (as
+        infeasible, journaled at once) are; counting records would then hand an ID out again."""
+        self._highest_id += 1
+        return f"t{self._highest_id:04d}"
+
+    def _record(self, proposal: Proposal) -> TrialRecord:
+        record = TrialRecord(self._new_trial_id(), proposal.config, phase=proposal.phase)
+        self.records[record.trial_id] = record
+        self._seen.add((record.config, record.phase))
+        if proposal.prune:
+            self._prune(record)
+        return record
+
+    def _prune(self, record: TrialRecord) -> None:
+        """Record the trial as infeasible, without running it, if the memory model (scaled by
+        calibration) says it cannot fit."""
+        prediction = self.cost_model.estimate(record.config)
+        scale = self.calibration.memory_scale if self.calibration else 1.0
+        if prediction.fits_scaled(scale):
+            return
+        self._finish(record, TrialResult(
+            status="infeasible", world_size=record.config.world_size,
+            error=f"predicted {prediction.memory_gb:.2f} GB per device > "
+            f"{prediction.capacity_gb:.2f} GB capacity",
+            extra={"predicted_memory_gb": prediction.memory_gb},
+        ))
+
+    def request(self, record: TrialRecord):
+        return trial_request(self.spec, record, self.campaign_dir, self.workdir, self.base_model)
+
+    def _submit(self, records: list[TrialRecord]) -> None:
+        with signals_deferred():
+            handles = self.backend.submit_many([self.request(r) for r in records])
+            for record, handle in zip(records, handles):
+                self.started(record, handle)
+
+    def started(self, record: TrialRecord, handle: TrialHandle) -> None:
+        """Journal a trial as running on `handle` (submitted now, or re-attached on resume)."""
+        first_submission = record.submitted_at is None  # resumed trials were counted already
+        record.handle = handle.info()
+        record.submitted_at = time.time()
+        self.journal.record_submitted(record)
+        if first_submission:
+            self.tally.submitted()
+        self.running[record.trial_id] = (record, handle)
+        self.on_event("submitted", record)
+
+    def _collect(self) -> int:
+        """Record every trial that has ended; return how many did."""
+        ended = 0
+        for trial_id, (record, handle) in list(self.running.items()):
+            result = handle.poll()
+            if result is None:
+                continue
+            del self.running[trial_id]
+            if result.world_size is None:
+                result.world_size = record.config.world_size
+            self._finish(record, result)
+            ended += 1
+        if ended:
+            self.slots.report(self.busy)  # after the journal has them as ended
+            self._retry_at = 0.0  # a slot of ours is free: ask for it at once
+            self.recalibrate()
+        return ended
+
+    def recalibrate(self) -> None:
+        """Refit the model on the measured trials; cheap, so done often early and then on
+        every 10th success."""
+        measured = calibration_input(list(self.records.values()))
+        successes = sum(1 for _, _, result in measured if result.ok)
+        if successes < 30 or successes % 10 == 0:
+            self.calibration = calibrate(self.base_model, measured) or self.calibration
+            if self.calibration is not None:
+                self.cost_model = self.calibration.model
+
+    def _finish(self, record: TrialRecord, result: TrialResult) -> None:
+        if result.status != "infeasible":
+            predicted = self.cost_model.estimate(record.config)
+            result.extra.setdefault("predicted_tokens_per_s", predicted.tokens_per_s)
+            result.extra.setdefault("predicted_memory_gb", predicted.memory_gb_used)
+        self.journal.record_finished(record, result)
+        record.result = result
+        record.finished_at = time.time()
+        self.tally.finished(record)
+        if teaches_searcher(record):
+            self.searcher.tell(record.config, result)
+        if self.tracking is not None:
+            if self.tracking.behind:  # MLflow was down: write everything it missed
+                self.tracking.sync(list(self.records.values()))
+            else:
+                self.tracking.track(record)
+        self.on_event("finished", record)
+
+    def cancel_running(self) -> None:
+        for _, handle in self.running.values():
+            handle.cancel()
+        self.running.clear()
+        self.slots.report(0)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM wait while trials are started and journaled: a trial started but
+    not yet journaled would be lost to both the cancel and the resume that follow them. The
+    handlers are swapped, not the signal mask, which the trials would inherit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are handled in the main thread only
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for sig in caught:
+            signal.raise_signal(sig)  # now, to the handler it was meant for
+
+
+def teaches_searcher(record: TrialRecord) -> bool:
+    """Searchers learn from the trials they proposed: search trials, or screens under halving,
+    and the repeats they asked for."""
+    return record.phase in (SEARCH, SCREEN, REPEAT)

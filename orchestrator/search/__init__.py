@@ -1,0 +1,50 @@
+"""Searchers behind one ask/tell interface (base.py); `make_searcher` builds the one a spec names.
+
+grid and random walk the candidate list; deephyper-cbo, optuna and hyperopt wrap those
+libraries' Bayesian optimisers; cost-guided is ParaTune's own, led by the calibrated cost model.
+"""
+
+from __future__ import annotations
+
+from orchestrator.common.objective import Objective
+from orchestrator.costmodel import CostModel
+from orchestrator.search.base import Searcher
+from orchestrator.search.grid import GridSearcher
+from orchestrator.search.random_search import RandomSearcher
+from orchestrator.space import ParallelConfig
+
+ALGORITHMS = ("grid", "random", "deephyper-cbo", "optuna", "hyperopt", "cost-guided")
+
+
+def make_searcher(
+    algorithm: str,
+    candidates: list[ParallelConfig],
+    objective: Objective,
+    *,
+    seed: int = 0,
+    cost_model: CostModel | None = None,
+    stop_margin: float = 0.0,
+) -> Searcher:
+    if algorithm == "grid":
+        return GridSearcher(candidates)
+    if algorithm == "random":
+        return RandomSearcher(candidates, seed=seed)
+    if algorithm == "deephyper-cbo":  # heavy imports: loaded only when chosen
+        from orchestrator.search.deephyper_cbo import DeepHyperCBOSearcher
+
+        return DeepHyperCBOSearcher(candidates, objective, seed=seed)
+    if algorithm in ("optuna", "hyperopt"):
+        from orchestrator.search.ray_tune import RayTuneSearcher
+
+        return RayTuneSearcher(candidates, objective, algorithm=algorithm, seed=seed)
+    if algorithm == "cost-guided":
+        from orchestrator.search.cost_guided import CostGuidedSearcher
+
+        if cost_model is None:
+            raise ValueError("the cost-guided searcher needs a cost model")
+        return CostGuidedSearcher(candidates, cost_model, objective, seed=seed,
+                                  stop_margin=stop_margin)
+    raise ValueError(f"unknown search algorithm {algorithm!r}")  # the spec rejects it first
+
+
+__all__ = ["ALGORITHMS", "GridSearcher", "RandomSearcher", "Searcher", "make_searcher"]

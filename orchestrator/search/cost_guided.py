@@ -1,0 +1,264 @@
+"""ParaTune's own searcher: measure what the calibrated cost model says is best, and learn
+where the model is wrong.
+
+- Every candidate is scored by the cost model, recalibrated on each result (calibration.py).
+- A surrogate models the residual log(measured/predicted) with one effect per knob value and
+  one per pair of knob values (residuals.py: Bayesian regression in its kernel form), so
+  effects the analytic model misses (a slow kernel at tp=8, a collective off its fast path for
+  one tp and group layout) are learned from few trials and carry over to untried combinations;
+  its posterior std is the uncertainty, interactions included.
+- The next config is the one with the highest upper bound, predicted · exp(residual + κ·σ);
+  the first picks also spread over the main knobs (tp, pp, sharding) so the calibration sees
+  different regimes. Then the calibrated model's VERIFY_TOP favourites (residuals aside) are
+  measured: a quirk that hits the favourite makes the residual model blame knob values it
+  shares with the runner-up, whose bound then falls with it, and only a measurement of the
+  runner-up says whether it shares the loss.
+- Out-of-memory results raise the memory model's scale so that larger layouts are skipped.
+- It stops (ask returns nothing) once no unmeasured candidate's upper bound, with the
+  interaction uncertainty in σ, reaches the best expected value of a measured one less
+  `stop_margin`.
+- Before a winner is named, contenders within the measured noise of the leader are measured
+  again (`repeat`), the closest rival first, also when the trial budget is about to end the
+  search; the noise is estimated from those repeats.
+
+Everything is computed on the objective's gain (the metric, or its reciprocal under
+`mode: min`), so "higher is better" holds inside and the mode is honoured.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from orchestrator.common.objective import Objective
+from orchestrator.costmodel import CostModel, calibrate
+from orchestrator.costmodel.calibration import FEATURES, feature_model, features
+from orchestrator.result import TrialResult
+from orchestrator.search.base import Searcher
+from orchestrator.search.encoding import KnobSpace, knob_values
+from orchestrator.search.residuals import KnobCodes, ResidualModel, group_by
+from orchestrator.space import ParallelConfig
+
+KAPPA = 2.0
+KAPPA_STOP = 3.0  # stopping needs more confidence than choosing
+MIN_TRIALS_BEFORE_STOP = 8
+DIVERSE_PICKS = 3
+DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
+MAX_MEASUREMENTS = 6  # of each contender, repeats included, that the budget is kept for
+NAMING_SHARE = 1 / 3  # at most this share of a campaign's trial budget goes to naming it
+MEASUREMENTS_WHILE_SEARCHING = 3
+FINAL_MEASUREMENTS = 12  # of one config once the search is over
+REPEAT_FROM = 12  # measured trials before the search itself re-measures the top two
+CONTENDER_Z = 2.5  # a contender's mean is within this many standard errors of the leader's
+VERIFY_TOP = 3  # the calibrated model's favourites measured right after the diverse picks
+
+
+class CostGuidedSearcher(Searcher):
+    def __init__(self, candidates: list[ParallelConfig], cost_model: CostModel,
+                 objective: Objective, *, seed: int = 0, stop_margin: float = 0.0):
+        self.candidates = list(candidates)
+        self.base = cost_model
+        self.model = cost_model
+        self.objective = objective
+        self.seed = seed
+        self.stop_margin = stop_margin
+        self.space = KnobSpace.of(self.candidates)
+        self.memory_scale = 1.0
+        self._oom_scale = 1.0
+        self.history: list[tuple[str, ParallelConfig, TrialResult]] = []  # (id, config, result)
+        self._taken: set[ParallelConfig] = set()
+        self._predictions: dict[ParallelConfig, tuple[float, bool]] = {}
+        self._prior: list[tuple[np.ndarray, float]] = []
+        self._repeating: set[ParallelConfig] = set()  # repeats asked, not yet told
+        self._multipliers = None
+        self._global_scale = 1.0
+        self._precompute()
+        self._refresh()
+
+    def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:
+        """Residuals log(measured/predicted) seen elsewhere (warm start), on shared knobs;
+        knob values this space lacks simply contribute nothing."""
+        for config, residual in residuals:
+            self._prior.append((self._codes.encode(knob_values(config)), residual))
+        self._fit_residuals()
+
+    # -------------------------------------------------------------- model updates
+
+    def _precompute(self) -> None:
+        """Estimate every candidate once. A calibrated step time is a combination of the
+        calibration features, so refits later cost one matrix product, not a re-estimate."""
+        feature_cost = feature_model(self.base)
+        self._rows: dict[ParallelConfig, list[float]] = {}
+        base_gain, base_step, used, reserve_room = [], [], [], []
+        for config in self.candidates:
+            est = self.base.estimate(config)
+            self._rows[config] = features(feature_cost, config)
+            base_gain.append(self.objective.gain(self.objective.predicted(est)))
+            base_step.append(est.step_time_s)
+            used.append(est.memory_gb_used)
+            reserve_room.append(est.capacity_gb - est.memory.reserve / 1e9)
+        self._matrix = np.array([self._rows[c] for c in self.candidates])
+        self._index = {c: i for i, c in enumerate(self.candidates)}
+        self._codes = KnobCodes(self.space.values)
+        encoded = np.array([self._codes.encode(knob_values(c)) for c in self.candidates])
+        self._residuals = ResidualModel(self._codes, encoded.reshape(len(self.candidates), -1))
+        self._base_gain, self._base_step = np.array(base_gain), np.array(base_step)
+        self._used, self._room = np.array(used), np.array(reserve_room)
+
+    def _refresh(self) -> None:
+        """Re-predict every candidate: (gain, fits) under the current fit and memory scale; the
+        gain follows the refit step time by the objective's `gain_exponent`."""
+        step = self._base_step * self._global_scale
+        if self._multipliers is not None:
+            step = self._matrix @ self._multipliers
+        gain = self._base_gain * (step / self._base_step) ** self.objective.gain_exponent
+        fits = self._used * self.memory_scale <= self._room
+        self._predictions = {c: (float(m), bool(f))
+                             for c, m, f in zip(self.candidates, gain, fits)}
+
+    def _measurements(self) -> list[tuple[ParallelConfig, float]]:
+        """(config, gain) of every successful measurement, repeats included."""
+        out = [(c, self.objective.result_gain(r)) for _, c, r in self.history]
+        return [(c, v) for c, v in out if v is not None and v > 0]
+
+    def noise(self) -> float:
+        """Std of one measurement's log gain, estimated from repeats."""
+        groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
+        return self._residuals.estimate_noise(groups)
+
+    def _fit_residuals(self) -> None:
+        ok = [(c, v) for c, v in self._measurements() if c in self._index]
+        width = len(self._codes.knobs)
+        rows = [self._residuals.candidates[self._index[c]] for c, _ in ok]
+        rows += [codes for codes, _ in self._prior]
+        y = [math.log(v / self._predictions[c][0]) for c, v in ok] + [r for _, r in self._prior]
+        self._residuals.fit(np.array(rows, dtype=np.int64).reshape(len(rows), width),
+                            np.array(y), self.noise())
+
+    def _bounds(self, configs: list[ParallelConfig], kappa: float = KAPPA) -> list[tuple[float, float]]:
+        """(expected, upper bound) of the gain for each config."""
+        i = [self._index[c] for c in configs]
+        base = np.array([self._predictions[c][0] for c in configs])
+        mean, std = self._residuals.mean[i], self._residuals.std[i]
+        return list(zip(base * np.exp(mean), base * np.exp(mean + kappa * std)))
+
+    # -------------------------------------------------------------- ask / tell
+
+    def _best_expected(self) -> float | None:
+        """The best expected gain of a measured config (its measurements, smoothed by the
+        model), the bar an unmeasured config's upper bound must reach."""
+        measured = list({c for c, _ in self._measurements() if c in self._index})
+        return max(e for e, _ in self._bounds(measured)) if measured else None
+
+    def winner(self) -> ParallelConfig | None:
+        """The measured config with the best mean log gain over its measurements."""
+        groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
+        return max(groups, key=lambda c: sum(groups[c]) / len(groups[c]), default=None)
+
+    def repeat(self, trials_left: int | None = None) -> ParallelConfig | None:
+        """A measured config to measure again: the leader or a rival whose mean is within
+        CONTENDER_Z standard errors of the leader's; the closest rival first and, of that
+        pair, the less measured. While the search runs (from REPEAT_FROM measured trials) up
+        to MEASUREMENTS_WHILE_SEARCHING each; once it is over, up to FINAL_MEASUREMENTS. Once
+        the trials left (`trials_left`, the campaign's budget) are no more than the leader and
+        its rivals need to reach MAX_MEASUREMENTS each, the search counts as over, so the
+        last trials name the winner instead of measuring layouts once; never more than
+        NAMING_SHARE of the budget, so that a small one still explores first."""
+        groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
+        if len(groups) < 2:
+            return None
+        noise = self.noise()
+        means = {c: sum(v) / len(v) for c, v in groups.items()}
+        leader = max(means, key=means.get)
+
+        def gap(c: ParallelConfig) -> float:  # the leader's lead over c, in standard errors
+            error = noise * math.sqrt(1 / len(groups[c]) + 1 / len(groups[leader]))
+            return (means[leader] - means[c]) / max(error, 1e-12)
+
+        rivals = sorted((c for c in means if c != leader and gap(c) < CONTENDER_Z), key=gap)
+        if not rivals:
+            return None
+        needed = sum(max(0, MAX_MEASUREMENTS - len(groups[c])) for c in [leader, *rivals])
+        spent = sum(1 for _, _, r in self.history if r.status != "infeasible")
+        naming = (trials_left is not None
+                  and trials_left <= min(needed, NAMING_SHARE * (spent + trials_left)))
+        over = naming or self._next() is None  # from the told results alone: a resume agrees
+        if not over and sum(map(len, groups.values())) < REPEAT_FROM:
+            return None
+        cap = FINAL_MEASUREMENTS if over else MEASUREMENTS_WHILE_SEARCHING
+        for rival in rivals:  # the closest rival first; of the pair, the less measured
+            pair = [c for c in (rival, leader) if len(groups[c]) < cap and c not in self._repeating]
+            if pair:
+                config = min(pair, key=lambda c: len(groups[c]))
+                self._repeating.add(config)
+                return config
+        return None
+
+    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
+        (self._repeating if repeat else self._taken).add(config)
+
+    def ask(self, n: int = 1) -> list[ParallelConfig]:
+        proposed: list[ParallelConfig] = []
+        for _ in range(n):
+            config = self._next()
+            if config is None:
+                break
+            self._taken.add(config)
+            proposed.append(config)
+        return proposed
+
+    def _next(self) -> ParallelConfig | None:
+        open_ = [c for c in self.candidates if c not in self._taken and self._predictions[c][1]]
+        if not open_:
+            return None
+        bounds = self._bounds(open_)
+        best = self._best_expected()
+        measured = sum(1 for _, _, r in self.history if r.status != "infeasible")
+        if (best is not None and measured >= MIN_TRIALS_BEFORE_STOP
+                and max(u for _, u in self._bounds(open_, KAPPA_STOP)) < best * (1 - self.stop_margin)):
+            return None
+        favourite = self._unverified_favourite()
+        if favourite is not None and measured >= DIVERSE_PICKS:
+            return favourite
+        order = sorted(range(len(open_)), key=lambda i: -bounds[i][1])
+        if len(self._taken) < DIVERSE_PICKS and not self._prior:
+            seen = {self._regime(c) for c in self._taken}
+            top = bounds[order[0]][1]
+            for i in order:
+                if bounds[i][1] < DIVERSITY_TOLERANCE * top:
+                    break
+                if self._regime(open_[i]) not in seen:
+                    return open_[i]
+        return open_[order[0]]
+
+    def _unverified_favourite(self) -> ParallelConfig | None:
+        """The best of the calibrated model's VERIFY_TOP fitting layouts not yet measured
+        (residuals aside), or None once all of them have been."""
+        fitting = [c for c in self.candidates if self._predictions[c][1]]
+        top = sorted(fitting, key=lambda c: -self._predictions[c][0])[:VERIFY_TOP]
+        return next((c for c in top if c not in self._taken), None)
+
+    @staticmethod
+    def _regime(config: ParallelConfig) -> tuple:
+        return (config.tp, config.pp, config.zero_stage, config.sharding)
+
+    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
+        self._taken.add(config)
+        self._repeating.discard(config)
+        self.history.append((f"t{len(self.history) + 1:04d}", config, result))
+        if result.status == "oom" and config in self._rows:
+            # The smallest memory scale at which the model would have called this config too
+            # big: every layout predicted to need as much or more is skipped from now on.
+            i = self._index[config]
+            self._oom_scale = max(self._oom_scale, 1.001 * self._room[i] / max(self._used[i], 1e-9))
+        fit = calibrate(self.base, self.history, feature_rows=self._rows, gathers_apart=False)
+        if fit is not None:
+            self.model = fit.model
+            if fit.global_scale is not None:
+                self._multipliers, self._global_scale = None, fit.global_scale
+            else:
+                self._multipliers = np.array([fit.multipliers[f] for f in FEATURES])
+        self.memory_scale = max(fit.memory_scale if fit else 1.0, self._oom_scale)
+        self._refresh()
+        self._fit_residuals()

@@ -1,0 +1,91 @@
+"""DeepHyper's centralized Bayesian optimisation (CBO) behind ask/tell.
+
+The problem has one hyperparameter per knob that varies in the space, with conditions where a
+knob only matters given another (the pipeline schedule when pp > 1, virtual stages with the
+interleaved schedule, sequence parallelism when tp > 1). CBO maximises the objective's gain
+(the metric, or its reciprocal for `mode: min`). Failures go back as DeepHyper failure values
+("F_oom", "F_failed", ...), never as made-up numbers. `fast=True` uses the sampling
+acquisition optimiser on 1,000 points, which brings `ask` from ~10 s to ~0.4 s here.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+from orchestrator.common.objective import Objective
+from orchestrator.result import TrialResult
+from orchestrator.search.base import Searcher
+from orchestrator.search.encoding import CONDITIONS, KnobSpace
+from orchestrator.space import ParallelConfig
+
+
+class DeepHyperCBOSearcher(Searcher):
+    def __init__(self, candidates: list[ParallelConfig], objective: Objective, *, seed: int = 0,
+                 fast: bool = True, n_initial_points: int | None = None):
+        self.space = KnobSpace.of(candidates)
+        self.objective = objective
+        self._taken: set[ParallelConfig] = set()
+        self._asked: dict[ParallelConfig, dict[str, Any]] = {}
+        self._log_dir = tempfile.TemporaryDirectory(prefix="paratune-cbo-")
+        self.problem = self._problem(seed)
+        # Layouts pruned as infeasible come back as failures too: no quota on failures.
+        acq_kwargs: dict[str, Any] = {"max_total_failures": -1}
+        kwargs: dict[str, Any] = {}
+        if fast:
+            kwargs["acq_optimizer"] = "sampling"
+            acq_kwargs["n_points"] = 1000
+        kwargs["acq_optimizer_kwargs"] = acq_kwargs
+        if n_initial_points is not None:
+            kwargs["n_initial_points"] = n_initial_points
+        from deephyper.hpo import CBO
+
+        self.cbo = CBO(self.problem, random_state=seed, log_dir=self._log_dir.name,
+                       checkpoint_history_to_csv=False, **kwargs)
+
+    def _problem(self, seed: int):
+        import ConfigSpace as cs
+        from deephyper.hpo import HpProblem
+
+        problem = HpProblem(seed=seed)
+        hp = {}
+        for knob, values in self.space.values.items():
+            hp[knob] = problem.add_hyperparameter([_text(v) for v in values], knob)
+        for child, (parent, matters) in CONDITIONS.items():
+            if child in hp and parent in hp:
+                values = self.space.values[parent]
+                active = [_text(v) for v in values if matters(v)]
+                if active and len(active) < len(values):
+                    problem.add_condition(cs.InCondition(hp[child], hp[parent], active))
+        return problem
+
+    def _to_point(self, suggestion: dict[str, Any]) -> dict[str, Any]:
+        point = {}
+        for knob, values in self.space.values.items():
+            text = suggestion.get(knob)
+            matches = [v for v in values if _text(v) == text]
+            point[knob] = matches[0] if matches else values[0]  # inactive: first value
+        return point
+
+    def ask(self, n: int = 1) -> list[ParallelConfig]:
+        proposed = []
+        for suggestion in self.cbo.ask(n):
+            config = self.space.nearest(self._to_point(suggestion), self._taken)
+            if config is None:
+                break
+            self._taken.add(config)
+            self._asked[config] = suggestion
+            proposed.append(config)
+        return proposed
+
+    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
+        self._taken.add(config)
+        suggestion = self._asked.pop(config, None)
+        if suggestion is None:  # replayed from a journal, or proposed by someone else
+            suggestion = {k: _text(v) for k, v in self.space.point(config).items()}
+        value = self.objective.result_gain(result)
+        self.cbo.tell([(suggestion, value if value is not None else f"F_{result.status}")])
+
+
+def _text(value: Any) -> str:
+    return str(value)

@@ -1,0 +1,70 @@
+"""Knobs of a candidate list, for searchers that think in dimensions rather than in configs.
+
+A model-based searcher proposes a point of the knob grid (one value per knob); not every point
+is a valid layout (tp · pp must divide the world, ...), so `nearest` maps a point to the closest
+valid candidate not yet taken: ordinal distance on numeric knobs, 0/1 on categorical ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.layout import searched_knobs
+from orchestrator.space import ParallelConfig
+
+# The searched knobs, zero_stage standing for the whole sharding choice (a ZeRO stage or a set
+# of AMSP factors).
+KNOBS = tuple("sharding" if k.name == "zero_stage" else k.name for k in searched_knobs())
+NUMERIC = {k.name for k in searched_knobs() if k.ordinal}
+# Knob -> (the knob deciding whether it matters, and when it does), for conditional searchers.
+CONDITIONS = {k.name: k.active_when for k in searched_knobs() if k.active_when}
+
+
+def knob_values(config: ParallelConfig) -> dict[str, Any]:
+    """A config as knob values; `sharding` is the ZeRO stage or the AMSP factors as text."""
+    values = config.knob_values()
+    values["sharding"] = (f"amsp{config.sharding.as_tuple()}" if config.sharding is not None
+                          else f"zero{config.zero_stage}")
+    return {knob: values[knob] for knob in KNOBS}
+
+
+@dataclass
+class KnobSpace:
+    candidates: list[ParallelConfig]
+    values: dict[str, list]  # knob -> its distinct values, sorted; only knobs that vary
+
+    @classmethod
+    def of(cls, candidates: list[ParallelConfig]) -> "KnobSpace":
+        seen: dict[str, set] = {k: set() for k in KNOBS}
+        for config in candidates:
+            for knob, value in knob_values(config).items():
+                seen[knob].add(value)
+        values = {k: sorted(v, key=str) if k not in NUMERIC else sorted(v)
+                  for k, v in seen.items() if len(v) > 1}
+        return cls(candidates, values)
+
+    def point(self, config: ParallelConfig) -> dict[str, Any]:
+        values = knob_values(config)
+        return {k: values[k] for k in self.values}
+
+    def _distance(self, a: dict[str, Any], b: dict[str, Any]) -> float:
+        total = 0.0
+        for knob, values in self.values.items():
+            if knob in NUMERIC:
+                total += abs(values.index(a[knob]) - values.index(b[knob]))
+            else:
+                total += 0.0 if a[knob] == b[knob] else 1.0
+        return total
+
+    def nearest(self, point: dict[str, Any], taken: set[ParallelConfig]) -> ParallelConfig | None:
+        best, best_distance = None, float("inf")
+        for config in self.candidates:
+            if config in taken:
+                continue
+            distance = self._distance(point, self.point(config))
+            if distance < best_distance:
+                best, best_distance = config, distance
+                if distance == 0:
+                    break
+        return best

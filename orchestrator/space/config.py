@@ -1,0 +1,154 @@
+"""`ParallelConfig`: one point of the search space, and the layout checks it must pass. Its
+knob fields come from the layout schema (orchestrator/layout.py); sharding factors are its own."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.layout import (
+    CHECKPOINT_MODES,
+    PP_SCHEDULES,
+    SHARDING_FACTORS,
+    knobs,
+    layout_key,
+    layout_problems,
+    with_knob_fields,
+)
+from orchestrator.space.errors import InvalidConfig
+from orchestrator.space.sharding import ShardingFactors, dp_mesh
+
+__all__ = ["CHECKPOINT_MODES", "PP_SCHEDULES", "ParallelConfig"]
+
+
+@dataclass(frozen=True, order=True)
+@with_knob_fields
+class ParallelConfig:
+    """How one training step is laid out across ranks: one field per layout knob, then
+    `sharding`.
+
+    zero_stage follows DeepSpeed: 0 = DDP, 1 = optimizer states sharded, 2 = + gradients,
+    3 = + parameters (FSDP full shard), each over the `dp` ranks. `sharding`, when set, gives
+    AMSP's six factors instead and overrides zero_stage. `virtual_stages` > 1 only with the
+    interleaved pipeline schedule. `recompute_num_layers`, with full checkpointing, recomputes
+    only the first that many layers of each pipeline stage (virtual chunk), Megatron-LM's block
+    method and InternEvo's checkpoint fraction: the fewest that fit buy back compute that
+    recomputing every layer spends; None recomputes them all.
+    """
+
+    sharding: ShardingFactors | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sharding, dict):  # from JSON
+            object.__setattr__(self, "sharding", ShardingFactors(**self.sharding))
+        problems = layout_problems(self.knob_values())
+        if problems:
+            raise InvalidConfig(problems[0])
+
+    def knob_values(self) -> dict[str, Any]:
+        return {k.name: getattr(self, k.name) for k in knobs()}
+
+    def recompute_fraction(self, num_layers: int) -> float:
+        """The share of the layers whose forward the backward replays (0 without full
+        recompute)."""
+        if self.activation_checkpointing != "full":
+            return 0.0
+        if self.recompute_num_layers is None:
+            return 1.0
+        return min(1.0, self.recompute_num_layers * self.pp * self.virtual_stages / num_layers)
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def global_batch_size(self) -> int:
+        return self.micro_batch_size * self.grad_accum_steps * self.dp
+
+    def factors(self, gpus_per_node: int, zero_engine: str = "deepspeed") -> ShardingFactors:
+        """The AMSP factors of this layout: explicit, or those of its ZeRO stage run on
+        `zero_engine` (the trainer's: costmodel/zero_engine.py)."""
+        if self.sharding is not None:
+            return self.sharding
+        return ShardingFactors.from_zero_stage(
+            self.zero_stage, *dp_mesh(self.dp, self.tp, gpus_per_node), engine=zero_engine
+        )
+
+    def validate(
+        self,
+        *,
+        world_size: int,
+        num_heads: int,
+        num_layers: int,
+        global_batch_size: int,
+        gpus_per_node: int | None = None,
+    ) -> "ParallelConfig":
+        """Raise InvalidConfig unless this layout fits the world, the model and the batch."""
+        if self.world_size != world_size:
+            raise InvalidConfig(
+                f"tp({self.tp}) * pp({self.pp}) * dp({self.dp}) = {self.world_size} "
+                f"!= WORLD_SIZE({world_size})"
+            )
+        if num_heads % self.tp:
+            raise InvalidConfig(f"tp({self.tp}) does not divide num_heads({num_heads})")
+        if num_layers % self.pp:
+            raise InvalidConfig(f"pp({self.pp}) does not divide num_layers({num_layers})")
+        if self.global_batch_size() != global_batch_size:
+            raise InvalidConfig(
+                f"micro_batch_size({self.micro_batch_size}) * grad_accum_steps"
+                f"({self.grad_accum_steps}) * dp({self.dp}) = {self.global_batch_size()} "
+                f"!= GLOBAL_BATCH({global_batch_size})"
+            )
+        if num_layers % (self.pp * self.virtual_stages):
+            raise InvalidConfig(
+                f"pp({self.pp}) * virtual_stages({self.virtual_stages}) does not divide "
+                f"num_layers({num_layers})"
+            )
+        chunk = num_layers // (self.pp * self.virtual_stages)
+        if self.recompute_num_layers is not None and self.recompute_num_layers >= chunk:
+            raise InvalidConfig(
+                f"recompute_num_layers({self.recompute_num_layers}) must be below the "
+                f"{chunk} layers of a pipeline stage; null recomputes them all"
+            )
+        if self.sharding is not None and gpus_per_node is not None:
+            self.sharding.validate(*dp_mesh(self.dp, self.tp, gpus_per_node))
+        return self
+
+    def key(self) -> str:
+        """A stable short identity, used to recognise a config already tried."""
+        key = layout_key(self.knob_values())
+        if self.sharding is not None:
+            key += "-amsp" + "".join(map(str, self.sharding.as_tuple()))
+            if self.sharding.secondary > 1:
+                key += f"h{self.sharding.secondary}"
+            if self.sharding.engine != "amsp":
+                key += f"-{self.sharding.engine}"
+        return key
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["sharding"] = self.sharding.to_dict() if self.sharding else None
+        return data
+
+    def to_params(self) -> dict[str, Any]:
+        """Flat fields (sharding factors spread out), for trackers and external commands."""
+        data = {k: v for k, v in self.to_dict().items() if k != "sharding"}
+        data.update(self.sharding.to_dict() if self.sharding else {})
+        return data
+
+    @classmethod
+    def from_params(cls, params: dict[str, str]) -> "ParallelConfig":
+        """Back from `to_params` as text (MLflow params): types restored, factors regrouped."""
+        typed: dict[str, Any] = {k.name: k.parse(params[k.name]) for k in knobs()
+                                 if k.name in params}
+        if all(n in params for n in SHARDING_FACTORS):
+            names = (*SHARDING_FACTORS, "secondary")
+            typed["sharding"] = ShardingFactors(
+                **{n: int(params[n]) for n in names if n in params},
+                **({"engine": params["engine"]} if "engine" in params else {}))
+        return cls(**typed)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ParallelConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

@@ -1,0 +1,122 @@
+"""The search space: every valid `ParallelConfig` for a model, a cluster and a scale.
+
+Candidates are the cross product of plain `SpaceRanges`; dp and the accumulation steps follow
+from the world size and the global batch, so every candidate passes `ParallelConfig.validate`.
+The `amsp` kind replaces zero_stage by every set of AMSP factors that meets the paper's
+constraints (3)-(7) on the layout's data-parallel mesh.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from orchestrator.common.errors import SpecError
+from orchestrator.layout import searched_knobs
+from orchestrator.space.config import ParallelConfig
+from orchestrator.space.errors import InvalidConfig
+from orchestrator.space.ranges import FIT, SpaceRanges
+from orchestrator.space.sharding import ShardingFactors, dp_mesh
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def amsp_factor_sets(s0dp: int, s1dp: int) -> list[ShardingFactors]:
+    """All factor sets meeting AMSP constraints (3)-(7) and s_g ∈ {s_p, s_os}."""
+    # Per component, (s0, s1) pairs that fill a node before spanning nodes (constraint 7).
+    pairs = [(s0, 1) for s0 in _divisors(s0dp)] + [(s0dp, s1) for s1 in _divisors(s1dp) if s1 > 1]
+    found = []
+    for p, g, o in itertools.product(pairs, repeat=3):
+        factors = ShardingFactors(p[0], p[1], g[0], g[1], o[0], o[1])
+        try:
+            found.append(factors.validate(s0dp, s1dp))
+        except InvalidConfig:
+            continue
+    return found
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Ranges plus the shape every candidate must fit; `CampaignSpec.search_space()` builds one."""
+
+    ranges: SpaceRanges
+    world_size: int
+    gpus_per_node: int
+    num_heads: int
+    num_layers: int
+    global_batch_size: int
+
+    def candidates(self, refused: list[str] | None = None,
+                   fit: Callable[[ParallelConfig], ParallelConfig] | None = None,
+                   ) -> list[ParallelConfig]:
+        """All valid configs, in a fixed order (the grid searcher's order), each once;
+        `refused` collects why each layout that got as far as the layout checks failed them.
+        A layout whose recompute_num_layers is FIT comes with full recompute, passed through
+        `fit` (a memory model's fewest layers that fit) when one is given."""
+        if self.ranges.kind == "list":
+            return self._listed()
+        s = self.ranges
+        # zero_stage is varied per layout by _shardings (or replaced by AMSP's factors).
+        varied = [k for k in searched_knobs() if k.name != "zero_stage"]
+        found = []
+        for combination in itertools.product(*(getattr(s, k.name) for k in varied)):
+            values = dict(zip((k.name for k in varied), combination))
+            tp, pp, mbs = values["tp"], values["pp"], values["micro_batch_size"]
+            if self.world_size % (tp * pp):
+                continue
+            if any(k.redundant(values, s) for k in varied if k.redundant):
+                continue
+            dp = self.world_size // (tp * pp)
+            if self.global_batch_size % (mbs * dp):
+                continue
+            layers = values["recompute_num_layers"]
+            base = dict(values, dp=dp, grad_accum_steps=self.global_batch_size // (mbs * dp),
+                        recompute_num_layers=None if layers == FIT else layers)
+            for sharding in self._shardings(dp, tp):
+                valid = self._valid(base, sharding, refused)
+                found += [fit(c) for c in valid] if layers == FIT and fit else valid
+        return list(dict.fromkeys(found))  # a fitted layout may be one listed as it is
+
+    def _listed(self) -> list[ParallelConfig]:
+        """space.configs as given; dp and grad_accum_steps filled in from the scale."""
+        found = []
+        for index, entry in enumerate(self.ranges.configs):
+            fields = dict(entry)
+            tp, pp, mbs = fields.get("tp", 1), fields.get("pp", 1), fields.get("micro_batch_size", 1)
+            fields.setdefault("dp", max(1, self.world_size // (tp * pp)))
+            fields.setdefault("grad_accum_steps", max(1, self.global_batch_size // (mbs * fields["dp"])))
+            try:
+                config = ParallelConfig(**fields)
+                config.validate(
+                    world_size=self.world_size, num_heads=self.num_heads,
+                    num_layers=self.num_layers, global_batch_size=self.global_batch_size,
+                    gpus_per_node=self.gpus_per_node,
+                )
+            except (InvalidConfig, TypeError) as exc:
+                raise SpecError(f"space.configs[{index}]: {exc}") from None
+            found.append(config)
+        return found
+
+    def _shardings(self, dp: int, tp: int) -> list[dict]:
+        if self.ranges.kind == "amsp":
+            return [{"sharding": f} for f in amsp_factor_sets(*dp_mesh(dp, tp, self.gpus_per_node))]
+        # zero > 0 with dp == 1 shards over nothing: the same as zero 0.
+        return [{"zero_stage": z} for z in self.ranges.zero_stage if z == 0 or dp > 1]
+
+    def _valid(self, base: dict, sharding: dict,
+               refused: list[str] | None = None) -> list[ParallelConfig]:
+        try:
+            config = ParallelConfig(**base, **sharding)
+            config.validate(
+                world_size=self.world_size, num_heads=self.num_heads,
+                num_layers=self.num_layers, global_batch_size=self.global_batch_size,
+                gpus_per_node=self.gpus_per_node,
+            )
+        except InvalidConfig as exc:
+            if refused is not None:
+                refused.append(str(exc))
+            return []
+        return [config]

@@ -1,0 +1,24 @@
+"""A campaign spec's own cost model and candidates: the glue between a whole spec and the pure
+stages (the cost model and the search space take plain shapes, never a spec)."""
+
+from __future__ import annotations
+
+from orchestrator.costmodel import CostModel
+from orchestrator.costmodel.recompute import fewest_recomputed_layers
+from orchestrator.costmodel.zero_engine import zero_engine_of_trainer
+from orchestrator.space import ParallelConfig
+from orchestrator.spec.campaign import CampaignSpec
+
+
+def cost_model_for(spec: CampaignSpec) -> CostModel:
+    """The default cost model of a campaign spec, for the trainer its trials run."""
+    megatron_args = spec.trial.megatron.args if spec.trial.megatron else ()
+    return CostModel(spec.model, spec.cluster, spec.gpus_per_node, spec.trial.flash_attention,
+                     runtime=zero_engine_of_trainer(spec.trial.trainer, megatron_args))
+
+
+def fitted_candidates(spec: CampaignSpec, cost: CostModel | None = None) -> list[ParallelConfig]:
+    """A campaign spec's layouts, each `recompute_num_layers: fit` resolved by `cost` (the
+    spec's default cost model if none is given)."""
+    cost = cost or cost_model_for(spec)
+    return spec.candidates(fit=lambda config: fewest_recomputed_layers(cost, config))

@@ -1,0 +1,203 @@
+"""MLflow tracking: one experiment per campaign, a parent run for it, one child run per trial.
+
+Each trial is written with one `MlflowClient.log_batch` call (about 30 ms here, against about
+200 ms through the fluent API). Config fields become params, result fields metrics (per-step
+times as a series), status and failure reason tags, and the trial log an artifact. A trial's
+run starts and ends when the trial did (the journal's times), not when it is written.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from orchestrator.common.objective import Objective
+from orchestrator.result import METRIC_FIELDS, TrialResult
+from orchestrator.space import ParallelConfig
+from orchestrator.tracking.view import experiment_tags
+
+MAX_TAG_CHARS = 5000
+
+
+def _fast_sqlite() -> None:
+    """WAL journaling with synchronous=NORMAL for SQLite stores: a commit no longer waits for
+    an fsync (about 20 ms to 4 ms per trial here). A crash can lose the last commits, never
+    corrupt the file; the campaign journal, fsynced, re-sends what MLflow lost on resume."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    if getattr(_fast_sqlite, "done", False):
+        return
+
+    @event.listens_for(Engine, "connect")
+    def _pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - SQLAlchemy's signature
+        if type(dbapi_connection).__module__.startswith("sqlite3"):
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+    _fast_sqlite.done = True
+
+
+@contextmanager
+def _first_use(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock on `<store>.lock` while a SQLite store is opened: MLflow creates
+    and migrates its tables on first use, and two controllers doing so at once (a service
+    starting campaigns together) leave a store that fails with "table already exists"."""
+    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if not path or path == ":memory:":
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1000)
+
+
+class Tracker:
+    def __init__(self, uri: str, experiment: str, artifact_root: Path | None = None,
+                 objective: Objective | None = None):
+        """Open (or create) the experiment and make sure it carries the experiment kind and,
+        given the campaign's objective, the saved trial view (tracking_view.py)."""
+        from mlflow.tracking import MlflowClient
+
+        if uri.startswith("sqlite:"):
+            _fast_sqlite()
+        self.uri = uri
+        with _first_use(uri):
+            self.client = MlflowClient(tracking_uri=uri)
+            self.experiment_id = self._experiment(experiment, artifact_root,
+                                                  experiment_tags(objective))
+
+    def _experiment(self, name: str, artifact_root: Path | None, tags: dict[str, str]) -> str:
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            for key, value in tags.items():  # experiments of older campaigns get them on resume
+                if found.tags.get(key) != value:
+                    self.client.set_experiment_tag(found.experiment_id, key, value)
+            return found.experiment_id
+        location = None
+        if artifact_root is not None and not self.uri.startswith(("http://", "https://")):
+            location = (artifact_root / name).resolve().as_uri()
+        return self.client.create_experiment(name, artifact_location=location, tags=tags)
+
+    def run_exists(self, run_id: str) -> bool:
+        """False only when the store answers that it has no such run."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_run(run_id)
+        except MlflowException as exc:
+            if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return False
+            raise
+        return True
+
+    def start_campaign(self, name: str, params: dict[str, Any]) -> str:
+        run = self.client.create_run(
+            self.experiment_id, run_name=name, tags={"paratune.kind": "campaign"}
+        )
+        self._log(run.info.run_id, params=params)
+        return run.info.run_id
+
+    def log_trial(
+        self,
+        parent_run_id: str,
+        trial_id: str,
+        config: ParallelConfig,
+        result: TrialResult,
+        *,
+        artifacts: list[Path] = (),
+        extra_params: dict[str, Any] | None = None,
+        started_at: float | None = None,
+        ended_at: float | None = None,
+    ) -> str:
+        """The trial's run, from `started_at` to `ended_at` (epoch seconds; now if None)."""
+        tags = {
+            "mlflow.parentRunId": parent_run_id,
+            "paratune.kind": "trial",
+            "paratune.trial_id": trial_id,
+            "paratune.status": result.status,
+            "paratune.config_key": config.key(),
+        }
+        if result.error:
+            tags["paratune.error"] = result.error[:MAX_TAG_CHARS]
+        run = self.client.create_run(self.experiment_id, start_time=_ms(started_at),
+                                     run_name=trial_id, tags=tags)
+        run_id = run.info.run_id
+        metrics = {name: result.metric(name) for name in METRIC_FIELDS}
+        metrics.update({k: v for k, v in result.extra.items() if isinstance(v, (int, float))})
+        self._log(
+            run_id,
+            params={**config.to_params(), **(extra_params or {})},
+            metrics={k: v for k, v in metrics.items() if v is not None},
+            series={"step_time_s_series": result.step_times_s},
+            timestamp_ms=_ms(ended_at),
+        )
+        for artifact in artifacts:
+            self.client.log_artifact(run_id, str(artifact))
+        self.client.set_terminated(run_id, status="FINISHED" if result.ok else "FAILED",
+                                   end_time=_ms(ended_at))
+        return run_id
+
+    def _trial_run_objects(self) -> list:
+        return self.client.search_runs(
+            [self.experiment_id], filter_string="tags.`paratune.kind` = 'trial'", max_results=50000
+        )
+
+    def trial_runs(self) -> dict[str, tuple[str, bool]]:
+        """trial_id -> (run_id, finished) for every trial run of this experiment."""
+        return {r.data.tags.get("paratune.trial_id", ""): (r.info.run_id, r.info.status != "RUNNING")
+                for r in self._trial_run_objects()}
+
+    def finish_campaign(self, run_id: str, summary: dict[str, Any],
+                        table: dict[str, list] | None = None, note: str | None = None,
+                        pruned: dict[str, list] | None = None) -> None:
+        """Close the campaign's run with its summary metrics, a table of every trial (shown
+        in the run's Artifacts and the Evaluation view), one of the layouts pruned without
+        running, and a description in the run's note."""
+        metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float))}
+        tags = {f"paratune.{k}": str(v) for k, v in summary.items() if isinstance(v, str)}
+        if note:
+            tags["mlflow.note.content"] = note
+        self._log(run_id, metrics=metrics, tags=tags)
+        if table:
+            self.client.log_table(run_id, data=table, artifact_file="campaign_summary.json")
+        if pruned:
+            self.client.log_table(run_id, data=pruned, artifact_file="pruned_layouts.json")
+        self.client.set_terminated(run_id, status="FINISHED")
+
+    def _log(
+        self,
+        run_id: str,
+        *,
+        params: dict[str, Any] | None = None,
+        metrics: dict[str, float] | None = None,
+        series: dict[str, list[float]] | None = None,
+        tags: dict[str, str] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = timestamp_ms or int(time.time() * 1000)
+        batch_metrics = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()]
+        for key, values in (series or {}).items():
+            batch_metrics += [Metric(key, float(v), now, step) for step, v in enumerate(values)]
+        self.client.log_batch(
+            run_id,
+            metrics=batch_metrics,
+            params=[Param(k, str(v)) for k, v in (params or {}).items()],
+            tags=[RunTag(k, v) for k, v in (tags or {}).items()],
+        )
