@@ -15,12 +15,9 @@ import socket
 import time
 from typing import Any
 
-from submitit import JobEnvironment
-from submitit.helpers import TorchDistributedEnvironment
-
 from orchestrator.backends.base import TrialRequest, start_trial
 from orchestrator.result import TrialResult
-from orchestrator.trial.process import TrialProcess, node_argv, rank_argv, trial_env
+from orchestrator.trial.process import TrialProcess, rank_argv, trial_env
 
 
 def _watch(process: TrialProcess, poll_s: float) -> TrialResult:
@@ -53,7 +50,7 @@ def run_trial_to_end(request: TrialRequest, poll_s: float = 0.5) -> dict[str, An
             signal.signal(signal.SIGTERM, previous)
 
 
-def _on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -> TrialResult:
+def run_on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -> TrialResult:
     """Run this task's part of a trial as a child in the task's process group (so the
     scheduler's stop reaches it), killed with its tree on any exception, timeout enforced.
 
@@ -75,13 +72,6 @@ def _on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -
     return _watch(process, poll_s)
 
 
-def run_rank(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
-    """One rank of a `rank-env` trial launched as one task per rank (srun): rank, world and
-    rendezvous come from the scheduler (submitit's TorchDistributedEnvironment); the result
-    comes back from rank 0 (None from the others)."""
-    rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False).rank
-    result = _on_node(request, rank_argv(request.run), rank, poll_s)
-    return result.to_dict() if rank == 0 else None
 
 
 def run_rank_at(request: TrialRequest, rank: int, local: tuple[int, int],
@@ -98,31 +88,5 @@ def run_rank_at(request: TrialRequest, rank: int, local: tuple[int, int],
     with open(request.folder.rank_log(rank), "a") as log:
         log.write(f"paratune: rank {rank} of {world} on {socket.gethostname()} (local rank "
                   f"{local[0]} of {local[1]}), rendezvous at {master[0]}:{master[1]}\n")
-    result = _on_node(placed, rank_argv(request.run), rank, poll_s)
+    result = run_on_node(placed, rank_argv(request.run), rank, poll_s)
     return result.to_dict() if rank == 0 else None
-
-
-def run_node(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
-    """One node of a `torchrun` trial launched as one task per node: torchrun starts this
-    node's ranks and meets the other nodes' at the allocation's first host. The result comes
-    back from the first node (None from the others)."""
-    job = JobEnvironment()
-    per_node = -(-request.world_size // job.num_nodes)
-    argv = node_argv(request.run, nodes=job.num_nodes, node_rank=job.node, per_node=per_node,
-                     master=job.hostnames[0], port=rendezvous_port(job.job_id),
-                     rendezvous_id=str(job.job_id))
-    result = _on_node(request, argv, job.node, poll_s)
-    return result.to_dict() if job.node == 0 else None
-
-
-def run_once(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | None:
-    """A `self` trial (it starts its own ranks over the allocation) from the job's first task."""
-    if JobEnvironment().global_rank != 0:
-        return None
-    return _on_node(request, list(request.run.program), 0, poll_s).to_dict()
-
-
-def rendezvous_port(job_id: str) -> int:
-    """A port for torchrun's c10d store, spread by job so trials sharing a node differ."""
-    digits = "".join(ch for ch in str(job_id) if ch.isdigit()) or "0"
-    return 20000 + int(digits) % 20000

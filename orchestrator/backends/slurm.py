@@ -3,8 +3,8 @@
 A trial asks for ceil(world / gpus_per_node) nodes. A trainer that is one rank (the built-in
 job) gets a task per rank, each reading its rank and rendezvous from the allocation (submitit's
 TorchDistributedEnvironment); a torchrun-launched trainer gets a task per node, each running
-torchrun with a c10d rendezvous on the allocation's first host (process_trial.py). Several trials submitted together go out as a
-job array limited to `array_parallelism` running at once. The sbatch script submitit writes
+torchrun with a c10d rendezvous on the allocation's first host (slurm_tasks.py). Several trials
+submitted together go out as a job array limited to `array_parallelism` running at once. The sbatch script submitit writes
 stays in the trial's `slurm/` folder with its logs.
 
 Slurm states become statuses: TIMEOUT -> timeout, OUT_OF_MEMORY -> oom, NODE_FAIL and
@@ -33,7 +33,7 @@ from typing import Any
 import submitit
 
 from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
-from orchestrator.backends.on_node import run_node, run_once, run_rank
+from orchestrator.backends.slurm_tasks import run_node, run_once, run_rank
 from orchestrator.result import TrialResult
 from orchestrator.trial.folder import TrialFolder
 

@@ -15,7 +15,7 @@ import sys
 
 MOVED = {
     "orchestrator.backends.extension_locks": "orchestrator.trial.extension_locks",
-    "orchestrator.backends.process_trial": "orchestrator.backends.on_node",
+    "orchestrator.backends.process_trial": "orchestrator.backends.slurm_tasks",
     "orchestrator.backends.trial_process": "orchestrator.trial.process",
     "orchestrator.budget": "orchestrator.record.budget",
     "orchestrator.campaign": "orchestrator.record.campaign",

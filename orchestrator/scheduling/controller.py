@@ -249,9 +249,10 @@ class Controller:
 
     def _summary_metrics(self, summary: CampaignSummary, loop: SchedulingLoop) -> dict[str, Any]:
         out: dict[str, Any] = {f"trials_{k}": v for k, v in summary.counts().items()}
-        if loop.calibration is not None:
-            out["calibration_median_abs_error"] = loop.calibration.median_abs_error
-            out["calibration_spearman"] = loop.calibration.spearman
+        calibration = loop.model.calibration
+        if calibration is not None:
+            out["calibration_median_abs_error"] = calibration.median_abs_error
+            out["calibration_spearman"] = calibration.spearman
         if summary.best is not None:
             metric = self.view.objective.metric
             out[f"best_{metric}"] = summary.best.result.metric(metric)

@@ -3,8 +3,9 @@ and record each ended trial.
 
 Each result is journaled before anything else is done with it (the searcher told, MLflow
 written), so a controller killed at any point resumes without losing or repeating a trial.
-Proposals the (calibrated) memory model says cannot fit are recorded as `infeasible` and never
-run. The loop never sleeps while results are arriving.
+What a proposal costs, whether it fits and what was predicted is the live cost model's
+(live_cost_model.py); what MLflow gets is the tracking session's. The loop never sleeps while
+results are arriving.
 
 When campaigns share machines each trial also needs a slot (slots.py): a campaign refused one
 waits with its next trial in hand and asks again, and reports slots free only once their
@@ -22,11 +23,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.backends import Backend, TrialHandle
-from orchestrator.costmodel import Calibration, CostModel, calibrate
+from orchestrator.costmodel import CostModel
 from orchestrator.record.budget import Tally, running_gpu_hours
-from orchestrator.record.campaign import calibration_input
 from orchestrator.record.journal import REPEAT, SCREEN, SEARCH, Journal, TrialRecord
 from orchestrator.result import TrialResult
+from orchestrator.scheduling.live_cost_model import LiveCostModel
 from orchestrator.scheduling.proposals import Proposal, ProposalSource
 from orchestrator.scheduling.requests import trial_request
 from orchestrator.scheduling.slots import NoSlotLimit, TrialSlots
@@ -53,9 +54,7 @@ class SchedulingLoop:
         self.journal = journal
         self.backend = backend
         self.searcher = searcher
-        self.base_model = cost_model
-        self.cost_model = cost_model  # replaced by the calibrated model as trials end
-        self.calibration: Calibration | None = None
+        self.model = LiveCostModel(cost_model, list(records.values()))
         self.tally = tally
         self.records = records
         self._highest_id = max((int(t[1:]) for t in records if t[:1] == "t" and t[1:].isdigit()),
@@ -72,7 +71,6 @@ class SchedulingLoop:
         self._waiting: tuple[TrialRecord, bool] | None = None  # (trial, budgeted) refused a slot
         self._retry_at = 0.0
         self._seen = {(r.config, r.phase) for r in records.values()}
-        self.recalibrate()
 
     # ------------------------------------------------------------- what sources read
 
@@ -166,26 +164,12 @@ class SchedulingLoop:
         record = TrialRecord(self._new_trial_id(), proposal.config, phase=proposal.phase)
         self.records[record.trial_id] = record
         self._seen.add((record.config, record.phase))
-        if proposal.prune:
-            self._prune(record)
+        if proposal.prune and (infeasible := self.model.infeasible(record.config)):
+            self._finish(record, infeasible)  # recorded, never run
         return record
 
-    def _prune(self, record: TrialRecord) -> None:
-        """Record the trial as infeasible, without running it, if the memory model (scaled by
-        calibration) says it cannot fit."""
-        prediction = self.cost_model.estimate(record.config)
-        scale = self.calibration.memory_scale if self.calibration else 1.0
-        if prediction.fits_scaled(scale):
-            return
-        self._finish(record, TrialResult(
-            status="infeasible", world_size=record.config.world_size,
-            error=f"predicted {prediction.memory_gb:.2f} GB per device > "
-            f"{prediction.capacity_gb:.2f} GB capacity",
-            extra={"predicted_memory_gb": prediction.memory_gb},
-        ))
-
     def request(self, record: TrialRecord):
-        return trial_request(self.spec, record, self.campaign_dir, self.workdir, self.base_model)
+        return trial_request(self.spec, record, self.campaign_dir, self.workdir, self.model.base)
 
     def _submit(self, records: list[TrialRecord]) -> None:
         with signals_deferred():
@@ -219,24 +203,12 @@ class SchedulingLoop:
         if ended:
             self.slots.report(self.busy)  # after the journal has them as ended
             self._retry_at = 0.0  # a slot of ours is free: ask for it at once
-            self.recalibrate()
+            self.model.recalibrate(list(self.records.values()))
         return ended
-
-    def recalibrate(self) -> None:
-        """Refit the model on the measured trials; cheap, so done often early and then on
-        every 10th success."""
-        measured = calibration_input(list(self.records.values()))
-        successes = sum(1 for _, _, result in measured if result.ok)
-        if successes < 30 or successes % 10 == 0:
-            self.calibration = calibrate(self.base_model, measured) or self.calibration
-            if self.calibration is not None:
-                self.cost_model = self.calibration.model
 
     def _finish(self, record: TrialRecord, result: TrialResult) -> None:
         if result.status != "infeasible":
-            predicted = self.cost_model.estimate(record.config)
-            result.extra.setdefault("predicted_tokens_per_s", predicted.tokens_per_s)
-            result.extra.setdefault("predicted_memory_gb", predicted.memory_gb_used)
+            self.model.annotate(record.config, result)
         self.journal.record_finished(record, result)
         record.result = result
         record.finished_at = time.time()
@@ -244,10 +216,7 @@ class SchedulingLoop:
         if teaches_searcher(record):
             self.searcher.tell(record.config, result)
         if self.tracking is not None:
-            if self.tracking.behind:  # MLflow was down: write everything it missed
-                self.tracking.sync(list(self.records.values()))
-            else:
-                self.tracking.track(record)
+            self.tracking.mirror(record, list(self.records.values()))
         self.on_event("finished", record)
 
     def cancel_running(self) -> None:

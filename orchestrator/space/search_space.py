@@ -12,7 +12,6 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.common.errors import SpecError
 from orchestrator.layout import searched_knobs
 from orchestrator.space.config import ParallelConfig
 from orchestrator.space.errors import InvalidConfig
@@ -96,7 +95,7 @@ class SearchSpace:
                     gpus_per_node=self.gpus_per_node,
                 )
             except (InvalidConfig, TypeError) as exc:
-                raise SpecError(f"space.configs[{index}]: {exc}") from None
+                raise InvalidConfig(f"configs[{index}]: {exc}") from None
             found.append(config)
         return found
 

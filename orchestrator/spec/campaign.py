@@ -12,7 +12,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from orchestrator.common.errors import SpecError, excerpt
 from orchestrator.common.paths import default_tracking_uri, runs_root
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
-from orchestrator.space import ParallelConfig, SearchSpace
+from orchestrator.space import InvalidConfig, ParallelConfig, SearchSpace
 from orchestrator.spec.backends import BackendSpec, LocalBackendSpec
 from orchestrator.spec.feasibility import explain_empty
 from orchestrator.spec.sections import (
@@ -129,7 +129,10 @@ class CampaignSpec(Strict):
         resolves `recompute_num_layers: fit` (costmodel.recompute); without it those layouts
         come with full recompute, enough to check the space."""
         space = self.search_space()
-        found = space.candidates(fit=fit)
+        try:
+            found = space.candidates(fit=fit)
+        except InvalidConfig as exc:  # a listed layout: the message names its index
+            raise SpecError(f"space.{exc}") from None
         if not found:
             raise SpecError(f"{self.name}: the search space holds no valid layout: "
                             f"{explain_empty(space)}")

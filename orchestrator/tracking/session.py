@@ -92,6 +92,13 @@ class TrackingSession:
             self._went_down(exc)
             return None
 
+    def mirror(self, record: TrialRecord, records: list[TrialRecord]) -> None:
+        """Write a finished trial to MLflow; after an outage, everything MLflow missed."""
+        if self.behind:
+            self.sync(records)
+        else:
+            self.track(record)
+
     def track(self, record: TrialRecord) -> None:
         if record.pruned:
             return  # never ran: summarised on the campaign's run at the end
