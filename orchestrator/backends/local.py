@@ -2,7 +2,7 @@
 
 A trainer that starts its own ranks (`trial.command`) runs as its argv, never through a
 shell. The whole tree is what gets killed, so a timeout or a cancel leaves no rank behind.
-Logs and the result go to the trial's folder (trial_folder.py). A trial outlives a controller
+Logs and the result go to the trial's folder (trial/folder.py). A trial outlives a controller
 killed with SIGKILL; the next controller re-attaches to it by its launcher's PID and start time.
 """
 

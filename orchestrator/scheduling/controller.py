@@ -1,7 +1,7 @@
 """The controller: runs one campaign from its spec to recorded results.
 
 It owns the campaign's lifetime: the lock, the backend, the searcher (with its warm start),
-the MLflow session and resume. The work itself is the scheduling loop's (scheduler.py), fed by
+the MLflow session and resume. The work itself is the scheduling loop's (loop.py), fed by
 proposal sources: the searcher, successive-halving promotions and the scaling study. Reading a
 campaign needs none of this: see campaign.py.
 

@@ -70,7 +70,7 @@ class Tracker:
     def __init__(self, uri: str, experiment: str, artifact_root: Path | None = None,
                  objective: Objective | None = None):
         """Open (or create) the experiment and make sure it carries the experiment kind and,
-        given the campaign's objective, the saved trial view (tracking_view.py)."""
+        given the campaign's objective, the saved trial view (view.py)."""
         from mlflow.tracking import MlflowClient
 
         if uri.startswith("sqlite:"):
