@@ -1,0 +1,80 @@
+"""/api/campaigns: submit, list, describe and cancel campaigns. The API writes only the
+service's own records (a submitted campaign, a cancel request); the supervisor acts on them."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends, HTTPException
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+
+from orchestrator.common.errors import UserError, one_line
+from orchestrator.server.db import CANCELLED, QUEUED, RUNNING, Campaign, User
+from orchestrator.server.quotas import refusal
+from orchestrator.server.routes.dependencies import campaign_row, current_user, service_of
+from orchestrator.server.service import Service
+from orchestrator.server.submission import parse_submission, resolved_yaml
+
+router = APIRouter(prefix="/api/campaigns")
+
+
+class Submission(BaseModel):
+    spec_yaml: str = Field(max_length=1 << 20, description="the campaign YAML, as a file holds it")
+    set: list[str] = Field(default_factory=list, description="`a.b=value` overrides")
+    priority: int = Field(default=0, ge=-1000, le=1000, description="higher starts first")
+    project: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    workdir: str | None = Field(default=None, description="where relative trial paths start")
+
+
+@router.post("", status_code=201)
+def submit(body: Submission, me: User = Depends(current_user),
+           service: Service = Depends(service_of)):
+    try:
+        spec = parse_submission(body.spec_yaml, body.set, service.config.runs_dir, body.workdir)
+    except UserError as exc:
+        raise HTTPException(422, one_line(str(exc))) from None
+    refused = refusal(service.db, me.name, body.project, spec.budget.gpu_hours,
+                      service.used_gpu_hours)
+    if refused:
+        raise HTTPException(403, one_line(refused))
+    with service.db.session() as s:
+        if s.get(Campaign, spec.name) or (service.config.runs_dir / spec.name).exists():
+            raise HTTPException(409, f"campaign {spec.name!r} exists; choose another name "
+                                     "(--set name=...)")
+        row = Campaign(name=spec.name, owner=me.name, project=body.project,
+                       priority=body.priority, state=QUEUED, spec_yaml=resolved_yaml(spec),
+                       submitted_at=time.time(), max_trials=spec.budget.max_trials,
+                       max_concurrent=spec.budget.max_concurrent,
+                       gpu_hours_budget=spec.budget.gpu_hours)
+        s.add(row)
+    return service.describe(row)
+
+
+@router.get("")
+async def campaigns(_me: User = Depends(current_user), service: Service = Depends(service_of)):
+    with service.db.session() as s:
+        rows = s.scalars(select(Campaign).order_by(Campaign.submitted_at)).all()
+    return {"campaigns": [service.describe(r) for r in rows]}
+
+
+@router.get("/{name}")
+async def campaign(name: str, _me: User = Depends(current_user),
+                   service: Service = Depends(service_of)):
+    return service.describe(campaign_row(service, name))
+
+
+@router.post("/{name}/cancel")
+def cancel(name: str, me: User = Depends(current_user), service: Service = Depends(service_of)):
+    with service.db.session() as s:
+        row = s.get(Campaign, name)
+        if row is None:
+            raise HTTPException(404, f"no campaign {name!r} on this server; see `paratune ls`")
+        if row.owner != me.name and not me.admin:
+            raise HTTPException(403, f"campaign {name!r} belongs to {row.owner!r}; only they "
+                                     "or an admin may cancel it")
+        if row.state == QUEUED:
+            row.state, row.reason, row.ended_at = CANCELLED, "cancelled before it started", time.time()
+        elif row.state == RUNNING:
+            row.cancel_requested, row.reason = True, "cancelling: stopping its trials"
+    return service.describe(row)

@@ -1,0 +1,37 @@
+"""What every route may ask FastAPI for: the service, the caller (from the bearer token) and a
+campaign's row, each one line in `detail` when missing."""
+
+from __future__ import annotations
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from orchestrator.server.db import Campaign, User
+from orchestrator.server.service import Service
+
+bearer = HTTPBearer(auto_error=False)
+
+
+def service_of(request: Request) -> Service:
+    return request.app.state.service
+
+
+# The polled paths (user, campaign, campaigns) are async: their work is a cache hit or one
+# short read, cheaper on the event loop than a hand-off to the thread pool.
+async def current_user(request: Request,
+                       credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
+                       ) -> User:
+    found = request.app.state.authenticate(credentials.credentials) if credentials else None
+    if found is None:
+        raise HTTPException(401, "missing or unknown token; create one with "
+                                 "`paratune server token create --user NAME`",
+                            headers={"WWW-Authenticate": "Bearer"})
+    return found
+
+
+def campaign_row(service: Service, name: str) -> Campaign:
+    with service.db.session() as s:
+        row = s.get(Campaign, name)
+    if row is None:
+        raise HTTPException(404, f"no campaign {name!r} on this server; see `paratune ls`")
+    return row
