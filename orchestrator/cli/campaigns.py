@@ -181,54 +181,62 @@ def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> 
                 raise
             unreadable.append({"campaign": name, "error": str(exc)})
             continue  # one broken campaign folder does not hide the others
-        spec, summary = view.spec, view.summary()
-        budget = view.budget(summary.records)
-        best = summary.best
-        metric = spec.objective.metric
-        phase, stop_reason = view.phase()
-        reports.append({
-            "campaign": name,
-            "state": phase,
-            "stop_reason": stop_reason,
-            "trials": len(summary.records),
-            "max_trials": spec.budget.max_trials,
-            "counts": summary.counts(unfinished_label(phase)),
-            "budget": budget.to_dict(),
-            "mlflow": _mlflow_backlog(spec, summary.records),
-            "best": None if best is None else {
-                "trial_id": best.trial_id, "config": best.config.to_dict(),
-                metric: best.result.metric(metric),
-            },
-        })
+        reports.append(_status_report(name, view))
     if as_json:
         print_json(reports[0] if campaign else {"campaigns": reports, "unreadable": unreadable})
         return
-    for r in reports:
-        counts = ", ".join(f"{v} {k}" for k, v in sorted(r["counts"].items())) or "no trials"
-        best = r["best"]
-        state = r["state"] + (f" ({r['stop_reason']})" if r["stop_reason"] else "")
-        if r["state"] == "stopped":
-            state += f"; continue with `paratune resume {r['campaign']}`"
-        line = f"[bold]{r['campaign']}[/]: {escape(state)}, {r['trials']} trials ({counts})"
-        if best:
-            metric_value = next(v for k, v in best.items() if k not in ("trial_id", "config"))
-            line += f"; best {best['trial_id']} at {metric_value:,.4g}"
-        out.print(line)
-        b = r["budget"]
-        used = [f"{b['trials']}/{b['max_trials']} trials", f"{b['gpu_hours']:.3g} GPU-hours"]
-        if b["gpu_hours_left"] is not None:
-            used[-1] += f" ({b['gpu_hours_left']:.3g} left)"
-        if b["wall_clock_left_s"] is not None:
-            used.append(f"{b['wall_clock_left_s']:.0f} s of wall clock left")
-        if b["patience"] is not None:
-            used.append(f"{b['since_improvement']}/{b['patience']} trials without improvement")
-        out.print("  budget: " + ", ".join(used) + (f"; stopped: {b['exhausted']}" if b["exhausted"] else ""))
-        if r["mlflow"] and r["mlflow"]["not_in_mlflow"]:
-            out.print(f"  MLflow: {_backlog_line(r['mlflow'])}", markup=False, highlight=False,
-                      soft_wrap=True)
+    for report in reports:
+        _print_status(report)
     for u in unreadable:
         console.print(f"{u['campaign']}: cannot be read: {u['error']}", markup=False,
                       highlight=False, soft_wrap=True)
+
+
+def _status_report(name: str, view) -> dict:
+    """One campaign's status as `paratune status --json` gives it."""
+    spec, summary = view.spec, view.summary()
+    best, metric = summary.best, spec.objective.metric
+    phase, stop_reason = view.phase()
+    return {
+        "campaign": name,
+        "state": phase,
+        "stop_reason": stop_reason,
+        "trials": len(summary.records),
+        "max_trials": spec.budget.max_trials,
+        "counts": summary.counts(unfinished_label(phase)),
+        "budget": view.budget(summary.records).to_dict(),
+        "mlflow": _mlflow_backlog(spec, summary.records),
+        "best": None if best is None else {
+            "trial_id": best.trial_id, "config": best.config.to_dict(),
+            metric: best.result.metric(metric),
+        },
+    }
+
+
+def _print_status(r: dict) -> None:
+    """A status report as two or three lines: state and counts, budget, MLflow backlog."""
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(r["counts"].items())) or "no trials"
+    best = r["best"]
+    state = r["state"] + (f" ({r['stop_reason']})" if r["stop_reason"] else "")
+    if r["state"] == "stopped":
+        state += f"; continue with `paratune resume {r['campaign']}`"
+    line = f"[bold]{r['campaign']}[/]: {escape(state)}, {r['trials']} trials ({counts})"
+    if best:
+        metric_value = next(v for k, v in best.items() if k not in ("trial_id", "config"))
+        line += f"; best {best['trial_id']} at {metric_value:,.4g}"
+    out.print(line)
+    b = r["budget"]
+    used = [f"{b['trials']}/{b['max_trials']} trials", f"{b['gpu_hours']:.3g} GPU-hours"]
+    if b["gpu_hours_left"] is not None:
+        used[-1] += f" ({b['gpu_hours_left']:.3g} left)"
+    if b["wall_clock_left_s"] is not None:
+        used.append(f"{b['wall_clock_left_s']:.0f} s of wall clock left")
+    if b["patience"] is not None:
+        used.append(f"{b['since_improvement']}/{b['patience']} trials without improvement")
+    out.print("  budget: " + ", ".join(used) + (f"; stopped: {b['exhausted']}" if b["exhausted"] else ""))
+    if r["mlflow"] and r["mlflow"]["not_in_mlflow"]:
+        out.print(f"  MLflow: {_backlog_line(r['mlflow'])}", markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Path],

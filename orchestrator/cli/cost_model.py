@@ -187,7 +187,12 @@ def estimate(
     data = {**_describe_spec(spec), **result.to_dict(), "chosen": chosen or "pinned"}
     if as_json:
         print_json(data)
-        return
+    else:
+        _print_estimate(spec, result, data, chosen)
+
+
+def _print_estimate(spec, result, data: dict, chosen: str | None) -> None:
+    """An estimate as tables of memory and time, and a verdict line."""
     out.print(f"[bold]{spec.model.name}[/] ({spec.model.num_params / 1e9:.2f}B params) on "
               f"{spec.world_size} × {spec.cluster.device}: {result.config.key()}"
               + (f" ({chosen})" if chosen else ""))

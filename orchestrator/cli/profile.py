@@ -89,6 +89,11 @@ def profile(
     if as_json:
         print_json({"preset": str(out_file), "cluster": preset.model_dump(), "profile": measured})
         return
+    _print_preset(target, preset, measured, out_file)
+
+
+def _print_preset(target, preset, measured: dict, out_file: Path) -> None:
+    """What the profile measured, as the preset it wrote holds it."""
     if preset.peak_tflops != target.base.peak_tflops:
         out.print(f"measured faster than {target.base.name}'s nominal peak: peak raised from "
                   f"{target.base.peak_tflops:g} to {preset.peak_tflops:.3g} TFLOPS")

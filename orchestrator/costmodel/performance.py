@@ -260,13 +260,7 @@ def step_time(
     dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c, layers,
                             modules_per_layer(model, engine), runtime,
                             cluster.fsdp_call_overhead_us * 1e-6)
-    if c.dp_exposure is not None:
-        gathers = c.dp_exposure if c.dp_exposure_gathers is None else c.dp_exposure_gathers
-        exposed = c.dp_exposure * (dp.total - dp.t_p) + gathers * dp.t_p
-    else:
-        hidden = (c if runtime.ddp_overlaps or config.zero_stage or config.sharding
-                  else c.with_(overlap_grad=0.0))  # a DDP reduced after the backward
-        exposed = exposed_data_parallel(dp, compute, m, hidden, engine)
+    exposed = _exposed_dp(dp, compute, config, c, runtime, engine)
     return StepTime(
         compute_s=compute * c.scale_compute,
         bubble_s=bubble * c.scale_bubble,
@@ -278,3 +272,15 @@ def step_time(
         dp_exposed_s=exposed * c.scale_data_parallel_comm,
         optimizer_s=optimizer * c.scale_compute,
     )
+
+
+def _exposed_dp(dp, compute: float, config: ParallelConfig, c: Coefficients,
+                runtime: ZeroEngine, engine: str) -> float:
+    """The data-parallel time the step waits for: a fitted exposure where calibration set
+    one, else what the overlap model leaves uncovered by compute."""
+    if c.dp_exposure is not None:
+        gathers = c.dp_exposure if c.dp_exposure_gathers is None else c.dp_exposure_gathers
+        return c.dp_exposure * (dp.total - dp.t_p) + gathers * dp.t_p
+    hidden = (c if runtime.ddp_overlaps or config.zero_stage or config.sharding
+              else c.with_(overlap_grad=0.0))  # a DDP reduced after the backward
+    return exposed_data_parallel(dp, compute, config.grad_accum_steps, hidden, engine)
