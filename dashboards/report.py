@@ -32,6 +32,15 @@ class TrialRow:
 
 
 @dataclass
+class ConvergencePoint:
+    """The campaign's best after one more trial ended, and what that trial cost."""
+
+    trial_id: str
+    gpu_hours: float
+    best: float | None
+
+
+@dataclass
 class ReportData:
     campaign: str
     metric: str
@@ -46,25 +55,18 @@ class ReportData:
     scaling: list[dict[str, Any]] = field(default_factory=list)
     scaling_study: str | None = None
     calibration: dict[str, Any] | None = None
+    convergence: list[ConvergencePoint] = field(default_factory=list)
 
 
-def _figures(data: ReportData) -> list[tuple[str, Any]]:
-    import plotly.graph_objects as go
-
-    figures: list[tuple[str, Any]] = []
-    measured = [t for t in data.trials if t.status == "ok" and t.value is not None and t.phase != "scaling"]
-    better = max if data.mode == "max" else min
-
-    # Convergence: best so far against trials run and against GPU-hours spent.
-    ran = [t for t in data.trials if t.status != "infeasible" and t.phase != "scaling"]
-    xs, hours, best_so_far, best, spent = [], [], [], None, 0.0
-    for i, t in enumerate(ran, 1):
-        spent += t.gpu_hours
-        if t.status == "ok" and t.value is not None:
-            best = t.value if best is None else better(best, t.value)
+def _convergence(data: ReportData, go) -> Any:
+    """The campaign's best so far (the rule `paratune best` uses), in the order trials
+    ended, against trials run and against GPU-hours spent."""
+    xs, hours, spent = [], [], 0.0
+    for i, point in enumerate(data.convergence, 1):
+        spent += point.gpu_hours
         xs.append(i)
         hours.append(spent)
-        best_so_far.append(best)
+    best_so_far = [point.best for point in data.convergence]
     fig = go.Figure()
     fig.add_scatter(x=xs, y=best_so_far, mode="lines+markers", name="by trial")
     fig.add_scatter(x=hours, y=best_so_far, mode="lines+markers", name="by GPU-hours",
@@ -72,7 +74,15 @@ def _figures(data: ReportData) -> list[tuple[str, Any]]:
     fig.update_layout(title="Best so far", yaxis_title=data.metric,
                       xaxis={"title": "trials run"},
                       xaxis2={"title": "GPU-hours", "overlaying": "x", "side": "top"})
-    figures.append(("convergence", fig))
+    return fig
+
+
+def _figures(data: ReportData) -> list[tuple[str, Any]]:
+    import plotly.graph_objects as go
+
+    figures: list[tuple[str, Any]] = []
+    measured = [t for t in data.trials if t.status == "ok" and t.value is not None and t.phase != "scaling"]
+    figures.append(("convergence", _convergence(data, go)))
 
     if measured:
         dims = [{"label": k, "values": [t.config.get(k) or 0 for t in measured]} for k in KNOBS]

@@ -3,8 +3,9 @@ its calibrated cost model; report.py renders it without knowing where it came fr
 
 from __future__ import annotations
 
-from dashboards.report import ReportData, TrialRow
+from dashboards.report import ConvergencePoint, ReportData, TrialRow
 from orchestrator.export import export
+from orchestrator.record.best import BestSoFar, finish_order
 from orchestrator.record.budget import gpu_hours
 from orchestrator.record.campaign import CampaignView
 from orchestrator.record.journal import SCALING, TrialRecord
@@ -45,4 +46,17 @@ def report_data(view: CampaignView) -> ReportData:
         launch_command=launch, memory_top=memory_top, scaling=scaling,
         scaling_study=spec.scale.study,
         calibration=calibration.to_dict() if calibration else None,
+        convergence=convergence(records, objective),
     )
+
+
+def convergence(records: list[TrialRecord], objective) -> list[ConvergencePoint]:
+    """The best so far by the campaign's own rule, after each trial that ran at the tuned
+    scale, in the order they ended."""
+    best, points = BestSoFar(objective), []
+    for record in finish_order(records):
+        if record.result.status == "infeasible" or record.phase == SCALING:
+            continue
+        best.add(record)
+        points.append(ConvergencePoint(record.trial_id, gpu_hours(record), best.value))
+    return points

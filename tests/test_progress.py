@@ -46,7 +46,7 @@ def test_resume_counts_the_trials_already_done(tmp_path, runs_dir, cli):
     progress.already_done(finished)
     assert progress.progress.tasks[0].completed == 5
     values = [r.result.tokens_per_s for r in finished if r.result.ok]
-    assert progress.best == max(values)
+    assert progress.best.value == max(values)
 
 
 def test_the_live_best_is_a_full_measurement_once_there_is_one(tmp_path):
@@ -70,10 +70,10 @@ def test_the_live_best_is_a_full_measurement_once_there_is_one(tmp_path):
         return record
 
     ended("t0001", SCREEN, 900.0)
-    assert progress.best is None and progress.progress.tasks[0].fields["status"] == (
+    assert progress.best.screened_only and progress.progress.tasks[0].fields["status"] == (
         "best screened tokens_per_s 900")
     ended("t0002", CONFIRM, 700.0)
     ended("t0003", SCREEN, 950.0)
-    assert progress.best == 700.0
+    assert progress.best.value == 700.0 and not progress.best.screened_only
     assert progress.progress.tasks[0].fields["status"] == "best tokens_per_s 700"
     progress.progress.stop()

@@ -82,8 +82,9 @@ class SimulatedBackend(Backend):
         settings = config.to_params()
         # What a measurement would see (no fragmentation reserve); the reserve is still lost
         # to fragmentation, so the trial runs out of memory once both exceed the device.
-        memory_gb = est.memory_gb_used * self.knob_factor("memory", config.zero_stage) ** 0.25
-        if memory_gb + est.memory.reserve / 1e9 > est.capacity_gb:
+        memory_scale = self.knob_factor("memory", config.zero_stage) ** 0.25
+        memory_gb = est.memory_gb_used * memory_scale
+        if not est.fits_scaled(memory_scale):
             return TrialResult(
                 status="oom", world_size=world, peak_memory_gb=memory_gb,
                 error=f"simulated out-of-memory: {memory_gb:.1f} GB > {est.capacity_gb:g} GB",

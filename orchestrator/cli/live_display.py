@@ -10,7 +10,9 @@ from rich.table import Table
 
 from orchestrator.common.paths import runs_root
 from orchestrator.export import own_format
-from orchestrator.record.journal import SCALING, SCREEN, TrialRecord
+from orchestrator.common.objective import Objective
+from orchestrator.record.best import BestSoFar, finish_order
+from orchestrator.record.journal import TrialRecord
 from orchestrator.spec import CampaignSpec
 
 # Where the hint suggests writing each format's file.
@@ -38,7 +40,7 @@ class CampaignProgress:
         self.console = console
         self.spec = spec
         self.metric = spec.objective.metric
-        self.best: float | None = None
+        self.best = BestSoFar(Objective.of(spec.objective))  # the campaign view's rule
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console,
@@ -58,35 +60,19 @@ class CampaignProgress:
     _started = False
 
     def already_done(self, records: list[TrialRecord]) -> None:
-        """On resume: start the count and the best from the trials that finished before."""
-        done = [r for r in records if r.result is not None]
+        """On resume: start the count and the best from the trials that finished before, in
+        the order they finished."""
+        done = finish_order(records)
         for record in done:
-            self._note_best(record)
+            self.best.add(record)
         self.progress.update(
             self.task, completed=sum(r.result.status != "infeasible" for r in done),
             status=self._best_status())
 
-    best_screened: float | None = None
-
-    def _note_best(self, record: TrialRecord) -> float | None:
-        """The trial's value; the best so far of full measurements, and apart of screens (a
-        few steps: the campaign's best is never one once a full measurement exists)."""
-        result = record.result
-        value = result.metric(self.metric) if result else None
-        if result and result.ok and value is not None:
-            held = self.best_screened if record.phase == SCREEN else self.best
-            better = held is None or (
-                value > held if self.spec.objective.mode == "max" else value < held)
-            if better and record.phase == SCREEN:
-                self.best_screened = value
-            elif better and record.phase != SCALING:
-                self.best = value
-        return value
-
     def _best_status(self) -> str:
-        if self.best is None and self.best_screened is not None:
-            return f"best screened {self.metric} {_fmt(self.best_screened)}"
-        return f"best {self.metric} {_fmt(self.best)}"
+        """The best so far: a full measurement's once one exists, else the best screen's."""
+        label = "best screened" if self.best.screened_only else "best"
+        return f"{label} {self.metric} {_fmt(self.best.value)}"
 
     def update(self, kind: str, record: TrialRecord) -> None:
         if not self._started:
@@ -96,10 +82,10 @@ class CampaignProgress:
             self.progress.update(self.task, status=f"running {record.trial_id} {record.config.key()}")
             return
         result = record.result
-        value = self._note_best(record)
+        self.best.add(record)
         line = f"{record.trial_id} {record.config.key():<40} {result.status:<10}"
         if result.ok:
-            line += f" {self.metric}={_fmt(value)}"
+            line += f" {self.metric}={_fmt(result.metric(self.metric))}"
         elif result.error:
             line += f" {result.error[:90]}"
         self.progress.console.print(line, markup=False, highlight=False)

@@ -11,7 +11,7 @@ from typing import Any
 
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.compute import gemm_efficiency
-from orchestrator.costmodel.memory import GB, MemoryBreakdown, memory_per_device
+from orchestrator.costmodel.memory import GB, MemoryBreakdown, fits, memory_per_device
 from orchestrator.costmodel.performance import StepTime, model_flops, step_time
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
@@ -47,11 +47,11 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
-        return self.memory_gb <= self.capacity_gb
+        return fits(self.memory, self.capacity_gb)
 
     def fits_scaled(self, memory_scale: float) -> bool:
         """Fit with used memory scaled by a calibrated ratio of measured to predicted."""
-        return self.memory_gb_used * memory_scale + self.memory.reserve / GB <= self.capacity_gb
+        return fits(self.memory, self.capacity_gb, memory_scale)
 
     @property
     def step_time_s(self) -> float:

@@ -136,6 +136,15 @@ class MemoryBreakdown:
         return out
 
 
+def fits(memory: MemoryBreakdown, capacity_gb: float, used_scale: float = 1.0) -> bool:
+    """Whether a device of `capacity_gb` holds `memory`: the one test of fit. What a
+    measurement would see (all but the fragmentation reserve) may be scaled by a measured
+    ratio (calibration) or a simulated one; the reserve is lost to fragmentation all the
+    same."""
+    used = memory.total - memory.reserve
+    return (used * used_scale + memory.reserve) / GB <= capacity_gb
+
+
 def memory_per_device(
     model: ModelShape,
     config: ParallelConfig,

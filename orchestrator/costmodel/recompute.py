@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from orchestrator.costmodel.estimate import CostModel
-from orchestrator.costmodel.memory import GB
+from orchestrator.costmodel.memory import fits as fits_in
 from orchestrator.space import ParallelConfig
 
 
@@ -25,7 +25,7 @@ def fewest_recomputed_layers(cost: CostModel, config: ParallelConfig) -> Paralle
         return config
 
     def fits(candidate: ParallelConfig) -> bool:
-        return cost.memory(candidate).total / GB <= cost.cluster.memory_gb
+        return fits_in(cost.memory(candidate), cost.cluster.memory_gb)
 
     without = dataclasses.replace(config, activation_checkpointing="none")
     if fits(without):

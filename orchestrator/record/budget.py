@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.common.objective import Objective
+from orchestrator.record.best import BestSoFar, finish_order
 from orchestrator.record.journal import TrialRecord
 
 
@@ -44,17 +45,17 @@ class Tally:
         self.objective = objective
         self.trials = 0
         self.gpu_hours = 0.0
-        self.best: float | None = None
+        self.best = BestSoFar(objective)
         self.since_improvement = 0
 
     @classmethod
     def of(cls, records: list[TrialRecord], objective: Objective) -> "Tally":
         tally = cls(objective)
-        for record in sorted(records, key=lambda r: r.trial_id):
+        for record in records:  # what was submitted, whether it has ended or not
             if record.result is None or record.result.status != "infeasible":
                 tally.submitted()
-            if record.result is not None:
-                tally.finished(record)
+        for record in finish_order(records):  # patience as the live campaign counted it
+            tally.finished(record)
         return tally
 
     def submitted(self) -> None:
@@ -64,9 +65,8 @@ class Tally:
         if record.result is None or record.result.status == "infeasible":
             return
         self.gpu_hours += gpu_hours(record)
-        value = self.objective.value(record.result)
-        if self.objective.better(value, self.best):
-            self.best, self.since_improvement = value, 0
+        if self.best.add(record):
+            self.since_improvement = 0
         else:
             self.since_improvement += 1
 

@@ -12,14 +12,11 @@ from pathlib import Path
 from orchestrator.common.locks import controller_alive
 from orchestrator.common.objective import Objective
 from orchestrator.costmodel import Calibration, calibrate
+from orchestrator.record.best import best_record
 from orchestrator.record.budget import BudgetState, Tally
 from orchestrator.record.journal import (
-    CONFIRM,
     INCOMPLETE,
-    REPEAT,
     SCALING,
-    SCREEN,
-    SEARCH,
     Journal,
     TrialRecord,
 )
@@ -30,30 +27,6 @@ from orchestrator.spec.planning import cost_model_for
 from orchestrator.trial.folder import TrialFolder
 
 JOURNAL_FILE = "journal.jsonl"
-
-
-def comparable(records: list[TrialRecord]) -> list[TrialRecord]:
-    """The records the best is chosen from: full measurements of the tuned scale (search,
-    confirm or repeat) when any succeeded, else screens; never the scaling study's other
-    scales."""
-    full = [r for r in records if r.phase in (SEARCH, CONFIRM, REPEAT) and r.result is not None
-            and r.result.ok]
-    return full if full else [r for r in records if r.phase == SCREEN]
-
-
-def best_record(records: list[TrialRecord], objective: Objective) -> TrialRecord | None:
-    """The best layout by the mean of its full measurements (a layout measured again counts
-    once, at its mean), as the record of it whose value is closest to that mean."""
-    chosen = comparable(records)
-    groups: dict[ParallelConfig, list[TrialRecord]] = {}
-    for record in chosen:
-        if record.phase != SCREEN and objective.value(record.result) is not None:
-            groups.setdefault(record.config, []).append(record)
-    if not groups:
-        return objective.best(chosen, lambda r: objective.value(r.result))
-    means = {c: sum(objective.value(r.result) for r in rs) / len(rs) for c, rs in groups.items()}
-    config = objective.best(means, lambda c: means[c])
-    return min(groups[config], key=lambda r: abs(objective.value(r.result) - means[config]))
 
 
 def calibration_input(records: list[TrialRecord]) -> list[tuple[str, ParallelConfig, TrialResult]]:

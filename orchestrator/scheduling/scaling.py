@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from orchestrator.common.objective import Objective
-from orchestrator.record.campaign import best_record
+from orchestrator.record.best import best_record
 from orchestrator.record.journal import SCALING, TrialRecord
 from orchestrator.scheduling.proposals import LoopState, Proposal, ProposalSource, SearchProposals
 from orchestrator.space import ParallelConfig
