@@ -180,3 +180,12 @@ def test_no_source_file_over_300_lines():
     long = [f"{p.relative_to(ROOT)} ({n})" for p in source_modules().values()
             if (n := len(p.read_text().splitlines())) > 300]
     assert long == []
+
+
+def test_no_function_over_60_lines():
+    long = [f"{p.relative_to(ROOT)}:{node.lineno} {node.name} ({n})"
+            for p in source_modules().values()
+            for node in ast.walk(ast.parse(p.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and (n := node.end_lineno - node.lineno + 1) > 60]
+    assert long == []
