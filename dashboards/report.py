@@ -38,6 +38,7 @@ class ConvergencePoint:
     trial_id: str
     gpu_hours: float
     best: float | None
+    best_trial_id: str | None = None  # the trial that stands for the best layout then
 
 
 @dataclass
@@ -67,10 +68,11 @@ def _convergence(data: ReportData, go) -> Any:
         xs.append(i)
         hours.append(spent)
     best_so_far = [point.best for point in data.convergence]
+    best_trials = [f"best: {point.best_trial_id}" for point in data.convergence]
     fig = go.Figure()
-    fig.add_scatter(x=xs, y=best_so_far, mode="lines+markers", name="by trial")
+    fig.add_scatter(x=xs, y=best_so_far, mode="lines+markers", name="by trial", text=best_trials)
     fig.add_scatter(x=hours, y=best_so_far, mode="lines+markers", name="by GPU-hours",
-                    xaxis="x2", line={"dash": "dot"})
+                    xaxis="x2", line={"dash": "dot"}, text=best_trials)
     fig.update_layout(title="Best so far", yaxis_title=data.metric,
                       xaxis={"title": "trials run"},
                       xaxis2={"title": "GPU-hours", "overlaying": "x", "side": "top"})

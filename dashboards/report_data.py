@@ -58,5 +58,6 @@ def convergence(records: list[TrialRecord], objective) -> list[ConvergencePoint]
         if record.result.status == "infeasible" or record.phase == SCALING:
             continue
         best.add(record)
-        points.append(ConvergencePoint(record.trial_id, gpu_hours(record), best.value))
+        points.append(ConvergencePoint(record.trial_id, gpu_hours(record), best.value,
+                                       best.record.trial_id if best.record else None))
     return points

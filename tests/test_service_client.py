@@ -366,7 +366,7 @@ class DevTools:
         return self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
 
     def evaluate(self, session: str, expression: str):
-        return self.send("ZeroEngine.evaluate", session, expression=expression, returnByValue=True,
+        return self.send("Runtime.evaluate", session, expression=expression, returnByValue=True,
                          userGesture=True, awaitPromise=True)["result"].get("value")
 
     def close(self) -> None:

@@ -8,9 +8,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from orchestrator.common.objective import Objective
 from orchestrator.common.paths import runs_root
 from orchestrator.export import own_format
-from orchestrator.common.objective import Objective
 from orchestrator.record.best import BestSoFar, finish_order
 from orchestrator.record.journal import TrialRecord
 from orchestrator.spec import CampaignSpec

@@ -106,6 +106,10 @@ class CostModel:
     def precision(self) -> str:
         return precision_for(self.cluster)
 
+    def fits(self, config: ParallelConfig, memory_scale: float = 1.0) -> bool:
+        """`Estimate.fits` without the step time, for callers that only ask about memory."""
+        return fits(self.memory(config), self.cluster.memory_gb, memory_scale)
+
     def memory(self, config: ParallelConfig) -> MemoryBreakdown:
         return memory_per_device(
             self.model, config, gpus_per_node=self.gpus_per_node,

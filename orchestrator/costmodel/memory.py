@@ -141,8 +141,18 @@ def fits(memory: MemoryBreakdown, capacity_gb: float, used_scale: float = 1.0) -
     measurement would see (all but the fragmentation reserve) may be scaled by a measured
     ratio (calibration) or a simulated one; the reserve is lost to fragmentation all the
     same."""
-    used = memory.total - memory.reserve
-    return (used * used_scale + memory.reserve) / GB <= capacity_gb
+    return fits_bytes(memory.total - memory.reserve, memory.reserve, capacity_gb, used_scale)
+
+
+def fits_bytes(used, reserve, capacity_gb, used_scale=1.0):
+    """`fits` on the bytes a measurement would see and the reserve; element-wise on numpy
+    arrays, so a searcher can re-test every candidate whenever its memory ratio moves."""
+    return (used * used_scale + reserve) / GB <= capacity_gb
+
+
+def overflow_scale(used, reserve, capacity_gb):
+    """The used-memory scale from which `fits_bytes` says no (element-wise on arrays too)."""
+    return (capacity_gb * GB - reserve) / used
 
 
 def memory_per_device(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 
 from orchestrator.costmodel.estimate import CostModel
-from orchestrator.costmodel.memory import fits as fits_in
 from orchestrator.space import ParallelConfig
 
 
@@ -24,19 +23,16 @@ def fewest_recomputed_layers(cost: CostModel, config: ParallelConfig) -> Paralle
     if config.activation_checkpointing != "full" or config.recompute_num_layers is not None:
         return config
 
-    def fits(candidate: ParallelConfig) -> bool:
-        return fits_in(cost.memory(candidate), cost.cluster.memory_gb)
-
     without = dataclasses.replace(config, activation_checkpointing="none")
-    if fits(without):
+    if cost.fits(without):
         return without
     chunk = cost.model.num_layers // (config.pp * config.virtual_stages)
     low, high = 1, chunk - 1  # the answer, if any, is in [low, high]
-    if high < low or not fits(dataclasses.replace(config, recompute_num_layers=high)):
+    if high < low or not cost.fits(dataclasses.replace(config, recompute_num_layers=high)):
         return config
     while low < high:
         middle = (low + high) // 2
-        if fits(dataclasses.replace(config, recompute_num_layers=middle)):
+        if cost.fits(dataclasses.replace(config, recompute_num_layers=middle)):
             high = middle
         else:
             low = middle + 1

@@ -3,57 +3,102 @@ and its convergence curve, patience, the scaling study and the service all ask h
 
 The best is chosen among full measurements of the tuned scale (search, confirm, repeat) once
 one succeeded, else among screens; a layout measured more than once counts at the mean of its
-measurements. Which of two values is better is the objective's to say.
+measurements. Which of two values is better is the objective's to say. Ties go to the layout
+measured first (by trial ID), so the answer does not depend on the order records are read in.
 """
 
 from __future__ import annotations
+
+import math
 
 from orchestrator.common.objective import Objective
 from orchestrator.record.journal import CONFIRM, REPEAT, SCREEN, SEARCH, TrialRecord
 from orchestrator.space import ParallelConfig
 
+FULL_PHASES = (SEARCH, CONFIRM, REPEAT)
+TIE = 1e-9  # distances to a mean that differ by less than this share of it are equal
 
-def comparable(records: list[TrialRecord]) -> list[TrialRecord]:
-    """The records the best is chosen from: full measurements of the tuned scale (search,
-    confirm or repeat) when any succeeded, else screens; never the scaling study's other
-    scales."""
-    full = [r for r in records if r.phase in (SEARCH, CONFIRM, REPEAT) and r.result is not None
-            and r.result.ok]
-    return full if full else [r for r in records if r.phase == SCREEN]
+
+class Standings:
+    """Every layout's successful full measurements and every successful screen, grouped as
+    trials end, so that the best can be asked again after each one."""
+
+    def __init__(self, objective: Objective):
+        self.objective = objective
+        self.layouts: dict[ParallelConfig, list[TrialRecord]] = {}  # successful full ones
+        self.screens: list[TrialRecord] = []  # successful screens
+
+    def add(self, record: TrialRecord) -> None:
+        """Count a trial that ended; failures, other scales and unfinished trials count not."""
+        if self.objective.value(record.result) is None:
+            return
+        if record.phase in FULL_PHASES:
+            self.layouts.setdefault(record.config, []).append(record)
+        elif record.phase == SCREEN:
+            self.screens.append(record)
+
+    def mean(self, config: ParallelConfig) -> float:
+        """A layout's value: the mean of its full measurements, summed exactly so that it
+        does not depend on the order they were added in."""
+        values = [self.objective.value(r.result) for r in self.layouts[config]]
+        return math.fsum(values) / len(values)
+
+    def best(self) -> TrialRecord | None:
+        """The best layout's measurement closest to its mean, or the best screen while no full
+        measurement succeeded."""
+        if not self.layouts:
+            screens = sorted(self.screens, key=lambda r: r.trial_id)
+            return self.objective.best(screens, lambda r: self.objective.value(r.result))
+        first_measured = sorted(self.layouts,
+                                key=lambda c: min(r.trial_id for r in self.layouts[c]))
+        return self.nearest_mean(self.objective.best(first_measured, self.mean))
+
+    def nearest_mean(self, config: ParallelConfig) -> TrialRecord:
+        """The layout's measurement closest to its mean; of two as close (two measurements
+        always are, but for rounding) the first by trial ID."""
+        mean = self.mean(config)
+        distances = [(abs(self.objective.value(r.result) - mean), r) for r in self.layouts[config]]
+        nearest = min(d for d, _ in distances) + TIE * abs(mean)
+        return min((r for d, r in distances if d <= nearest), key=lambda r: r.trial_id)
+
+    def score(self, record: TrialRecord) -> float | None:
+        """What `record` (a best) is compared by: its layout's mean, a screen's own value."""
+        if record.phase == SCREEN:
+            return self.objective.value(record.result)
+        return self.mean(record.config)
 
 
 def best_record(records: list[TrialRecord], objective: Objective) -> TrialRecord | None:
-    """The best layout by the mean of its full measurements (a layout measured again counts
-    once, at its mean), as the record of it whose value is closest to that mean."""
-    chosen = comparable(records)
-    groups: dict[ParallelConfig, list[TrialRecord]] = {}
-    for record in chosen:
-        if record.phase != SCREEN and objective.value(record.result) is not None:
-            groups.setdefault(record.config, []).append(record)
-    if not groups:
-        return objective.best(chosen, lambda r: objective.value(r.result))
-    means = {c: sum(objective.value(r.result) for r in rs) / len(rs) for c, rs in groups.items()}
-    config = objective.best(means, lambda c: means[c])
-    return min(groups[config], key=lambda r: abs(objective.value(r.result) - means[config]))
+    """The best of `records` by the campaign's rule (see the module's docstring)."""
+    standings = Standings(objective)
+    for record in records:
+        standings.add(record)
+    return standings.best()
 
 
 def finish_order(records: list[TrialRecord]) -> list[TrialRecord]:
-    """Ended trials in the order they ended (the order a live campaign saw them)."""
+    """Ended trials in the order they ended (the order a live campaign saw them); trials of
+    journals that did not record when they ended come last, by trial ID."""
     ended = [r for r in records if r.result is not None]
     return sorted(ended, key=lambda r: (r.finished_at if r.finished_at is not None
                                         else float("inf"), r.trial_id))
 
 
 class BestSoFar:
-    """The best as trials end, one at a time; `add` says whether the best improved."""
+    """The best as trials end, one at a time; `add` says whether the best improved (what
+    patience counts): a first success, a first full measurement after screens, or a best whose
+    score (its layout's mean) beats the previous best's. A repeat that lowers the best's mean
+    is no improvement; a layout that then takes the lead is one if it beats the lowered mean."""
 
     def __init__(self, objective: Objective):
         self.objective = objective
-        self.ended: list[TrialRecord] = []
+        self.standings = Standings(objective)
         self.record: TrialRecord | None = None
+        self.score: float | None = None
 
     @property
     def value(self) -> float | None:
+        """The best measurement's own value (what `paratune best` shows)."""
         return self.objective.value(self.record.result) if self.record else None
 
     @property
@@ -62,20 +107,12 @@ class BestSoFar:
         return self.record is not None and self.record.phase == SCREEN
 
     def add(self, record: TrialRecord) -> bool:
-        self.ended.append(record)
-        previous, self.record = self.record, best_record(self.ended, self.objective)
-        if self.record is None or self.record is previous:
+        self.standings.add(record)
+        previous, previous_score = self.record, self.score
+        self.record = self.standings.best()
+        self.score = self.standings.score(self.record) if self.record else None
+        if self.record is None:
             return False
-        if previous is None or (previous.phase == SCREEN) != (self.record.phase == SCREEN):
-            return self.record.phase != SCREEN or previous is None  # a first full measurement
-        return self.objective.better(self.value, self.objective.value(previous.result))
-
-
-def best_values_so_far(records: list[TrialRecord], objective: Objective) -> list[float | None]:
-    """The best's value after each of `records` (in the order given) has ended."""
-    best = BestSoFar(objective)
-    values = []
-    for record in records:
-        best.add(record)
-        values.append(best.value)
-    return values
+        if previous is None or (previous.phase == SCREEN and self.record.phase != SCREEN):
+            return True
+        return self.objective.better(self.score, previous_score)

@@ -34,6 +34,7 @@ import numpy as np
 from orchestrator.common.objective import Objective
 from orchestrator.costmodel import CostModel, calibrate
 from orchestrator.costmodel.calibration import FEATURES, feature_model, features
+from orchestrator.costmodel.memory import fits_bytes, overflow_scale
 from orchestrator.result import TrialResult
 from orchestrator.search.base import Searcher
 from orchestrator.search.encoding import KnobSpace, knob_values
@@ -90,21 +91,22 @@ class CostGuidedSearcher(Searcher):
         calibration features, so refits later cost one matrix product, not a re-estimate."""
         feature_cost = feature_model(self.base)
         self._rows: dict[ParallelConfig, list[float]] = {}
-        base_gain, base_step, used, reserve_room = [], [], [], []
+        base_gain, base_step, used, reserve = [], [], [], []
         for config in self.candidates:
             est = self.base.estimate(config)
             self._rows[config] = features(feature_cost, config)
             base_gain.append(self.objective.gain(self.objective.predicted(est)))
             base_step.append(est.step_time_s)
-            used.append(est.memory_gb_used)
-            reserve_room.append(est.capacity_gb - est.memory.reserve / 1e9)
+            used.append(est.memory.total - est.memory.reserve)
+            reserve.append(est.memory.reserve)
         self._matrix = np.array([self._rows[c] for c in self.candidates])
         self._index = {c: i for i, c in enumerate(self.candidates)}
         self._codes = KnobCodes(self.space.values)
         encoded = np.array([self._codes.encode(knob_values(c)) for c in self.candidates])
         self._residuals = ResidualModel(self._codes, encoded.reshape(len(self.candidates), -1))
         self._base_gain, self._base_step = np.array(base_gain), np.array(base_step)
-        self._used, self._room = np.array(used), np.array(reserve_room)
+        self._used, self._reserve = np.array(used), np.array(reserve)
+        self._capacity_gb = self.base.cluster.memory_gb
 
     def _refresh(self) -> None:
         """Re-predict every candidate: (gain, fits) under the current fit and memory scale; the
@@ -113,7 +115,7 @@ class CostGuidedSearcher(Searcher):
         if self._multipliers is not None:
             step = self._matrix @ self._multipliers
         gain = self._base_gain * (step / self._base_step) ** self.objective.gain_exponent
-        fits = self._used * self.memory_scale <= self._room
+        fits = fits_bytes(self._used, self._reserve, self._capacity_gb, self.memory_scale)
         self._predictions = {c: (float(m), bool(f))
                              for c, m, f in zip(self.candidates, gain, fits)}
 
@@ -251,7 +253,8 @@ class CostGuidedSearcher(Searcher):
             # The smallest memory scale at which the model would have called this config too
             # big: every layout predicted to need as much or more is skipped from now on.
             i = self._index[config]
-            self._oom_scale = max(self._oom_scale, 1.001 * self._room[i] / max(self._used[i], 1e-9))
+            overflow = overflow_scale(max(self._used[i], 1.0), self._reserve[i], self._capacity_gb)
+            self._oom_scale = max(self._oom_scale, 1.001 * overflow)
         fit = calibrate(self.base, self.history, feature_rows=self._rows, gathers_apart=False)
         if fit is not None:
             self.model = fit.model
