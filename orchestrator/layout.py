@@ -187,10 +187,6 @@ def searched_knobs() -> tuple[Knob, ...]:
     return tuple(k for k in knobs() if k.searched)
 
 
-def knob(name: str) -> Knob:
-    return next(k for k in knobs() if k.name == name)
-
-
 def layout_problems(values: Values) -> list[str]:
     """Why these knob values are no layout: each value outside its knob's domain, then each
     broken rule, in declaration order."""
@@ -205,15 +201,21 @@ def layout_key(values: Values) -> str:
     return "".join(k.key_part(values) for k in knobs())
 
 
+def add_fields(cls: type, fields: dict[str, tuple[str, Any]], *, ahead: bool) -> type:
+    """Give a class about to become a dataclass these (annotation, default) fields, ahead of
+    its own or after them; a field it declares itself is an error."""
+    own = dict(cls.__dict__.get("__annotations__", {}))
+    clash = set(fields) & set(own)
+    if clash:
+        raise TypeError(f"{cls.__name__} declares schema fields itself: {sorted(clash)}")
+    added = {name: annotation for name, (annotation, _) in fields.items()}
+    cls.__annotations__ = {**added, **own} if ahead else {**own, **added}
+    for name, (_, default) in fields.items():
+        setattr(cls, name, default)
+    return cls
+
+
 def with_knob_fields(cls: type) -> type:
     """Class decorator, applied under @dataclass: a field per declared knob, ahead of the
     class's own fields, typed and defaulted by the schema."""
-    own = dict(cls.__dict__.get("__annotations__", {}))
-    fields = {k.name: k.annotation for k in knobs()}
-    clash = set(fields) & set(own)
-    if clash:
-        raise TypeError(f"{cls.__name__} declares knob fields itself: {sorted(clash)}")
-    cls.__annotations__ = {**fields, **own}
-    for k in knobs():
-        setattr(cls, k.name, k.default)
-    return cls
+    return add_fields(cls, {k.name: (k.annotation, k.default) for k in knobs()}, ahead=True)

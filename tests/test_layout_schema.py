@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from conftest import ROOT
 
-from orchestrator.layout import Knob, declare, knob, layout_problems
+from orchestrator.layout import Knob, declare, knobs, layout_problems
 
 DUMMY_KNOB = '''
 from orchestrator.layout import Knob, declare
@@ -65,8 +65,8 @@ config = next(c for c in candidates if c.bucket_chunks == 4)
 out["params_round_trip"] = ParallelConfig.from_params(
     {k: str(v) for k, v in config.to_params().items()}) == config
 settings = job_settings(spec, config, "t0001")
-out["job_from_settings"] = parse_config(["--config", str(runs / "s.json")]).bucket_chunks \\
-    if (runs / "s.json").write_text(json.dumps(settings)) else None
+(runs / "settings.json").write_text(json.dumps(settings))
+out["job_from_settings"] = parse_config(["--config", str(runs / "settings.json")]).bucket_chunks
 out["job_flag"] = parse_config(["--bucket-chunks", "3"]).bucket_chunks
 code = main(["run", str(spec_path), "--runs-dir", str(runs)])
 records = Journal(runs / "dummy" / "journal.jsonl").trials().values()
@@ -134,10 +134,7 @@ def test_an_undeclared_knob_is_an_unknown_key_listing_the_declared_ones(tmp_path
 
 
 def test_a_layout_names_every_broken_domain_before_any_rule():
-    values = {k.name: k.default for k in (knob(n) for n in (
-        "tp", "pp", "dp", "zero_stage", "micro_batch_size", "grad_accum_steps",
-        "activation_checkpointing", "recompute_num_layers", "sequence_parallel", "pp_schedule",
-        "virtual_stages", "compile"))}
+    values = {k.name: k.default for k in knobs()}
     assert layout_problems(values) == []
     assert layout_problems({**values, "zero_stage": True}) == [
         "zero_stage(True) must be one of 0, 1, 2, 3"]

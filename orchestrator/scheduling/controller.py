@@ -26,6 +26,7 @@ from orchestrator.backends import Backend, make_backend
 from orchestrator.common.errors import CampaignStateError
 from orchestrator.common.locks import CampaignLock
 from orchestrator.costmodel import CostModel
+from orchestrator.record.best import finish_order
 from orchestrator.record.budget import Tally
 from orchestrator.record.campaign import CampaignSummary, CampaignView
 from orchestrator.record.journal import FINISHED, REPEAT, SCREEN, SEARCH, TrialRecord
@@ -215,9 +216,7 @@ class Controller:
         """Tell the searcher what finished, in the order it finished (as the last controller
         told it), and what it proposed that still runs; re-attach to trials whose cluster job
         still runs, and queue the others that were running when the last controller died."""
-        ended = sorted((r for r in loop.records.values() if r.done),
-                       key=lambda r: (r.finished_at or 0.0, r.trial_id))
-        for record in ended:
+        for record in finish_order(list(loop.records.values())):
             if teaches_searcher(record):
                 searcher.tell(record.config, record.result)
         for record in sorted(loop.records.values(), key=lambda r: r.trial_id):

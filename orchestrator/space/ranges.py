@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.layout import searched_knobs
+from orchestrator.layout import add_fields, searched_knobs
 
 SPACE_KINDS = ("megatron-3d", "amsp", "list")
 # recompute_num_layers: the fewest layers that fit, resolved per layout by a memory model.
@@ -19,11 +19,8 @@ FIT = "fit"
 def _with_ranges(cls: type) -> type:
     """A tuple field per searched knob, after the class's own fields, defaulting to the
     knob's default range."""
-    ranges = {k.name: "tuple" for k in searched_knobs()}
-    cls.__annotations__ = {**cls.__dict__.get("__annotations__", {}), **ranges}
-    for k in searched_knobs():
-        setattr(cls, k.name, tuple(k.space))
-    return cls
+    return add_fields(cls, {k.name: ("tuple", tuple(k.space)) for k in searched_knobs()},
+                      ahead=False)
 
 
 @dataclass(frozen=True)
