@@ -44,6 +44,17 @@ class TrialResult:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
+        for name in _NUMBERS:
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValueError(f"result field {name} is {type(value).__name__}, not a number")
+        if self.error is not None and not isinstance(self.error, str):
+            raise ValueError(f"result field error is {type(self.error).__name__}, not text")
+        if not isinstance(self.step_times_s, list) or not all(
+                isinstance(t, (int, float)) and not isinstance(t, bool) for t in self.step_times_s):
+            raise ValueError("result field step_times_s is not a list of numbers")
+        if not isinstance(self.extra, dict):
+            raise ValueError(f"result field extra is {type(self.extra).__name__}, not a mapping")
 
     @property
     def ok(self) -> bool:
@@ -71,6 +82,8 @@ class TrialResult:
 
 
 _FIELD_NAMES = {f.name for f in dataclasses.fields(TrialResult)}
+_NUMBERS = ("tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s",
+            "step_time_p90_s", "peak_memory_gb", "loss_first", "loss_last", "world_size")
 
 # Numeric fields that are logged as metrics.
 METRIC_FIELDS = (

@@ -9,6 +9,7 @@ detached by SIGTERM with 143 (128 + the signal, as a shell reports it).
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 
@@ -26,6 +27,8 @@ from orchestrator.scheduling.signals import Detached, Interrupted
 _TYPER_ERRORS = (typer.TyperException,) if hasattr(typer, "TyperException") else ()
 USAGE_ERRORS = (click.exceptions.UsageError, *_TYPER_ERRORS)
 ABORTS = (click.exceptions.Abort, typer.Abort, KeyboardInterrupt)
+# A full disk or a file that may not be written: one line, like any other error a user fixes.
+STORAGE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -54,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     except USAGE_ERRORS as exc:
         console.print(one_line(f"error: {exc.format_message()}"), markup=False, highlight=False,
                       soft_wrap=True)
+        return 2
+    except OSError as exc:
+        if exc.errno not in STORAGE_ERRORS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        console.print(one_line(f"error: {where}{exc.strerror}; what is recorded stays: free "
+                               "space or fix permissions, then run the command again"),
+                      markup=False, highlight=False, soft_wrap=True)
         return 2
     except Detached as exc:  # SIGTERM: the trials run on
         console.print(f"detached; continue with `paratune resume {exc.campaign}`", markup=False,

@@ -175,13 +175,11 @@ def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> 
     reports, unreadable = [], []
     for name in names:
         try:
-            view = open_campaign(name, root)
+            reports.append(_status_report(name, open_campaign(name, root)))
         except UserError as exc:
             if campaign:
                 raise
-            unreadable.append({"campaign": name, "error": str(exc)})
-            continue  # one broken campaign folder does not hide the others
-        reports.append(_status_report(name, view))
+            unreadable.append({"campaign": name, "error": str(exc)})  # the others still show
     if as_json:
         print_json(reports[0] if campaign else {"campaigns": reports, "unreadable": unreadable})
         return
@@ -206,6 +204,7 @@ def _status_report(name: str, view) -> dict:
         "counts": summary.counts(unfinished_label(phase)),
         "budget": view.budget(summary.records).to_dict(),
         "mlflow": _mlflow_backlog(spec, summary.records),
+        "journal_lines_skipped": len(view.journal.damage.lines),
         "best": None if best is None else {
             "trial_id": best.trial_id, "config": best.config.to_dict(),
             metric: best.result.metric(metric),

@@ -48,12 +48,18 @@ class HolderLock:
             holder = _holder(fh)
             fh.close()
             raise self.refused(holder) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                             "since": time.time()}))
-        fh.flush()
-        os.fsync(fh.fileno())
+        try:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "since": time.time()}))
+            fh.flush()
+            os.fsync(fh.fileno())
+        except OSError as exc:  # a full disk: let go of the file, say so in one line
+            fh.close()
+            raise CampaignStateError(f"{self.path}: cannot record the lock's holder "
+                                     f"({exc.strerror or exc}); free space or fix "
+                                     "permissions, then try again") from None
         self._fh = fh
 
     def release(self) -> None:

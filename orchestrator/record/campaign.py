@@ -19,6 +19,7 @@ from orchestrator.record.journal import (
     SCALING,
     Journal,
     TrialRecord,
+    spec_digest,
 )
 from orchestrator.result import TrialResult
 from orchestrator.space import ParallelConfig
@@ -79,7 +80,8 @@ class CampaignView:
 
     def __post_init__(self) -> None:
         self.dir = self.spec.campaign_dir().resolve()
-        self.journal = Journal(self.dir / JOURNAL_FILE)
+        self.journal = Journal(self.dir / JOURNAL_FILE, name=self.spec.name,
+                               digest=spec_digest(self.spec))
         self.objective = Objective.of(self.spec.objective)
 
     @classmethod

@@ -29,7 +29,7 @@ from orchestrator.costmodel import CostModel
 from orchestrator.record.best import finish_order
 from orchestrator.record.budget import Tally
 from orchestrator.record.campaign import CampaignSummary, CampaignView
-from orchestrator.record.journal import FINISHED, REPEAT, SCREEN, SEARCH, TrialRecord
+from orchestrator.record.journal import FINISHED, REPEAT, SCREEN, SEARCH, TrialRecord, spec_digest
 from orchestrator.scheduling.halving import HalvingPromotions
 from orchestrator.scheduling.loop import EventHook, SchedulingLoop, teaches_searcher
 from orchestrator.scheduling.proposals import ProposalSource, RepeatProposals, SearchProposals
@@ -170,7 +170,8 @@ class Controller:
             # Trials run where the campaign started, whatever folder `resume` is run from.
             saved["trial"]["workdir"] = os.path.abspath(self.spec.trial.workdir or os.getcwd())
             (self.dir / SPEC_FILE).write_text(yaml.safe_dump(saved))
-            self.view.journal.append("campaign", name=self.spec.name, started_at=time.time())
+            self.view.journal.append("campaign", name=self.spec.name, started_at=time.time(),
+                                     spec_digest=spec_digest(self.spec))
 
     def _searcher(self, candidates: list[ParallelConfig]) -> tuple[CostModel, Searcher]:
         """The starting cost model (seeded by a warm start) and the searcher it guides."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.common.errors import UserError
+from orchestrator.common.errors import UserError, one_line
 from orchestrator.record.campaign import CampaignView, unfinished_label
 from orchestrator.spec import load_campaign_spec
 
@@ -28,6 +28,8 @@ class Progress:
     journal_state: str = "incomplete"  # finished | cancelled | incomplete (the view's word)
     mlflow_uri: str | None = None
     experiment: str | None = None
+    problem: str | None = None  # why its journal cannot be read, if it cannot
+    lines_skipped: int = 0  # journal lines no reader can use
 
     def as_ended(self, state: str) -> "Progress":
         """As a campaign in `state` shows it: once it is over (finished, failed, cancelled),
@@ -43,7 +45,8 @@ class Progress:
 
     def to_dict(self) -> dict[str, Any]:
         return {"trials": self.trials, "max_trials": self.max_trials, "running": self.running,
-                "counts": self.counts, "gpu_hours": self.gpu_hours, "best": self.best}
+                "counts": self.counts, "gpu_hours": self.gpu_hours, "best": self.best,
+                "journal_problem": self.problem, "journal_lines_skipped": self.lines_skipped}
 
 
 class ProgressCache:
@@ -83,7 +86,10 @@ class ProgressCache:
                 cached = self._cache.get(name)
             if cached and cached[0] == stamp:
                 return cached[1]
-            progress = _read(view)
+            try:
+                progress = _read(view)
+            except UserError as exc:  # a journal that cannot be opened: this campaign only
+                progress = Progress(max_trials=max_trials, problem=one_line(str(exc), 200))
             with self._lock:
                 self._cache[name] = (stamp, progress)
         return progress
@@ -113,4 +119,5 @@ def _read(view: CampaignView) -> Progress:
         journal_state=view.state(),
         mlflow_uri=view.spec.tracking_uri() if view.spec.tracking.enabled else None,
         experiment=f"paratune/{view.spec.name}",
+        lines_skipped=len(view.journal.damage.lines),
     )

@@ -30,7 +30,7 @@ def load_campaign_spec(runs_dir: Path, name: str) -> CampaignSpec:
             f"no campaign {name!r} under {runs_dir}/ (missing {path}); start it with "
             "`paratune run SPEC.yaml`, or pass --runs-dir"
         )
-    data = load_yaml_file(path)
+    data = load_yaml_file(path, saved=True)
     if not isinstance(data, dict) or not isinstance(data.get("tracking", {}), dict):
         raise SpecError(f"{path}: not a saved campaign spec (expected a mapping of keys)")
     if data.get("name") != name:  # the journal, MLflow runs and exports go by the name

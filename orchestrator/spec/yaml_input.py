@@ -14,6 +14,9 @@ from orchestrator.common.errors import SpecError, excerpt
 MAX_BYTES = 1 << 20  # a spec is a few KB; 1 MiB leaves room for long space.configs lists
 MAX_DEPTH = 32  # the spec nests 4 levels deep
 MAX_NODES = 20_000  # scalars, lists and mappings after aliases are expanded
+# What a campaign saved of a spec it accepted: every bound a user's spec passed, written out in
+# full (a list space of 1,000 layouts at every field), so its own file is bounded by size only.
+SAVED_MAX_BYTES = 64 << 20
 
 
 class _Refused(Exception):
@@ -57,10 +60,12 @@ def _expanded_size(root: Any) -> int:
     """Nodes in the document once every alias is expanded; refuses recursive anchors."""
     sizes: dict[int, int] = {}
     on_path: set[int] = set()
+    aliased = False  # a node reached twice: an alias
     stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
         node, children_done = stack.pop()
         if id(node) in sizes:
+            aliased = True
             continue
         kids = []
         if isinstance(node, SequenceNode):
@@ -71,8 +76,7 @@ def _expanded_size(root: Any) -> int:
             on_path.discard(id(node))
             total = 1 + sum(sizes[id(k)] for k in kids)
             if total > MAX_NODES:
-                raise _Refused(f"line {node.start_mark.line + 1}: the aliases expand to more "
-                               f"than {MAX_NODES} values; write the values out or drop aliases")
+                raise _Refused(_too_many(node, aliased or len(kids) > len(set(map(id, kids)))))
             sizes[id(node)] = total
             continue
         if id(node) in on_path:
@@ -80,27 +84,39 @@ def _expanded_size(root: Any) -> int:
                            "used inside itself); drop it")
         on_path.add(id(node))
         stack.append((node, True))
+        aliased = aliased or any(id(k) in sizes for k in kids)
         stack.extend((k, False) for k in kids if id(k) not in sizes)
     return sizes[id(root)]
 
 
-def parse_yaml(text: str) -> Any:
-    """The YAML value of `text`, bounded; raises _Refused or yaml.YAMLError."""
+def _too_many(node: Any, aliased: bool) -> str:
+    where = f"line {node.start_mark.line + 1}"
+    if aliased:
+        return (f"{where}: the aliases expand to more than {MAX_NODES:,} values; write the "
+                "values out or drop aliases")
+    return (f"{where}: more than {MAX_NODES:,} values; a campaign spec holds a few hundred "
+            "(a list space at most 1,000 layouts): shorten it")
+
+
+def parse_yaml(text: str, *, saved: bool = False) -> Any:
+    """The YAML value of `text`, bounded (a saved spec: by size alone); raises _Refused or
+    yaml.YAMLError."""
     loader = BoundedLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        _expanded_size(node)
+        if not saved:
+            _expanded_size(node)
         return loader.construct_document(node)
     finally:
         loader.dispose()
 
 
-def load_yaml_text(text: str, source: str) -> Any:
+def load_yaml_text(text: str, source: str, *, saved: bool = False) -> Any:
     """`text` as YAML; every failure one SpecError naming `source`."""
     try:
-        return parse_yaml(text)
+        return parse_yaml(text, saved=saved)
     except _Refused as exc:
         raise SpecError(f"{source}: {exc}") from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
@@ -114,19 +130,21 @@ def load_yaml_text(text: str, source: str) -> Any:
                         "; fix the YAML") from None
 
 
-def load_yaml_file(path: Path) -> Any:
-    """A YAML file a user wrote or a campaign saved: size, encoding and structure bounded."""
+def load_yaml_file(path: Path, *, saved: bool = False) -> Any:
+    """A YAML file a user wrote (size, encoding and structure bounded) or that a campaign
+    saved of a spec it accepted (`saved`: bounded by size and encoding)."""
+    limit = SAVED_MAX_BYTES if saved else MAX_BYTES
     try:
         with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+            raw = f.read(limit + 1)
     except OSError as exc:
         raise SpecError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    if len(raw) > MAX_BYTES:
-        raise SpecError(f"{path}: larger than {MAX_BYTES // 1024} KiB; a campaign spec is a few KB")
+    if len(raw) > limit:
+        raise SpecError(f"{path}: larger than {limit // 1024} KiB; a campaign spec is a few KB")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise SpecError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
                         "save the file as UTF-8") from None
-    return load_yaml_text(text, str(path))
+    return load_yaml_text(text, str(path), saved=saved)

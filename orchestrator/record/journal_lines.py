@@ -1,0 +1,150 @@
+"""Reading a journal line by line, so that damage costs a line, never the campaign.
+
+A journal may be cut by a kill mid-write, hand-edited, half-copied or hit by a bad disk. Each
+line is checked on its own: a line that is not UTF-8, not JSON, not an object, or an event of
+the wrong shape is skipped, counted and named (`Damage`), and every other line still counts.
+The file itself is opened without following a symbolic link: a journal is only ever appended
+to where the campaign keeps it.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.common.errors import CampaignStateError, excerpt
+
+TRIAL_EVENTS = ("submitted", "reattached", "finished", "tracked")
+CAMPAIGN_EVENTS = ("campaign", "campaign_end", "campaign_cancelled")
+FIDELITIES = ("full", "screen", "repeat", "scaling")
+NAMED_AT_MOST = 3  # lines named in the one-line summary; the count covers the rest
+
+
+@dataclass
+class Damage:
+    """The lines a read skipped: (line number, or None for an event found unusable on
+    replay, and why), in the order found."""
+
+    lines: list[tuple[int | None, str]] = field(default_factory=list)
+
+    def skip(self, number: int | None, why: str) -> None:
+        self.lines.append((number, why))
+
+    def __bool__(self) -> bool:
+        return bool(self.lines)
+
+    def summary(self, path: Path) -> str:
+        """One line: how many lines were skipped, naming the first few."""
+        n = len(self.lines)
+        named = "; ".join(why if number is None else f"line {number}: {why}"
+                          for number, why in self.lines[:NAMED_AT_MOST])
+        more = f"; and {n - NAMED_AT_MOST} more" if n > NAMED_AT_MOST else ""
+        return (f"{path}: skipped {n} line{'s' * (n != 1)} it cannot use ({named}{more}); "
+                "the other lines count as they are")
+
+
+def open_journal(path: Path, flags: int) -> int:
+    """A file descriptor on the journal, refusing a symbolic link or a directory with one line."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        if stat.S_ISDIR(os.fstat(fd).st_mode):  # a directory opens read-only without an error
+            os.close(fd)
+            raise IsADirectoryError(errno.EISDIR, "Is a directory")
+        return fd
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CampaignStateError(
+                f"{path} is a symbolic link; a journal is never followed elsewhere: put the "
+                "campaign's own journal file there") from None
+        if exc.errno == errno.EISDIR:
+            raise CampaignStateError(
+                f"{path} is a directory, not a journal; move it away (the campaign then reads "
+                "as having no trials)") from None
+        raise CampaignStateError(f"{path}: cannot open the journal ({exc.strerror or exc}); "
+                                 "check the file's permissions and the disk") from None
+
+
+def read_raw(path: Path) -> bytes:
+    """The journal's bytes; empty when there is none."""
+    try:
+        fd = open_journal(path, os.O_RDONLY)
+    except CampaignStateError:
+        if not os.path.lexists(path):
+            return b""
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def parse_lines(raw: bytes, damage: Damage) -> list[dict[str, Any]]:
+    """Every event of the journal whose line is sound; the others go to `damage`."""
+    events = []
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            damage.skip(number, "not UTF-8 text")
+            continue
+        except (json.JSONDecodeError, RecursionError):
+            damage.skip(number, "not JSON (a line cut short by a kill reads so)")
+            continue
+        why = event_problem(event)
+        if why:
+            damage.skip(number, why)
+            continue
+        events.append(event)
+    return events
+
+
+def event_problem(event: Any) -> str | None:
+    """Why an event cannot be used, or None. The trial's config and result are checked when
+    the trial is replayed, against the classes they become."""
+    if not isinstance(event, dict):
+        return f"not an event object ({type(event).__name__})"
+    kind = event.get("event")
+    if kind not in TRIAL_EVENTS + CAMPAIGN_EVENTS:
+        return f"unknown event {excerpt(kind, 40)}"
+    stamp = event.get("time")
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
+        return f"{kind} event without a valid time"
+    if kind in CAMPAIGN_EVENTS:
+        return _campaign_event_problem(kind, event)
+    return _trial_event_problem(kind, event)
+
+
+# The campaign events' fields, and the types a reader relies on.
+_CAMPAIGN_FIELDS = {"name": str, "spec_digest": str, "parent_run_id": str, "stop_reason": str,
+                    "started_at": (int, float), "trials_stopped": int}
+
+
+def _campaign_event_problem(kind: str, event: dict[str, Any]) -> str | None:
+    for name, kinds in _CAMPAIGN_FIELDS.items():
+        value = event.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            return f"{kind} event whose {name} is {type(value).__name__}"
+    return None
+
+
+def _trial_event_problem(kind: str, event: dict[str, Any]) -> str | None:
+    if not isinstance(event.get("trial_id"), str) or not event["trial_id"]:
+        return f"{kind} event whose trial_id is not a name ({excerpt(event.get('trial_id'), 40)})"
+    if not isinstance(event.get("config"), dict):
+        return f"{kind} event of {event['trial_id']} without a config object"
+    if event.get("fidelity", "full") not in FIDELITIES:
+        return f"{kind} event of {event['trial_id']} with unknown phase " \
+               f"{excerpt(event.get('fidelity'), 40)}"
+    if "handle" in event and not isinstance(event["handle"], dict):
+        return f"{kind} event of {event['trial_id']} whose handle is not an object"
+    if kind == "finished" and not isinstance(event.get("result"), dict):
+        return f"finished event of {event['trial_id']} without a result object"
+    if kind == "tracked" and not isinstance(event.get("run_id"), str):
+        return f"tracked event of {event['trial_id']} without an MLflow run id"
+    return None
