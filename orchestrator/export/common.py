@@ -9,6 +9,7 @@ from importlib.metadata import version
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.spec.strings import ENV_NAME
+from orchestrator.spec.trial import BASH_READONLY
 from orchestrator.trainers.builtin import BuiltinTrainer
 
 BUILTIN_TOOL = f"{BuiltinTrainer.tool} under torchrun, PyTorch {version('torch')}"
@@ -29,6 +30,8 @@ def origin(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
 def env_line(name: str, value: str) -> str:
     if not ENV_NAME.fullmatch(name):  # the spec refuses these; never write one into a script
         raise ValueError(f"trial.env: {name!r} is not an environment variable name")
+    if name in BASH_READONLY:  # the spec refuses these too: bash would stop at the export
+        raise ValueError(f"trial.env.{name}: bash holds {name} read-only; drop it or rename it")
     return f"export {name}={shlex.quote(value)}"
 
 

@@ -7,7 +7,7 @@ does not move with the calibration.
 
 from __future__ import annotations
 
-from orchestrator.costmodel import Calibration, CostModel, calibrate
+from orchestrator.costmodel import GB, Calibration, CostModel, calibrate
 from orchestrator.record.campaign import calibration_input
 from orchestrator.record.journal import TrialRecord
 from orchestrator.result import TrialResult
@@ -41,11 +41,12 @@ class LiveCostModel:
         scale = self.calibration.memory_scale if self.calibration else 1.0
         if prediction.fits_scaled(scale):
             return None
+        memory = prediction.memory
+        predicted_gb = ((memory.total - memory.reserve) * scale + memory.reserve) / GB
         return TrialResult(
             status="infeasible", world_size=config.world_size,
-            error=f"predicted {prediction.memory_gb:.2f} GB per device > "
-            f"{prediction.capacity_gb:.2f} GB capacity",
-            extra={"predicted_memory_gb": prediction.memory_gb},
+            error=_overflow_message(predicted_gb, prediction.memory_gb, prediction.capacity_gb),
+            extra={"predicted_memory_gb": predicted_gb},
         )
 
     def annotate(self, config: ParallelConfig, result: TrialResult) -> None:
@@ -53,3 +54,12 @@ class LiveCostModel:
         predicted = self.current.estimate(config)
         result.extra.setdefault("predicted_tokens_per_s", predicted.tokens_per_s)
         result.extra.setdefault("predicted_memory_gb", predicted.memory_gb_used)
+
+
+def _overflow_message(predicted_gb: float, raw_gb: float, capacity_gb: float) -> str:
+    """Why a layout was pruned, in the calibrated figure the decision used (and the model's
+    own figure beside it when calibration moved it)."""
+    raw = ""
+    if f"{raw_gb:.2f}" != f"{predicted_gb:.2f}":
+        raw = f" ({raw_gb:.2f} GB before calibration)"
+    return f"predicted {predicted_gb:.2f} GB per device{raw} > {capacity_gb:.2f} GB capacity"

@@ -93,6 +93,17 @@ class CampaignSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _listed_layouts_fit(self) -> "CampaignSpec":
+        """Each `space.configs` entry fits the world, the model and the batch, checked as the
+        spec is read so the error names its file."""
+        if self.space.kind == "list":
+            try:
+                self.search_space().candidates()
+            except InvalidConfig as exc:  # the message names the entry's index
+                raise ValueError(f"space.{exc}") from None
+        return self
+
+    @model_validator(mode="after")
     def _screening_is_shorter(self, info: ValidationInfo) -> "CampaignSpec":
         """A screen as long as a full measurement saves nothing (a saved campaign keeps the
         fidelity it ran with)."""

@@ -149,10 +149,7 @@ def _describe(exc: ValidationError, source: str, within: tuple[str, ...] = ()) -
     if err["type"] == "string_type" and not isinstance(err.get("input"), (dict, list)):
         msg += "; YAML read it as another type: put it in quotes"  # name: 2024-06-01
     elif err["type"] in NUMBER_ERRORS and _yaml_float_text(err.get("input")):
-        value = float(err["input"])
-        written = (f"in full ({value:.0f})" if err["type"].startswith("int") else
-                   f"with a point and a signed exponent ({value:.1e}) or in full ({value:g})")
-        msg += f"; YAML reads {err['input']} as text: write it {written}"
+        msg += _number_hint(err["input"], whole=err["type"].startswith("int"))
     if msg.startswith(key + "."):  # a section's cross-field check names the key itself
         return f"{source}: {msg}"
     return f"{source}: {key}: {msg}"
@@ -170,6 +167,55 @@ def _yaml_float_text(value: Any) -> bool:
     except ValueError:
         return False
     return "e" in value.lower()
+
+
+def _number_hint(text: str, whole: bool) -> str:
+    """How to write `text`, a number YAML read as text, so that YAML reads that number: a
+    whole number in full; any other with a point and a signed exponent (1.0e+308), or in full
+    where that is short. Each spelling offered is one the spec's YAML reader takes for it."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        exact = Decimal(text.replace("_", "").strip())
+    except InvalidOperation:
+        return ""
+    said = f"; YAML reads {excerpt(text, 40, quote=False)} as text"
+    value = float(exact)
+    if abs(value) == float("inf") or (value == 0 and exact != 0):
+        return f"{said}, out of a float's range (sizes 5e-324 to 1.8e+308); change it"
+    if whole:
+        if exact != exact.to_integral_value():
+            return f"{said}, and it is not a whole number; give one"
+        full = str(int(exact))
+        return f"{said}: write it in full ({full})" if len(full) <= 24 else f"{said}; make it smaller"
+    pointed = next(_with_point(f"{value:.{digits}e}") for digits in range(17)
+                   if float(f"{value:.{digits}e}") == value)
+    plain = f"{exact:f}"
+    forms = []
+    if _yaml_reads_as(pointed, value):
+        forms.append(f"with a point and a signed exponent ({pointed})")
+    if len(plain) <= 24 and _yaml_reads_as(plain, value):
+        forms.append(f"in full ({plain})")
+    return f"{said}: write it {' or '.join(forms)}" if forms else said
+
+
+def _with_point(text: str) -> str:
+    """`1e+308` as YAML reads a float: `1.0e+308`."""
+    mantissa, _, exponent = text.partition("e")
+    return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent}"
+
+
+def _yaml_reads_as(text: str, value: float) -> bool:
+    """Whether the spec's YAML reader takes `text` for the number `value`."""
+    import yaml
+
+    from orchestrator.spec.yaml_input import parse_yaml
+
+    try:
+        read = parse_yaml(text)
+    except yaml.YAMLError:
+        return False
+    return isinstance(read, (int, float)) and not isinstance(read, bool) and read == value
 
 
 def _walk(loc: tuple) -> tuple[list[str], Any, tuple[str, str] | None]:

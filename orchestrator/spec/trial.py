@@ -22,6 +22,8 @@ TRAINERS = ("builtin", "deepspeed", "torchtitan", "megatron-lm", "megatron-deeps
 # The result fields a user's regex may read from a `command` trainer's log.
 LOG_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
                "mfu_percent", "loss", "peak_memory_gb")
+# Names bash holds read-only (`readonly -p`): a launch script that exports one stops there.
+BASH_READONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
 
 
 def check_placeholders(items: list[str]) -> list[str]:
@@ -136,6 +138,9 @@ class TrialSpec(Strict):
             if not isinstance(key, str):
                 raise ValueError(f"{excerpt(key, 40)}: a variable name is text")
             check_env_name(key)
+            if key in BASH_READONLY:
+                raise ValueError(f"trial.env.{key}: bash holds {key} read-only, so an exported "
+                                 "launch script would stop at it; drop it or rename it")
             if isinstance(value, (list, dict)) or value is None:
                 raise ValueError(f"{key}: give a string, number or true/false, not "
                                  f"{excerpt(value, 40)}")

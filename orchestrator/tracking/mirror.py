@@ -9,6 +9,9 @@ run starts and ends when the trial did (the journal's times), not when it is wri
 from __future__ import annotations
 
 import fcntl
+import json
+import os
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +24,8 @@ from orchestrator.space import ParallelConfig
 from orchestrator.tracking.view import experiment_tags
 
 MAX_TAG_CHARS = 5000
+# MLflow draws a tqdm bar on stderr for artifact transfers; the campaign's display is ours.
+QUIET_ARTIFACTS = {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
 
 
 def _fast_sqlite() -> None:
@@ -75,6 +80,8 @@ class Tracker:
 
         if uri.startswith("sqlite:"):
             _fast_sqlite()
+        for key, value in QUIET_ARTIFACTS.items():  # a user's own setting wins
+            os.environ.setdefault(key, value)
         self.uri = uri
         with _first_use(uri):
             self.client = MlflowClient(tracking_uri=uri)
@@ -174,10 +181,26 @@ class Tracker:
             tags["mlflow.note.content"] = note
         self._log(run_id, metrics=metrics, tags=tags)
         if table:
-            self.client.log_table(run_id, data=table, artifact_file="campaign_summary.json")
+            self._put_table(run_id, table, "campaign_summary.json")
         if pruned:
-            self.client.log_table(run_id, data=pruned, artifact_file="pruned_layouts.json")
+            self._put_table(run_id, pruned, "pruned_layouts.json")
         self.client.set_terminated(run_id, status="FINISHED")
+
+    def _put_table(self, run_id: str, data: dict[str, list], artifact_file: str) -> None:
+        """Log `data` as the run's table `artifact_file` (as `log_table` writes one), replacing
+        the one a resumed campaign logged before, where `log_table` would download it and
+        append: every trial twice."""
+        import pandas as pd
+        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / artifact_file
+            pd.DataFrame(data).to_json(path, orient="split", index=False, date_format="iso")
+            self.client.log_artifact(run_id, str(path))
+        logged = json.loads(self.client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
+        entry = {"path": artifact_file, "type": "table"}
+        if entry not in logged:
+            self.client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps([*logged, entry]))
 
     def _log(
         self,
