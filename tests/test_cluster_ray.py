@@ -16,10 +16,10 @@ import sys
 import time
 
 import pytest
+import ray  # noqa: F401 - a dependency of the project: a broken install fails these tests
 from cluster_harness import SCRIPTS, single_process_losses, skip_reason, two_node_cluster
 from conftest import ROOT, alive_naming, journal_events, run_cli_process, write_spec
 
-ray = pytest.importorskip("ray")
 reason = skip_reason()
 pytestmark = [pytest.mark.skipif(reason is not None, reason=reason or ""), pytest.mark.slow]
 CLIENT = "ray://10.211.0.1:10001"

@@ -195,12 +195,21 @@ def test_deepspeed_reduces_stage_0_gradients_in_bf16_as_the_cost_model_prices_th
     assert config.factors(spec.gpus_per_node, engine).engine == "deepspeed"
 
 
+# Five trials of two DeepSpeed ranks each, every one importing DeepSpeed and torch: about half
+# a minute a trial on an idle machine, several times that on a busy one. The bounds are there
+# for a hung trial only.
+TRIAL_TIMEOUT_S = 1200
+
+
 @pytest.mark.slow
+@pytest.mark.timeout(5 * TRIAL_TIMEOUT_S + 600)
 def test_real_deepspeed_campaign_on_cpu(runs_dir, cli, monkeypatch):
-    """examples/deepspeed.yaml as written: DeepSpeed trains a small GPT at world size 2 under
-    ZeRO 0-3; the largest micro-batch passes the memory limit and is recorded as oom."""
+    """examples/deepspeed.yaml as written, with a trial timeout for a busy machine: DeepSpeed
+    trains a small GPT at world size 2 under ZeRO 0-3; the largest micro-batch passes the
+    memory limit and is recorded as oom."""
     monkeypatch.chdir(EXAMPLES.parent)
-    code, _, err = cli("run", str(EXAMPLES / "deepspeed.yaml"))
+    code, _, err = cli("run", str(EXAMPLES / "deepspeed.yaml"),
+                       "--set", f"trial.timeout_s={TRIAL_TIMEOUT_S}")
     assert code == 0, err
     results = {e["trial_id"]: (e["config"], e["result"])
                for e in journal_events(runs_dir / "deepspeed-gpt") if e["event"] == "finished"}

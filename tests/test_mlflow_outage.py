@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, journal_events, run_cli_process
+from conftest import ROOT, journal_events, run_cli_process, write_spec
 
 from orchestrator.tracking.session import HTTP_DEFAULTS
 
@@ -38,7 +38,7 @@ class MlflowServer:
              (self.root / "artifacts").as_uri(), "--host", "127.0.0.1", "--port", str(self.port),
              "--workers", "1"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.time() + 90
+        deadline = time.time() + 240  # a server starts in seconds; far longer on a busy machine
         while time.time() < deadline:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1)
@@ -63,60 +63,106 @@ class MlflowServer:
         self.process = None
 
 
+# A trainer whose trial N reports only once the number in the file it is given reaches N: the
+# test decides when each trial ends, so the outage falls between known trials.
+GATED_TRAINER = """
+import json, pathlib, sys, time
+ordinal, released = int(sys.argv[1].lstrip("t")), pathlib.Path(sys.argv[2])
+deadline = time.monotonic() + 900
+while int(released.read_text() or 0) < ordinal:
+    if time.monotonic() > deadline:
+        sys.exit("never released")
+    time.sleep(0.1)
+print("PARATUNE_RESULT " + json.dumps({"status": "ok", "tokens_per_s": 1000.0 + ordinal}))
+"""
+TRIALS = [f"t{n:04d}" for n in range(1, 10)]
+
+
+def wait_until(condition, what: str, limit: float = 240) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {limit:g}s"
+        time.sleep(0.2)
+
+
 @pytest.mark.slow
 def test_results_survive_an_mlflow_outage(tmp_path, runs_dir):
-    port = free_port()
-    server = MlflowServer(tmp_path, port)
+    """Trials 1-3 reach MLflow; it goes away and trials 4-6 finish all the same; it comes back
+    and trial 7's end writes 4-7; the campaign ends with every trial in MLflow exactly once."""
+    server = MlflowServer(tmp_path, free_port())
     server.start()
-    uri = f"http://127.0.0.1:{port}"
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "outage", "model": "llama-7b", "cluster": "h100-80g",
-        "scale": {"nodes": 64, "global_batch_size": 2048},
-        "space": {"tp": [1, 2, 4, 8], "pp": [1, 2, 4], "zero_stage": [1, 3],
-                  "micro_batch_size": [1, 2], "activation_checkpointing": ["full"]},
-        "search": {"algorithm": "random"}, "budget": {"max_trials": 24, "max_concurrent": 1},
-        "backend": {"kind": "simulated", "latency_s": 1.0},
-        "tracking": {"uri": uri, "retry_s": 1.0},
-    }))
-    campaign = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(spec)], cwd=ROOT,
-        env={**os.environ, "PARATUNE_RUNS_DIR": str(runs_dir)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    uri = f"http://127.0.0.1:{server.port}"
+    released = tmp_path / "released"
+
+    def release(upto: int) -> None:
+        staged = tmp_path / "released.new"
+        staged.write_text(str(upto))
+        staged.replace(released)  # the trainers never read a half-written number
+
+    release(0)
+    trainer = tmp_path / "gated_trainer.py"
+    trainer.write_text(GATED_TRAINER)
+    spec = write_spec(
+        tmp_path / "spec.yaml", name="outage", search={"algorithm": "grid"},
+        budget={"max_trials": len(TRIALS), "max_concurrent": 1},
+        trial={"command": [sys.executable, str(trainer), "{trial_id}", str(released)],
+               "timeout_s": 900},
+        # Far below the seconds an MLflow server takes to start: the first trial to end after
+        # the server is back tries MLflow again.
+        tracking={"uri": uri, "retry_s": 0.2})
+    journal = runs_dir / "outage" / "journal.jsonl"
+
+    def trials(kind: str) -> list[str]:
+        if not journal.exists():
+            return []
+        lines = journal.read_text().split("\n")[:-1]  # complete lines only
+        return sorted(e["trial_id"] for e in map(json.loads, filter(None, lines))
+                      if e["event"] == kind)
+
+    def submitted(trial_id: str):
+        return lambda: trial_id in trials("submitted")
+
+    errors = tmp_path / "campaign.err"
     try:
-        journal = runs_dir / "outage"
-
-        def tracked() -> int:
-            if not (journal / "journal.jsonl").exists():
-                return 0
-            return sum(e["event"] == "tracked" for e in journal_events(journal))
-
-        deadline = time.time() + 120
-        while tracked() < 3 and time.time() < deadline:
-            time.sleep(0.2)
-        assert tracked() >= 3
-        server.stop()  # the server goes away mid-campaign
-        down_at = len([e for e in journal_events(journal) if e["event"] == "finished"])
-        time.sleep(6)
-        during = len([e for e in journal_events(journal) if e["event"] == "finished"])
-        assert during > down_at, "the campaign goes on while MLflow is down"
-        server.start()  # and comes back
-        assert campaign.wait(timeout=300) == 0, campaign.stderr.read()[-2000:]
-    finally:
-        if campaign.poll() is None:
-            campaign.kill()
-        events = journal_events(runs_dir / "outage")
+        with errors.open("w") as err:
+            campaign = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator.cli", "run", str(spec)], cwd=ROOT,
+                # A server slow to answer on a busy machine is not an outage.
+                env={**os.environ, "PARATUNE_RUNS_DIR": str(runs_dir),
+                     "MLFLOW_HTTP_REQUEST_TIMEOUT": "120"},
+                stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            release(3)
+            wait_until(lambda: trials("tracked") == TRIALS[:3], "trials 1-3 in MLflow")
+            server.stop()  # trial 4 is held: nothing is being written to MLflow as it goes
+            release(6)
+            # One trial at a time: the loop writes a trial to MLflow before it submits the
+            # next, so trial 7 submitted means trial 6's write was tried.
+            wait_until(submitted("t0007"), "trial 7 submitted while MLflow is down")
+            assert trials("finished") == TRIALS[:6], "the campaign goes on while MLflow is down"
+            assert trials("tracked") == TRIALS[:3]
+            server.start()
+            release(7)
+            wait_until(submitted("t0008"), "trial 8 submitted after MLflow is back")
+            assert trials("tracked") == TRIALS[:7], "trial 7's end writes what MLflow missed"
+            release(len(TRIALS))
+            assert campaign.wait(timeout=300) == 0, errors.read_text()[-2000:]
+        finally:
+            release(len(TRIALS))  # a held trial ends on its own
+            if campaign.poll() is None:
+                campaign.kill()
+                campaign.wait()
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(uri)
         experiment = client.get_experiment_by_name("paratune/outage")
         runs = client.search_runs([experiment.experiment_id],
                                   filter_string="tags.`paratune.kind` = 'trial'")
+    finally:
         server.stop()
-    finished = [e for e in events if e["event"] == "finished"]
-    ran = sorted(e["trial_id"] for e in finished if e["result"]["status"] != "infeasible")
-    assert sorted(r.data.tags["paratune.trial_id"] for r in runs) == ran  # pruned: no run
-    assert len(ran) >= 24
+    assert trials("finished") == TRIALS
+    assert sorted(r.data.tags["paratune.trial_id"] for r in runs) == TRIALS  # each one once
+    assert trials("tracked") == TRIALS
 
 
 LAYOUTS = [{"tp": tp, "pp": 1, "zero_stage": 1, "micro_batch_size": 1} for tp in (1, 2, 4, 8)]
