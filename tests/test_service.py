@@ -181,8 +181,8 @@ def test_authentication_and_one_line_errors(service):
             "/api/campaigns/{name}/best", "/api/quotas"} <= set(paths)
     assert server.api("GET", "/api/whoami", alice).json() == {"user": "alice", "admin": False}
     assert server.submit(alice, SIMULATED, *simulated("alices", latency=5)).status_code == 201
-    forbidden = server.api("POST", "/api/campaigns/alices/cancel", bob)
-    assert forbidden.status_code == 403 and "belongs to 'alice'" in forbidden.json()["detail"]
+    hidden = server.api("POST", "/api/campaigns/alices/cancel", bob)  # not bob's to see
+    assert hidden.status_code == 404 and "no campaign 'alices'" in hidden.json()["detail"]
     malformed = server.api("POST", "/api/campaigns", alice,
                            json={"spec_yaml": "name: x\nmodel: [unclosed\n", "workdir": str(ROOT)})
     assert malformed.status_code == 422
@@ -190,7 +190,8 @@ def test_authentication_and_one_line_errors(service):
     assert "\n" not in detail and detail.startswith("submitted spec: line")
     wrong_key = server.submit(alice, SIMULATED, "budget.max_trails=3")
     assert wrong_key.status_code == 422 and "max_trails" in wrong_key.json()["detail"]
-    assert server.api("GET", "/api/campaigns/alices", bob).json()["owner"] == "alice"
+    assert server.api("GET", "/api/campaigns/alices", bob).status_code == 404
+    assert server.api("GET", "/api/campaigns/alices", alice).json()["owner"] == "alice"
     assert server.api("POST", "/api/campaigns/alices/cancel", alice).status_code == 200
 
 

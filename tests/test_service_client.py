@@ -251,14 +251,14 @@ def test_failures_are_one_line(server, demo, tmp_path):
 
 
 def test_only_the_owner_or_an_admin_may_cancel(server, demo, slow):
+    """Another user does not even see the campaign (its existence is not told)."""
     refused = one_line_error(server.cli("cancel", "slow", user="alice"))
-    assert refused == ("error: campaign 'slow' belongs to 'bob'; only they or an admin may "
-                       "cancel it")
+    assert refused.startswith("error: no campaign 'slow' on this server"), refused
     assert server.campaign("slow")["state"] in ("queued", "running")
     # An ended campaign too: the owner is told it has ended, anyone else that it is not theirs.
     server.wait_for("demo", lambda c: c["state"] == "finished")
     refused = one_line_error(server.cli("cancel", "demo", user="bob"))
-    assert refused.startswith("error: campaign 'demo' belongs to 'alice'"), refused
+    assert refused.startswith("error: no campaign 'demo' on this server"), refused
     assert server.ok("cancel", "demo").stderr.strip() == (
         "demo is already finished; nothing to cancel")
 

@@ -16,7 +16,7 @@ import logging
 import click
 import typer
 
-from orchestrator.cli import campaigns, cost_model, profile, remote, reports
+from orchestrator.cli import campaigns, cost_model, profile, remote, reports, service_grants
 from orchestrator.cli.common import console
 from orchestrator.cli.service import server_app
 from orchestrator.common.errors import UserError, one_line
@@ -38,6 +38,8 @@ for command in (campaigns.run, campaigns.resume, remote.status, remote.best,
                 cost_model.plan, cost_model.estimate, cost_model.calibrate, profile.profile,
                 reports.report, reports.ui, remote.submit, remote.ls, remote.cancel, remote.logs):
     app.command()(command)
+server_app.command("grant")(service_grants.grant)
+server_app.command("member")(service_grants.member)
 app.add_typer(server_app, name="server")
 
 

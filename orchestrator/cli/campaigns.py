@@ -33,6 +33,7 @@ from orchestrator.cli.common import (
 from orchestrator.cli.live_display import CampaignProgress
 from orchestrator.common.errors import CampaignStateError, UserError
 from orchestrator.common.paths import runs_root
+from orchestrator.common.processes import keep_from_same_user_processes
 from orchestrator.export import FORMATS, export, unmeasured_note
 from orchestrator.record.campaign import not_in_mlflow, unfinished_label
 from orchestrator.record.journal import TrialRecord
@@ -64,7 +65,10 @@ def trial_slots() -> TrialSlots:
     """The campaign service's slots when it started this controller (it sets both variables);
     else no limit but the spec's `max_concurrent`."""
     url, token = os.environ.get("PARATUNE_SLOTS_URL"), os.environ.get("PARATUNE_SLOTS_TOKEN")
-    return ServiceSlots(url, token) if url and token else NoSlotLimit()
+    if not (url and token):
+        return NoSlotLimit()
+    keep_from_same_user_processes()  # its trials run as this user: they must not read the token
+    return ServiceSlots(url, token)
 
 
 @contextmanager

@@ -61,6 +61,9 @@ def server(
                                              help="concurrent trials across all campaigns"),
     mlflow_ui: Optional[str] = typer.Option(None, "--mlflow-ui",
                                             help="URL of an MLflow UI over the runs' store"),
+    run_as: Optional[str] = typer.Option(None, "--run-as",
+                                         help="OS user campaigns' controllers and trials run "
+                                              "as, kept out of the state directory (needs root)"),
 ) -> None:
     """Run the campaign service until SIGTERM or Ctrl-C (campaigns stay resumable)."""
     if ctx.invoked_subcommand is not None:
@@ -70,7 +73,8 @@ def server(
     from orchestrator.server.database_lock import DatabaseLock
     from orchestrator.server.state_lock import StateDirLock
 
-    config = _config(state_dir, database, runs_dir, max_running=max_running, max_trials=max_trials)
+    config = _config(state_dir, database, runs_dir, max_running=max_running, max_trials=max_trials,
+                     run_as=run_as)
     # A second server on this state directory or database, or on a taken port, stops here:
     # one line, and no controller adopted (and then stopped, or run twice) on its way out.
     with StateDirLock(config.state_dir):

@@ -64,3 +64,15 @@ def kill_tree(pid: int) -> None:
                 kill(target, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+PR_SET_DUMPABLE = 4
+
+
+def keep_from_same_user_processes() -> None:
+    """Make this process non-dumpable: other processes of the same OS user (its own trials
+    among them) can then neither read its /proc environment and memory nor attach to it;
+    the kernel resets it for the programs it starts."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)

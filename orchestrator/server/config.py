@@ -19,13 +19,23 @@ class ServiceConfig:
     # long campaign is not failed by deaths days apart.
     healthy_run_s: float = 300.0
     tick_s: float = 0.25
+    run_as: str | None = None  # the OS user controllers and trials run as (isolation.py)
 
     @property
     def url(self) -> str:
         return self.database_url or f"sqlite:///{(self.state_dir / 'server.db').resolve()}"
 
+    @property
+    def trial_workdir(self) -> Path:
+        """Where the trials of users without a code grant run: an empty folder of the
+        service's (no campaign can be named so), so nothing a user placed is imported."""
+        return self.runs_dir / ".service-workdir"
+
     def log_path(self, name: str) -> Path:
         return self.state_dir / "logs" / f"{name}.log"
 
     def spec_path(self, name: str) -> Path:
-        return self.state_dir / "specs" / f"{name}.yaml"
+        """Where a campaign's first controller reads its spec: out of the state directory
+        when controllers run as a user of their own, who may not enter it."""
+        folder = self.runs_dir / ".service-specs" if self.run_as else self.state_dir / "specs"
+        return folder / f"{name}.yaml"

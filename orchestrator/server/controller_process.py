@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from orchestrator.common.processes import is_running, start_time
 
@@ -43,7 +44,8 @@ class ControllerProcess:
 
     @classmethod
     def launch(cls, argv: list[str], env: dict[str, str], log: Path, cwd: Path | str,
-               purpose: str = CONTROL) -> "ControllerProcess":
+               purpose: str = CONTROL, run_as: Any = None) -> "ControllerProcess":
+        """Start it (as `run_as`, an isolation.RunAs, when given), appending to `log`."""
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} paratune "
@@ -51,7 +53,8 @@ class ControllerProcess:
             out.flush()
             popen = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
+                env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent,
+                **(run_as.popen_options() if run_as else {}))
         return cls(popen.pid, start_time(popen.pid), popen, purpose)
 
     @classmethod

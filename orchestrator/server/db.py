@@ -72,6 +72,24 @@ class Quota(Base):
     gpu_hours: Mapped[float] = mapped_column(Float)
 
 
+class CodeGrant(Base):
+    """Who may run programs of their own on the service (`trial.command`, trainer scripts,
+    their own tracking store, files named in `model:`/`cluster:`): a user, or every member of
+    a project."""
+
+    __tablename__ = "code_grants"
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)  # user | project
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
+class ProjectMember(Base):
+    """A user of a project: sees its campaigns, and shares its code grant and quota."""
+
+    __tablename__ = "project_members"
+    project: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
 class Database:
     """One engine and its sessions; tables are created on first use, and a database an older
     service made is brought up to these tables (see `_widen_campaign_names`)."""

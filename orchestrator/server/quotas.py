@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from orchestrator.server.db import FINAL_STATES, Campaign, Database, Quota
 
@@ -31,25 +32,28 @@ def committed(campaign: Campaign, used: float) -> float:
     return max(campaign.gpu_hours_budget or 0.0, used)
 
 
-def refusal(db: Database, owner: str, project: str | None, asked: float | None,
+def refusal(s: Session, owner: str, project: str | None, asked: float | None,
             used_by: Callable[[Campaign], float]) -> str | None:
     """Why a campaign of `owner` (in `project`) asking for `asked` GPU-hours cannot be
-    admitted, naming the quota; None when every quota that applies has room."""
-    scopes = [(USER, owner)] + ([(PROJECT, project)] if project else [])
-    with db.session() as s:
-        for scope, name in scopes:
-            quota = s.get(Quota, (scope, name))
-            if quota is None:
-                continue
-            if asked is None:
-                return (f"budget.gpu_hours: {scope} {name!r} has a quota of "
-                        f"{quota.gpu_hours:g} GPU-hours; set budget.gpu_hours in the spec so the "
-                        "campaign can be admitted against it")
-            column = Campaign.owner if scope == USER else Campaign.project
-            campaigns = s.scalars(select(Campaign).where(column == name)).all()
-            taken = sum(committed(c, used_by(c)) for c in campaigns)
-            if taken + asked > quota.gpu_hours:
-                return (f"quota of {scope} {name!r}: {quota.gpu_hours:g} GPU-hours, "
-                        f"{taken:.3g} used or reserved; this campaign asks for {asked:g} "
-                        "(budget.gpu_hours): lower it, or ask an admin to raise the quota")
+    admitted, naming the quota; None when every quota that applies has room. Read in the
+    session that then inserts the campaign, with the quotas' rows locked (PostgreSQL; on
+    SQLite the caller holds the admission lock), so concurrent submissions are admitted one
+    after the other."""
+    scopes = sorted([(USER, owner)] + ([(PROJECT, project)] if project else []))
+    for scope, name in scopes:
+        quota = s.scalars(select(Quota).where(Quota.scope == scope, Quota.name == name)
+                          .with_for_update()).first()
+        if quota is None:
+            continue
+        if asked is None:
+            return (f"budget.gpu_hours: {scope} {name!r} has a quota of "
+                    f"{quota.gpu_hours:g} GPU-hours; set budget.gpu_hours in the spec so the "
+                    "campaign can be admitted against it")
+        column = Campaign.owner if scope == USER else Campaign.project
+        campaigns = s.scalars(select(Campaign).where(column == name)).all()
+        taken = sum(committed(c, used_by(c)) for c in campaigns)
+        if taken + asked > quota.gpu_hours:
+            return (f"quota of {scope} {name!r}: {quota.gpu_hours:g} GPU-hours, "
+                    f"{taken:.3g} used or reserved; this campaign asks for {asked:g} "
+                    "(budget.gpu_hours): lower it, or ask an admin to raise the quota")
     return None

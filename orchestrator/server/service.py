@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from orchestrator.server.campaign_summary import ProgressCache
 from orchestrator.server.config import ServiceConfig
 from orchestrator.server.db import FINAL_STATES, Campaign, Database
+from orchestrator.server.isolation import RunAs, isolate
 from orchestrator.server.links import MlflowLinks
 from orchestrator.server.slot_pool import SlotPool
 from orchestrator.server.supervisor import Supervisor
@@ -26,16 +28,25 @@ class Service:
     progress: ProgressCache = field(init=False)
     links: MlflowLinks = field(init=False)
     supervisor: Supervisor = field(init=False)
+    # Held from a submission's quota check to its insert: SQLite has one writer, and on
+    # PostgreSQL the quota rows are locked too (quotas.refusal).
+    admission: threading.Lock = field(init=False, default_factory=threading.Lock)
+    run_as: RunAs | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.config.state_dir.mkdir(parents=True, exist_ok=True)
         self.config.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.config.trial_workdir.mkdir(exist_ok=True)
+        self.run_as = RunAs.of(self.config.run_as) if self.config.run_as else None
+        if self.run_as:
+            isolate(self.run_as, self.config.state_dir, self.config.runs_dir,
+                    [self.config.trial_workdir, self.config.spec_path("x").parent])
         self.db = Database(self.config.url)
         self.slots = SlotPool(self.db, self.config.max_trials)
         self.progress = ProgressCache(self.config.runs_dir)
         self.links = MlflowLinks(self.mlflow_ui)
         self.supervisor = Supervisor(self.db, self.config, self.slots, self.progress,
-                                     self.base_url, self.lock_held)
+                                     self.base_url, self.lock_held, self.run_as)
 
     def used_gpu_hours(self, row: Campaign) -> float:
         return self.progress.progress(row.name).gpu_hours

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -16,33 +17,50 @@ from orchestrator.common.errors import SpecError
 from orchestrator.spec import CampaignSpec
 from orchestrator.spec.loading import apply_override, spec_from_dict
 from orchestrator.spec.preflight import preflight
-from orchestrator.spec.yaml_input import load_yaml_text
+from orchestrator.spec.yaml_input import MAX_BYTES, load_yaml_text
 
 SOURCE = "submitted spec"
 
 
-def parse_submission(spec_yaml: str, overrides: list[str], runs_dir: Path,
-                     workdir: str | None = None) -> CampaignSpec:
+def read_submission(spec_yaml: str, overrides: list[str]) -> dict[str, Any]:
+    """The submitted YAML with its overrides applied, not yet validated (nothing read from
+    the files it names), so what it asks for can be weighed first."""
     data = load_yaml_text(spec_yaml, SOURCE)
     if not isinstance(data, dict):
         raise SpecError(f"{SOURCE}: expected a mapping of keys (name, model, cluster, ...), "
                         f"got {type(data).__name__}")
     for item in overrides:
         apply_override(data, item, source=SOURCE)
+    return data
+
+
+def parse_submission(data: dict[str, Any], runs_dir: Path, workdir: str | None = None,
+                     *, pinned_workdir: Path | None = None) -> CampaignSpec:
+    """The campaign spec, pinned to the service's runs directory; `pinned_workdir`, for users
+    who may not choose one, is where its trials run."""
     tracking = data.setdefault("tracking", {})
     if isinstance(tracking, dict):
         tracking["runs_dir"] = str(runs_dir)
     trial = data.get("trial")
-    if workdir and (trial is None or isinstance(trial, dict)):
+    if pinned_workdir is not None and (trial is None or isinstance(trial, dict)):
+        data.setdefault("trial", {})["workdir"] = str(pinned_workdir)
+    elif workdir and (trial is None or isinstance(trial, dict)):
         trial = data.setdefault("trial", {})
         given = trial.get("workdir")
         if given is None or (isinstance(given, str) and not os.path.isabs(given)):
             trial["workdir"] = os.path.normpath(os.path.join(workdir, given or "."))
     spec = spec_from_dict(data, source=SOURCE)
     preflight(spec)
+    resolved = resolved_yaml(spec)  # what the controller will read, bounded the same way
+    if len(resolved.encode()) > MAX_BYTES:
+        raise SpecError(f"{SOURCE}: larger than {MAX_BYTES // 1024} KiB once resolved; a "
+                        "campaign spec is a few KB: shorten its values")
+    load_yaml_text(resolved, SOURCE)
     return spec
 
 
 def resolved_yaml(spec: CampaignSpec) -> str:
-    """The spec as the controller will run it (overrides applied, paths pinned)."""
-    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
+    """The spec as the controller will run it (overrides applied, paths pinned), unset fields
+    left out (a list space's layouts name a few each) so that it stays within the limits of a
+    spec a user writes."""
+    return yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)

@@ -27,6 +27,7 @@ from orchestrator.server.controller_process import (
     how_it_ended,
     last_line,
 )
+from orchestrator.server.isolation import RunAs
 from orchestrator.server.db import (
     CANCELLED,
     FAILED,
@@ -54,8 +55,9 @@ SERVER_ENV = ("PARATUNE_DATABASE_URL",)
 class Supervisor:
     def __init__(self, db: Database, config: ServiceConfig, slots: SlotPool,
                  progress: ProgressCache, slots_url: str,
-                 lock_held: Callable[[], bool] = lambda: True):
+                 lock_held: Callable[[], bool] = lambda: True, run_as: RunAs | None = None):
         self.db = db
+        self.run_as = run_as  # the OS user controllers run as (isolation.py); None: ours
         self.lock_held = lock_held  # the database's lock (database_lock.py), checked now and then
         self.config = config
         self.slots = slots
@@ -177,8 +179,8 @@ class Supervisor:
         if not (self.config.runs_dir / row.name / SPEC_FILE).exists():
             return False
         process = ControllerProcess.launch(controller_argv("cancel", row.name), self._env(),
-                                           self.config.log_path(row.name), os.getcwd(),
-                                           purpose=CANCEL)
+                                           self.config.log_path(row.name), self._cwd(),
+                                           purpose=CANCEL, run_as=self.run_as)
         self.processes[row.name] = process
         row.controller_pid, row.controller_start = process.pid, process.started
         return True
@@ -193,12 +195,18 @@ class Supervisor:
         token, row.slot_digest = new_token()
         env = self._env({"PARATUNE_SLOTS_URL": f"{self.slots_url}/api/slots/{row.name}",
                          "PARATUNE_SLOTS_TOKEN": token})
-        process = ControllerProcess.launch(argv, env, self.config.log_path(row.name), os.getcwd())
+        process = ControllerProcess.launch(argv, env, self.config.log_path(row.name), self._cwd(),
+                                           run_as=self.run_as)
         self.processes[row.name] = process
         row.controller_pid, row.controller_start = process.pid, process.started
         row.started_at = row.started_at or time.time()
         row.reason = None  # a restart's back-off note no longer applies
         log.info("%s: controller PID %d (%s)", row.name, process.pid, argv[3])
+
+    def _cwd(self) -> str:
+        """Where controllers start: the service's folder, or the runs directory for a user
+        of their own (who may not enter the service's)."""
+        return str(self.config.runs_dir) if self.run_as else os.getcwd()
 
     def _env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()

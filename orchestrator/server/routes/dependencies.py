@@ -8,6 +8,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from orchestrator.server.db import Campaign, User
 from orchestrator.server.service import Service
+from orchestrator.server.trust import may_see
 
 bearer = HTTPBearer(auto_error=False)
 
@@ -29,9 +30,11 @@ async def current_user(request: Request,
     return found
 
 
-def campaign_row(service: Service, name: str) -> Campaign:
+def campaign_row(service: Service, name: str, me: User | None = None) -> Campaign:
+    """The campaign's row; for a caller (`me`), only a campaign they may see: any other reads
+    as missing, so its existence is not told either."""
     with service.db.session() as s:
         row = s.get(Campaign, name)
-    if row is None:
+    if row is None or (me is not None and not may_see(service.db, me, row)):
         raise HTTPException(404, f"no campaign {name!r} on this server; see `paratune ls`")
     return row
