@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlparse
 from typing import Any
 
 from orchestrator.common.objective import Objective
@@ -67,6 +68,26 @@ def _first_use(uri: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+class ArtifactsElsewhere(RuntimeError):
+    """The experiment keeps its artifacts outside the runs directory it was opened from."""
+
+
+def _check_artifacts_here(experiment: Any, artifact_root: Path | None) -> None:
+    """Refuse a store whose experiment writes its artifacts outside `artifact_root`: MLflow
+    keeps artifact locations absolute, so a copied runs directory would write into the
+    original's."""
+    location = experiment.artifact_location or ""
+    if artifact_root is None or not location.startswith("file:"):
+        return
+    where = Path(urlparse(location).path).resolve()
+    root = artifact_root.resolve()
+    if where != root and root not in where.parents:
+        raise ArtifactsElsewhere(
+            f"experiment {experiment.name} keeps its artifacts in {where}, outside this runs "
+            f"directory's {root} (a copied or moved runs directory); nothing is written there: "
+            "use the original runs directory, or give the copy a tracking.uri of its own")
+
+
 def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else int(seconds * 1000)
 
@@ -91,6 +112,7 @@ class Tracker:
     def _experiment(self, name: str, artifact_root: Path | None, tags: dict[str, str]) -> str:
         found = self.client.get_experiment_by_name(name)
         if found is not None:
+            _check_artifacts_here(found, artifact_root)
             for key, value in tags.items():  # experiments of older campaigns get them on resume
                 if found.tags.get(key) != value:
                     self.client.set_experiment_tag(found.experiment_id, key, value)
@@ -111,6 +133,14 @@ class Tracker:
                 return False
             raise
         return True
+
+    def campaign_run(self) -> str | None:
+        """The campaign's run already in this experiment (the newest), if any: a campaign
+        whose journal lost its `parent_run_id` keeps the run it had."""
+        found = self.client.search_runs(
+            [self.experiment_id], filter_string="tags.`paratune.kind` = 'campaign'",
+            order_by=["attributes.start_time DESC"], max_results=1)
+        return found[0].info.run_id if found else None
 
     def start_campaign(self, name: str, params: dict[str, Any]) -> str:
         run = self.client.create_run(

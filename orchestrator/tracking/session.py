@@ -50,6 +50,7 @@ class TrackingSession:
         self.parent_run_id: str | None = journal.campaign_info().get("parent_run_id")
         self._down_since: float | None = None
         self.behind = False  # some finished trial is not in MLflow yet
+        self._earlier: dict[str, str] | None = None  # trial runs MLflow held when first asked
         self._connect()
 
     def _connect(self) -> bool:
@@ -63,7 +64,8 @@ class TrackingSession:
                             self.parent_run_id)
                 self.parent_run_id = None
             if self.parent_run_id is None:
-                self.parent_run_id = self.tracker.start_campaign(self.campaign, self.campaign_params)
+                self.parent_run_id = (self.tracker.campaign_run() or
+                                      self.tracker.start_campaign(self.campaign, self.campaign_params))
                 self.journal.append("campaign", parent_run_id=self.parent_run_id)
             self._down_since = None
             return True
@@ -105,6 +107,9 @@ class TrackingSession:
         if not self._available():
             self.behind = True
             return
+        if not self._replace_earlier_run(record):
+            self.behind = True
+            return
         run_id = self._call(
             self.tracker.log_trial, self.parent_run_id, record.trial_id, record.config,
             record.result, artifacts=TrialFolder.of(self.campaign_dir, record.trial_id).artifacts(),
@@ -116,6 +121,20 @@ class TrackingSession:
             self.journal.record_tracked(record.trial_id, record.config, run_id)
         else:
             self.behind = True
+
+    def _replace_earlier_run(self, record: TrialRecord) -> bool:
+        """Delete a run MLflow holds for this trial id that the journal does not name (its
+        journal was cut or lost, and the trial ran again), so each trial keeps one run; False
+        while MLflow cannot say."""
+        if self._earlier is None:
+            existing = self._call(self.tracker.trial_runs)
+            if existing is None:
+                return False
+            self._earlier = {t: run for t, (run, _) in existing.items()}
+        earlier = self._earlier.pop(record.trial_id, None)
+        if earlier is not None and earlier != record.run_id:
+            self._call(self.tracker.client.delete_run, earlier)
+        return True
 
     def sync(self, records: list[TrialRecord]) -> int:
         """Write every finished trial MLflow has not got yet; how many were written.
