@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 from typing import Any
@@ -68,6 +68,30 @@ def _first_use(uri: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+class StoreDamaged(RuntimeError):
+    """An SQLite store that SQLite itself says is damaged: no retry will mend it."""
+
+
+def _check_sqlite_store(uri: str) -> None:
+    """Ask SQLite, once and quickly, whether an existing store file is sound; MLflow would
+    otherwise fail on every call with a many-line SQL error."""
+    import sqlite3
+
+    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if not path or path == ":memory:" or not os.path.isfile(path):
+        return
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
+            verdict = db.execute("PRAGMA quick_check").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        verdict = str(exc)
+    if verdict != "ok":
+        raise StoreDamaged(
+            f"the MLflow store {path} is damaged (SQLite: {verdict.splitlines()[0][:80]}); "
+            "results stay in the journal: move the file aside (or restore a backup) and "
+            "`paratune resume` writes every trial to the new one")
+
+
 class ArtifactsElsewhere(RuntimeError):
     """The experiment keeps its artifacts outside the runs directory it was opened from."""
 
@@ -104,6 +128,7 @@ class Tracker:
         for key, value in QUIET_ARTIFACTS.items():  # a user's own setting wins
             os.environ.setdefault(key, value)
         self.uri = uri
+        _check_sqlite_store(uri)
         with _first_use(uri):
             self.client = MlflowClient(tracking_uri=uri)
             self.experiment_id = self._experiment(experiment, artifact_root,

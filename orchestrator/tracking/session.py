@@ -21,7 +21,8 @@ from typing import Any
 
 from orchestrator.common.objective import Objective
 from orchestrator.record.journal import Journal, TrialRecord, fidelity_of
-from orchestrator.tracking.mirror import Tracker
+from orchestrator.common.errors import one_line
+from orchestrator.tracking.mirror import ArtifactsElsewhere, StoreDamaged, Tracker
 from orchestrator.trial.folder import TrialFolder
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class TrackingSession:
         self.parent_run_id: str | None = journal.campaign_info().get("parent_run_id")
         self._down_since: float | None = None
         self.behind = False  # some finished trial is not in MLflow yet
+        self.broken = False  # a store no retry mends (damaged, or another folder's artifacts)
         self._earlier: dict[str, str] | None = None  # trial runs MLflow held when first asked
         self._connect()
 
@@ -74,15 +76,21 @@ class TrackingSession:
             return False
 
     def _went_down(self, exc: Exception) -> None:
-        if self._down_since is None:
-            log.warning("MLflow at %s is unavailable (%s); results stay in the journal and are "
-                        "written when it is back", self.uri, exc)
+        if isinstance(exc, (StoreDamaged, ArtifactsElsewhere)):  # no retry mends these
+            if not self.broken:
+                log.warning(one_line(str(exc)))
+            self.broken = True
+        elif self._down_since is None:
+            log.warning(one_line(f"MLflow at {self.uri} is unavailable ({exc}); results stay "
+                                 "in the journal and are written when it is back", 400))
         self.tracker = None
         self._down_since = time.monotonic()
 
     def _available(self) -> bool:
         if self.tracker is not None and self.parent_run_id is not None:
             return True
+        if self.broken:
+            return False
         if self._down_since is not None and time.monotonic() - self._down_since < self.retry_s:
             return False
         return self._connect()
@@ -168,6 +176,8 @@ class TrackingSession:
         return sum(1 for r in missing if r.run_id is not None)
 
     def finish(self, summary: dict[str, Any], records: list[TrialRecord], metric: str) -> None:
+        if self.broken:
+            return
         self._down_since = None  # the end is worth one more try, whatever the retry interval
         self.sync(records)
         if not self._available():

@@ -1,10 +1,13 @@
-"""MLflow keeps one run per trial, and one campaign run, when a campaign's journal is cut,
-emptied or deleted and `resume` measures the lost trials again: the runs of the lost
-measurements are replaced, not left beside the new ones."""
+"""MLflow as a mirror that stays true: one run per trial, and one campaign run, when a
+campaign's journal is cut, emptied or deleted and `resume` measures the lost trials again; a
+copied runs directory never writes into the original's; a damaged store is said once, in one
+line, and the campaign goes on with its results in the journal."""
 
 from __future__ import annotations
 
 import collections
+import logging
+import os
 import shutil
 
 import pytest
@@ -65,3 +68,24 @@ def test_a_copied_runs_directory_never_writes_into_the_original(tmp_path, runs_d
     assert sorted(p for p in (runs_dir / "mlartifacts").rglob("*")) == before
     assert len([line for line in (copy / "copied" / "journal.jsonl").read_text().splitlines()
                 if '"finished"' in line]) == 3
+
+
+def test_a_damaged_store_is_said_once_in_one_line_and_the_campaign_goes_on(tmp_path, runs_dir,
+                                                                         cli, caplog):
+    spec = write_spec(tmp_path / "d.yaml", name="damaged", budget={"max_trials": 2},
+                      backend={"kind": "simulated"})
+    assert cli("run", str(spec))[0] == 0
+    store = runs_dir / "mlflow.db"
+    store.write_bytes(os.urandom(store.stat().st_size))
+    for extra in ("mlflow.db-wal", "mlflow.db-shm"):
+        (runs_dir / extra).unlink(missing_ok=True)
+    saved = runs_dir / "damaged" / "spec.yaml"
+    saved.write_text(saved.read_text().replace("max_trials: 2", "max_trials: 4"))
+    caplog.set_level(logging.WARNING)
+    code, _, err = cli("resume", "damaged")
+    assert code == 0, err
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(said) == 1 and "is damaged" in said[0] and "\n" not in said[0], said
+    finished = [line for line in (runs_dir / "damaged" / "journal.jsonl").read_text().splitlines()
+                if '"finished"' in line]
+    assert len(finished) == 4
