@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 import traceback
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -21,6 +22,8 @@ import torch.distributed as dist
 
 from jobs.config import JobConfig, parse_config
 from jobs.faults import maybe_inject_fault
+from jobs.mechanisms import attention_forwards, compiled_graphs, optimizer_state_fraction
+from jobs.model import Transformer, num_params
 from jobs.shutdown import leave
 from jobs.trainer import Infeasible, build_trainer, check_feasible
 from orchestrator.result import TrialResult, training_flops_per_iteration
@@ -79,12 +82,16 @@ def train(config: JobConfig, plan, device: torch.device) -> TrialResult:
     trainer = build_trainer(config, plan, device)
     held = trainer.held_parameter_fraction()
     step_times, losses = [], []
-    for step in range(config.warmup_steps + config.steps):
+    forwards, last = [0, 0], config.warmup_steps + config.steps - 1
+    for step in range(last + 1):
         maybe_inject_fault(config, step)
         batch = synthetic_batch(config, step)
         synchronize(device)
         start = time.perf_counter()
-        loss = trainer.step(batch)
+        # The last step is watched (a first step may run extra passes to set up).
+        with attention_forwards(trainer.modules) if step == last else nullcontext(forwards) as seen:
+            loss = trainer.step(batch)
+        forwards = seen
         synchronize(device)
         elapsed = time.perf_counter() - start
         enforce_memory_cap(config, device)
@@ -99,9 +106,21 @@ def train(config: JobConfig, plan, device: torch.device) -> TrialResult:
     dist.all_reduce(memory, op=dist.ReduceOp.MAX)
     result = summarize(config, times.tolist(), losses, memory.item(), world)
     result.extra["held_parameter_fraction"] = held
+    result.extra.update(measured_mechanisms(config, trainer, forwards))
     if plan.approximation:
         result.extra["approximation"] = plan.approximation
     return result
+
+
+def measured_mechanisms(config: JobConfig, trainer, forwards: list[int]) -> dict[str, float]:
+    """What the layout did on this rank (jobs/mechanisms.py), for the mode tests."""
+    calls, layers = forwards
+    with torch.device("meta"):
+        whole = num_params(Transformer(config.model))
+    return {"optimizer_state_fraction": optimizer_state_fraction(trainer.optimizer, whole),
+            "attention_forwards_per_microbatch":
+                calls / (layers * config.grad_accum_steps) if layers else 0.0,
+            "compiled_graphs": compiled_graphs()}
 
 
 def summarize(

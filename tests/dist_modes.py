@@ -20,6 +20,9 @@ from jobs.train import pick_device, train
 from jobs.trainer import Infeasible, check_feasible
 
 
+MECHANISMS = ("optimizer_state_fraction", "attention_forwards_per_microbatch", "compiled_graphs")
+
+
 def main(cases_path: str, out_path: str) -> None:
     cases = json.load(open(cases_path))
     dist.init_process_group("gloo")
@@ -36,7 +39,8 @@ def main(cases_path: str, out_path: str) -> None:
             result = train(config, plan, device)
             results[name] = {"status": result.status, "losses": result.extra["losses"],
                              "held": result.extra["held_parameter_fraction"],
-                             "tokens_per_s": result.tokens_per_s}
+                             "tokens_per_s": result.tokens_per_s,
+                             **{k: result.extra[k] for k in MECHANISMS}}
         except Infeasible as exc:
             results[name] = {"status": "infeasible", "error": str(exc)}
         except Exception as exc:  # reported, so one broken mode does not hide the others

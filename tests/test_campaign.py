@@ -198,7 +198,10 @@ def test_calibration_on_real_cpu_trials(tmp_path, runs_dir, cli):
     held = json.loads(out)
     assert held["held_out"]["base"] == "cpu-local"
     errors = [t["held_out_error"] for t in held["per_trial"]]
-    assert len(errors) == 8 and held["held_out"]["median_abs_error"] > 0
+    assert len(errors) == 8
+    # Predicted by a refit on the other seven, a trial is off by 13-28% in the runs
+    # docs/costmodel.md records; half its throughput off would be a model that does not carry.
+    assert 0 < held["held_out"]["median_abs_error"] < 0.5
     print(f"calibration: median |error| {fit['median_abs_error']:.1%}, Spearman {fit['spearman']:.2f}"
           f"; held out {held['held_out']['median_abs_error']:.1%}")
     assert fit["median_abs_error"] < 0.25

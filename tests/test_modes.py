@@ -3,7 +3,9 @@
 Same seed, same global batch (8 sequences of 32 tokens): the per-step loss of the first 5 steps
 of each layout matches a single process within a relative 1e-5 (float32 reductions in another
 order). Each world size runs its modes inside one torchrun launch (tests/dist_modes.py) through
-the job's own check and train path. `held_parameter_fraction` shows each layout really shards.
+the job's own check and train path. `held_parameter_fraction` shows each layout really shards, and each mode's mechanism is seen
+working (`mechanism_failures`): losses alone would let ZeRO-1, activation checkpointing or
+compile pass as no-ops.
 """
 
 from __future__ import annotations
@@ -111,7 +113,30 @@ def test_every_mode_matches_single_process_loss(tmp_path, reference, nproc, case
             failures.append(f"{name}: holds {got['held']:.3f} of the parameters, expected {held}")
         if held is None:
             assert got["held"] < 0.75, f"{name} should shard parameters, holds {got['held']}"
+        failures += mechanism_failures(name, settings, got)
     assert not failures, "\n".join(failures)
+
+
+def mechanism_failures(name: str, settings: dict, got: dict) -> list[str]:
+    """Each mode's own mechanism, seen on rank 0: ZeRO-1 holds 1/s of the optimizer state
+    (s: the ranks it shards over), every other layout as much as its parameters; activation
+    checkpointing runs each attention layer forward twice a micro-batch (once more in
+    backward); a compiled model runs its graphs, not the layers' Python forwards."""
+    failures = []
+    shards = settings.get("s0os", settings["dp"]) if settings.get("zero_stage") == 1 or \
+        "s0os" in settings and settings["s0os"] > settings.get("s0p", 1) else 1
+    state = round(got["held"] / shards, 2)
+    if round(got["optimizer_state_fraction"], 2) != state:
+        failures.append(f"{name}: holds {got['optimizer_state_fraction']:.3f} of the optimizer "
+                        f"state, expected {state}")
+    forwards = 0.0 if settings.get("compile") else (
+        2.0 if settings.get("activation_checkpointing", "none") != "none" else 1.0)
+    if got["attention_forwards_per_microbatch"] != forwards:
+        failures.append(f"{name}: attention runs forward {got['attention_forwards_per_microbatch']}"
+                        f" times a micro-batch, expected {forwards}")
+    if settings.get("compile") and got["compiled_graphs"] < 1:
+        failures.append(f"{name}: torch.compile built no graph")
+    return failures
 
 
 @pytest.mark.slow

@@ -85,7 +85,8 @@ class Server:
         return proc
 
     def campaign(self, name: str) -> dict:
-        return json.loads(self.ok("status", name, "--json").stdout)
+        """As the admin sees it (a user sees only their own campaigns)."""
+        return json.loads(self.ok("status", name, "--json", user="root").stdout)
 
     def wait_for(self, name: str, ready, timeout: float = 180) -> dict:
         deadline = time.time() + timeout
@@ -194,12 +195,15 @@ def test_logs_follow_ends_when_the_campaign_finishes(server, demo):
 
 
 def test_ls_and_status_list_every_campaign(server, demo, slow):
-    listed = json.loads(server.ok("ls", "--json").stdout)["campaigns"]
+    """An admin's list holds every campaign; a user's, their own."""
+    listed = json.loads(server.ok("ls", "--json", user="root").stdout)["campaigns"]
     owners = {c["name"]: c["owner"] for c in listed}
     assert owners["demo"] == "alice" and owners["slow"] == "bob"
-    table = server.ok("ls", "--server", server.url).stdout
+    mine = json.loads(server.ok("ls", "--json").stdout)["campaigns"]
+    assert {c["owner"] for c in mine} == {"alice"} and "slow" not in {c["name"] for c in mine}
+    table = server.ok("ls", "--server", server.url, user="root").stdout
     assert re.search(r"^ ?demo\s+alice\s+finished\s+6/6\s+0\s", table, re.M), table
-    every = json.loads(server.ok("status", "--json").stdout)["campaigns"]
+    every = json.loads(server.ok("status", "--json", user="root").stdout)["campaigns"]
     assert [c["name"] for c in every] == [c["name"] for c in listed]
     text = server.ok("status", "demo").stdout
     assert text.startswith("demo (alice): finished, 6/6 trials") and "best t" in text
@@ -288,14 +292,15 @@ def shown_states(dom: str) -> dict[str, str]:
 def test_the_web_page_shows_every_campaign(server, demo, slow, waiting, dropped, tmp_path):
     server.wait_for("demo", lambda c: c["state"] == "finished")
     server.wait_for("slow", lambda c: c["state"] == "running" and c["trials"] >= 4)
-    before = {c["name"]: c["state"] for c in json.loads(server.ok("ls", "--json").stdout)["campaigns"]}
-    page = f"{server.url}/#token={server.tokens['alice']}"
+    before = {c["name"]: c["state"]
+              for c in json.loads(server.ok("ls", "--json", user="root").stdout)["campaigns"]}
+    page = f"{server.url}/#token={server.tokens['root']}"  # the admin sees every campaign
     dom = chromium(page, tmp_path / "profile-dom", "--dump-dom").stdout
     shot = tmp_path / "service-web.png"
     chromium(page, tmp_path / "profile-shot", f"--screenshot={shot}")
     assert shown_states(dom) == before == {"demo": "finished", "slow": "running",
                                            "waiting": "queued", "dropped": "cancelled"}
-    assert "signed in as alice" in dom and "MLflow: run <code>paratune ui</code>" in dom
+    assert "signed in as root" in dom and "MLflow: run <code>paratune ui</code>" in dom
     assert re.search(r"<b>[\d,.]+</b> tokens_per_s", dom)
     assert re.search(r"TP(&nbsp;|\xa0)\d+(&nbsp;|\xa0)· PP(&nbsp;|\xa0)\d+", dom)
     assert "project llm" in dom and "waiting: 1 of 1 campaigns running" in dom
@@ -317,7 +322,7 @@ def test_cancelling_a_queued_and_a_running_campaign(server, slow, waiting):
     assert running["cancel_requested"] or running["state"] == "cancelled"
     found = server.wait_for("slow", lambda c: c["final"], timeout=120)
     assert found["state"] == "cancelled"
-    server.ok("logs", "slow", "--follow", timeout=60)  # a final state: follows no further
+    server.ok("logs", "slow", "--follow", timeout=60, user="bob")  # final: follows no further
 
 
 class DevTools:

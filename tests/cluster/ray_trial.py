@@ -38,7 +38,8 @@ def run(address: str, folder: Path, fault: str = "") -> dict:
     handle = backend.submit(request)
     start, deadline = time.time(), time.time() + 240
     if fault:
-        while time.time() < deadline and not (folder / "rank3.log").exists():
+        ranks = [folder / f"rank{r}.log" for r in (1, 2, 3)]  # every rank started, any order
+        while time.time() < deadline and not all(log.exists() for log in ranks):
             time.sleep(0.2)
         time.sleep(float(fault.split(":")[1]))
         handle.cancel()
