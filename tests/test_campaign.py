@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -178,6 +179,13 @@ def test_simulated_campaign_runs_a_published_setup_on_a_laptop(tmp_path, runs_di
     assert status["best"]["tokens_per_s"] > 0
 
 
+def step_spread(campaign: Path) -> float:
+    """The median over a campaign's trials of p90/median step time: how much a trial's own
+    steps swung, near 1.0 on a machine that was quiet throughout."""
+    results = [e["result"] for e in finished_events(campaign) if e["result"]["status"] == "ok"]
+    return statistics.median(r["step_time_p90_s"] / r["step_time_s"] for r in results)
+
+
 @pytest.mark.slow
 @pytest.mark.serial  # throughputs measured beside other tests would rank their neighbours
 def test_calibration_on_real_cpu_trials(tmp_path, runs_dir, cli):
@@ -206,12 +214,14 @@ def test_calibration_on_real_cpu_trials(tmp_path, runs_dir, cli):
           f"; held out {held['held_out']['median_abs_error']:.1%}")
     assert fit["median_abs_error"] < 0.25
     # The ranking, where a measurement can tell: each pair of trials whose throughputs differ by
-    # more than this shared machine's run-to-run swings (up to 20%, docs/costmodel.md) is
-    # predicted in the measured order. Closer pairs may swap: in one slow run they took the
-    # Spearman correlation of all 8 to 0.60, with a median error of 11%.
+    # more than this shared machine's run-to-run swings (up to 20%, docs/costmodel.md), widened
+    # by the step-to-step spread the trials themselves saw (a busy machine's), is predicted in
+    # the measured order. Closer pairs may swap: in one slow run they took the Spearman
+    # correlation of all 8 to 0.60, with a median error of 11%.
     apart = [(a, b) for a, b in itertools.permutations(fit["per_trial"], 2)
-             if a["measured_tokens_per_s"] > 1.3 * b["measured_tokens_per_s"]]
+             if a["measured_tokens_per_s"] > 1.3 * step_spread(runs_dir / "calib")
+             * b["measured_tokens_per_s"]]
     assert apart, "no two trials far enough apart to check the ranking"
     for a, b in apart:
         assert a["predicted_tokens_per_s"] > b["predicted_tokens_per_s"], (a, b)
-    print(f"ranking checked on {len(apart)} pairs")
+    print(f"ranking checked on {len(apart)} pairs (step spread {step_spread(runs_dir / 'calib'):.2f})")

@@ -137,7 +137,8 @@ class Tracker:
     def _experiment(self, name: str, artifact_root: Path | None, tags: dict[str, str]) -> str:
         found = self.client.get_experiment_by_name(name)
         if found is not None:
-            _check_artifacts_here(found, artifact_root)
+            if not self.uri.startswith(("http://", "https://")):  # a server keeps its own
+                _check_artifacts_here(found, artifact_root)
             for key, value in tags.items():  # experiments of older campaigns get them on resume
                 if found.tags.get(key) != value:
                     self.client.set_experiment_tag(found.experiment_id, key, value)
