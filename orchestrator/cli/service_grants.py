@@ -30,11 +30,7 @@ def grant(
         raise UserError("grant: give exactly one of --user NAME or --project NAME")
     scope, name = (USER, user) if user else (PROJECT, project)
     check_user_name(name)
-    db = _database(state_dir, database)
-    try:
-        set_code_grant(db, scope, name, granted=not revoke)
-    finally:
-        db.dispose()
+    _on_database(state_dir, database, lambda db: set_code_grant(db, scope, name, not revoke))
     said = "may no longer" if revoke else "may now"
     console.print(f"{scope} {name!r} {said} run programs of its own on the service", markup=False)
 
@@ -53,10 +49,15 @@ def member(
 
     check_user_name(project)
     check_user_name(user)
-    db = _database(state_dir, database)
-    try:
-        set_member(db, project, user, member=not remove)
-    finally:
-        db.dispose()
+    _on_database(state_dir, database, lambda db: set_member(db, project, user, not remove))
     console.print(f"{user!r} {'left' if remove else 'is a member of'} project {project!r}",
                   markup=False)
+
+
+def _on_database(state_dir: Path, database: Optional[str], write) -> None:
+    """Run `write(db)` on the service's database, closed after."""
+    db = _database(state_dir, database)
+    try:
+        write(db)
+    finally:
+        db.dispose()

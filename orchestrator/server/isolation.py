@@ -4,8 +4,7 @@ A campaign runs programs its submitter chose; run as the service's user, they co
 database, read its credentials or its parents' environments, and make themselves admin. With
 `--run-as`, the service (started as root) keeps its state directory to itself (mode 0700) and
 starts every controller, and so every trial, as USER, who owns the runs directory and nothing
-else of the service's. On a cluster the same holds for Slurm trials: they run under the account
-whose user submits them.
+else of the service's. On a cluster, the Slurm jobs such a controller submits run as USER too.
 """
 
 from __future__ import annotations

@@ -91,18 +91,18 @@ def redact_env(spec: Any) -> Any:
 
 
 def set_code_grant(db: Database, scope: str, name: str, granted: bool = True) -> None:
-    with db.session() as s:
-        row = s.get(CodeGrant, (scope, name))
-        if granted and row is None:
-            s.add(CodeGrant(scope=scope, name=name))
-        elif not granted and row is not None:
-            s.delete(row)
+    _set_row(db, CodeGrant, {"scope": scope, "name": name}, granted)
 
 
 def set_member(db: Database, project: str, user: str, member: bool = True) -> None:
+    _set_row(db, ProjectMember, {"project": project, "user": user}, member)
+
+
+def _set_row(db: Database, table: type, key: dict[str, str], present: bool) -> None:
+    """Add the row `key` names to `table`, or remove it; nothing when it already is so."""
     with db.session() as s:
-        row = s.get(ProjectMember, (project, user))
-        if member and row is None:
-            s.add(ProjectMember(project=project, user=user))
-        elif not member and row is not None:
+        row = s.get(table, tuple(key.values()))
+        if present and row is None:
+            s.add(table(**key))
+        elif not present and row is not None:
             s.delete(row)
