@@ -42,6 +42,7 @@ from orchestrator.scheduling.signals import Detached, Interrupted
 from orchestrator.scheduling.slots import NoSlotLimit, ServiceSlots, TrialSlots
 from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec, load_spec
 from orchestrator.spec.preflight import preflight
+from orchestrator.spec.trial import campaign_inputs
 
 # ---------------------------------------------------------------------------------- run
 
@@ -262,4 +263,5 @@ def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Pat
     deliver_launch_file(text, fmt, output, as_json, {
         "campaign": campaign, "trial_id": summary.best.trial_id,
         "config": summary.best.config.to_dict(), metric: summary.best.result.metric(metric),
-        "result": summary.best.result.to_dict()}, campaign_dir=view.dir)
+        "result": summary.best.result.to_dict()}, campaign_dir=view.dir,
+        inputs=campaign_inputs(spec.trial))

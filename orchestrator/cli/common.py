@@ -35,15 +35,20 @@ def print_json(data: object) -> None:
 
 
 def write_output(path: Path, text: str, option: str, executable: bool = False,
-                 campaign_dir: Path | None = None, own_file: str | None = None) -> None:
+                 campaign_dir: Path | None = None, own_file: str | None = None,
+                 inputs: tuple[Path, ...] = ()) -> None:
     """Write the file `option` names; a path that cannot take it is a one-line error, and so
     is one that would overwrite a file of the campaign's record in `campaign_dir` (its
-    journal, spec, trials; `own_file`, the command's own output there, may be replaced)."""
+    journal, spec, trials; `own_file`, the command's own output there, may be replaced) or a
+    file the campaign reads (`inputs`: its base configs and scripts)."""
     if campaign_dir is not None and path.exists():
         target, folder = path.resolve(), campaign_dir.resolve()
         if target.is_relative_to(folder) and target != folder / (own_file or ""):
             raise UserError(f"{option} {path}: would overwrite the campaign's own record in "
                             f"{campaign_dir}; write the file somewhere else")
+    if path.exists() and path.resolve() in {i.resolve() for i in inputs}:
+        raise UserError(f"{option} {path}: is a file the campaign reads (its base config or "
+                        "script); write the export to another name")
     try:
         path.write_text(text)
         mode = path.stat().st_mode & 0o777
@@ -56,14 +61,15 @@ def write_output(path: Path, text: str, option: str, executable: bool = False,
 
 
 def deliver_launch_file(text: str, fmt: str, output: Optional[Path], as_json: bool,
-                        info: dict, campaign_dir: Path | None = None) -> None:
+                        info: dict, campaign_dir: Path | None = None,
+                        inputs: tuple[Path, ...] = ()) -> None:
     """`paratune best`'s file: to `output` (`-`: stdout), or stdout; with `--json`, `info`
     (the winner) with the format, the file written and, when none was, the text."""
     if output is not None and str(output) == "-":  # the usual name for standard output
         output = None
     if output:
         write_output(output, text, "-o", executable=fmt in SCRIPT_FORMATS,
-                     campaign_dir=campaign_dir)
+                     campaign_dir=campaign_dir, inputs=inputs)
     if as_json:
         print_json({**info, "format": fmt, "file": str(output) if output else None,
                     "text": None if output else text})

@@ -9,6 +9,7 @@ section of another trainer is an error.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -172,3 +173,15 @@ class TrialSpec(Strict):
         if wanted == "megatron" and self.megatron is None:
             self.megatron = MegatronTrainerSpec()
         return self
+
+
+def campaign_inputs(trial: TrialSpec) -> tuple[Path, ...]:
+    """The files a campaign's trials read (base DeepSpeed configs, training scripts), resolved
+    against its working folder: an export must never be written over one of them."""
+    named = []
+    if trial.deepspeed is not None:
+        named += [trial.deepspeed.script, trial.deepspeed.config]
+    if trial.megatron is not None:
+        named += [trial.megatron.script, trial.megatron.deepspeed_config]
+    root = Path(trial.workdir or ".")
+    return tuple(root / name for name in named if name)

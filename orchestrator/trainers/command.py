@@ -38,6 +38,7 @@ class CommandTrainer(TrainerAdapter):
     def parse_log(self, text: str) -> LogMetrics:
         metrics = LogMetrics()
         patterns = {name: re.compile(p) for name, p in self.log_metrics.items()}
+        matched: set[str] = set()
         for line in text.splitlines():
             for name, pattern in patterns.items():
                 match = pattern.search(line)
@@ -47,9 +48,15 @@ class CommandTrainer(TrainerAdapter):
                     value = float(match.group(1).replace(",", ""))
                 except ValueError:
                     continue
+                matched.add(name)
                 if name == "peak_memory_gb":
                     metrics.peak_memory_gb = max(metrics.peak_memory_gb or 0.0, value)
                 else:
                     target, factor = _TARGETS[name]
                     getattr(metrics, target).append(value * factor)
+        unmatched = [name for name in patterns if name not in matched]
+        if unmatched and metrics.steps == 0:
+            name = unmatched[0]
+            metrics.error = (f"no line matched trial.log_metrics.{name} "
+                             f"({self.log_metrics[name]!r}); ")
         return metrics

@@ -51,9 +51,11 @@ def _after_warmup(values: list[float], warmup: int) -> list[float]:
     return values[warmup:] if len(values) > warmup else values
 
 
-def _mean(values: list[float], warmup: int) -> float | None:
+def _median(values: list[float], warmup: int) -> float | None:
+    """The median of the per-step values after warm-up, as the step time's: one slow step
+    (a checkpoint, a hiccup) does not move it."""
     kept = _after_warmup(values, warmup)
-    return statistics.fmean(kept) if kept else None
+    return statistics.median(kept) if kept else None
 
 
 def _measured(m: LogMetrics, measure: Measure) -> TrialResult:
@@ -62,21 +64,21 @@ def _measured(m: LogMetrics, measure: Measure) -> TrialResult:
     warmup, world = measure.warmup_steps, measure.world_size
     times = _after_warmup(m.step_times_s, warmup)
     step_time = statistics.median(times) if times else None
-    tokens_per_s = _mean(m.tokens_per_s, warmup)
-    samples = _mean(m.samples_per_s, warmup)
+    tokens_per_s = _median(m.tokens_per_s, warmup)
+    samples = _median(m.samples_per_s, warmup)
     if tokens_per_s is None and samples is not None:
         tokens_per_s = samples * measure.seq_len
-    per_gpu = _mean(m.tokens_per_s_per_gpu, warmup)
+    per_gpu = _median(m.tokens_per_s_per_gpu, warmup)
     if tokens_per_s is None and per_gpu is not None:
         tokens_per_s = per_gpu * world
     if step_time is None and tokens_per_s:
         step_time = measure.tokens_per_step / tokens_per_s
     if tokens_per_s is None and step_time:
         tokens_per_s = measure.tokens_per_step / step_time
-    tflops = _mean(m.tflops_per_gpu, warmup)
+    tflops = _median(m.tflops_per_gpu, warmup)
     if tflops is None and step_time:
         tflops = measure.model_flops_per_step / step_time / world / 1e12
-    mfu = _mean(m.mfu, warmup)
+    mfu = _median(m.mfu, warmup)
     if mfu is None and tflops is not None and measure.peak_tflops:
         mfu = tflops / measure.peak_tflops
     return TrialResult(
