@@ -5,6 +5,7 @@ written over a file the campaign reads."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 from conftest import EXAMPLES
@@ -49,3 +50,14 @@ def test_an_export_is_never_written_over_a_file_the_campaign_reads(tmp_path, run
     code, _, err = cli("best", "deepspeed-gpt", "--format", "deepspeed", "-o",
                        str(workdir / "winner.json"))
     assert code == 0, err
+
+
+def test_large_figures_read_as_plain_numbers(runs_dir, cli):
+    """A Frontier run's throughput and GPU-hours in the live lines, the summary and `status`:
+    thousands separators, never e-notation (5.317e+04)."""
+    code, out, err = cli("run", str(EXAMPLES / "frontier-175b.yaml"), "--set", "budget.max_trials=3")
+    assert code == 0, err
+    code, status, _ = cli("status", "frontier-175b")
+    assert code == 0
+    assert re.search(r"tokens_per_s=\d{1,3}(,\d{3})+", err), err
+    assert "e+0" not in out + err + status, out + err + status

@@ -31,6 +31,7 @@ from orchestrator.cli.common import (
     rank_spec,
 )
 from orchestrator.cli.live_display import CampaignProgress
+from orchestrator.cli import campaign_table
 from orchestrator.common.errors import CampaignStateError, UserError
 from orchestrator.common.paths import runs_root
 from orchestrator.common.processes import keep_from_same_user_processes
@@ -227,12 +228,12 @@ def _print_status(r: dict) -> None:
     line = f"[bold]{r['campaign']}[/]: {escape(state)}, {r['trials']} trials ({counts})"
     if best:
         metric_value = next(v for k, v in best.items() if k not in ("trial_id", "config"))
-        line += f"; best {best['trial_id']} at {metric_value:,.4g}"
+        line += f"; best {best['trial_id']} at {campaign_table.number(metric_value)}"
     out.print(line)
     b = r["budget"]
-    used = [f"{b['trials']}/{b['max_trials']} trials", f"{b['gpu_hours']:.3g} GPU-hours"]
+    used = [f"{b['trials']}/{b['max_trials']} trials", f"{campaign_table.hours(b['gpu_hours'])} GPU-hours"]
     if b["gpu_hours_left"] is not None:
-        used[-1] += f" ({b['gpu_hours_left']:.3g} left)"
+        used[-1] += f" ({campaign_table.hours(b['gpu_hours_left'])} left)"
     if b["wall_clock_left_s"] is not None:
         used.append(f"{b['wall_clock_left_s']:.0f} s of wall clock left")
     if b["patience"] is not None:

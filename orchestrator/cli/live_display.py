@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from orchestrator.cli.campaign_table import number
 from orchestrator.common.objective import Objective
 from orchestrator.common.paths import runs_root
 from orchestrator.export import own_format
@@ -30,7 +31,7 @@ def export_hint(spec: CampaignSpec) -> str:
 
 
 def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.4g}"
+    return number(value)  # 53,170 rather than 5.317e+04
 
 
 class CampaignProgress:

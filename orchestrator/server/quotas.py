@@ -54,6 +54,11 @@ def refusal(s: Session, owner: str, project: str | None, asked: float | None,
         taken = sum(committed(c, used_by(c)) for c in campaigns)
         if taken + asked > quota.gpu_hours:
             return (f"quota of {scope} {name!r}: {quota.gpu_hours:g} GPU-hours, "
-                    f"{taken:.3g} used or reserved; this campaign asks for {asked:g} "
+                    f"{_hours(taken)} used or reserved; this campaign asks for {asked:g} "
                     "(budget.gpu_hours): lower it, or ask an admin to raise the quota")
     return None
+
+
+def _hours(value: float) -> str:
+    """6,770 rather than 6.77e+03."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
