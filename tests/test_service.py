@@ -117,33 +117,43 @@ def test_cluster_wide_trial_limit_is_shared(service):
 
 
 @on_database(POSTGRES_ELSE_SQLITE)
+def one_real_trial(name: str) -> list[str]:
+    """The quickstart cut to one short real trial: a campaign that spends GPU-hours (a
+    simulated one spends none, and no quota counts it)."""
+    return [f"name={name}", "budget.max_trials=1", "trial.steps=1", "trial.warmup_steps=0",
+            "tracking.enabled=false"]
+
+
 def test_quota_refuses_admission(service):
     server = service().start()
     admin = server.token("root", admin=True)
     token = server.token("bob")
     assert server.api("POST", "/api/quotas", admin, json={
         "scope": "user", "name": "bob", "gpu_hours": 1.0}).status_code == 200
-    refused = server.submit(token, SIMULATED, *simulated("too-big"), "budget.gpu_hours=5")
+    refused = server.submit(token, QUICKSTART, *one_real_trial("too-big"), "budget.gpu_hours=5")
     assert refused.status_code == 403
     assert "quota of user 'bob': 1 GPU-hours" in refused.json()["detail"]
-    unbounded = server.submit(token, SIMULATED, *simulated("unbounded"))
+    unbounded = server.submit(token, QUICKSTART, *one_real_trial("unbounded"))
     assert unbounded.status_code == 403 and "budget.gpu_hours" in unbounded.json()["detail"]
-    fits = server.submit(token, SIMULATED, *simulated("fits"), "budget.gpu_hours=0.5")
+    fits = server.submit(token, QUICKSTART, *one_real_trial("fits"), "budget.gpu_hours=0.5")
     assert fits.status_code == 201
-    again = server.submit(token, SIMULATED, *simulated("no-room"), "budget.gpu_hours=0.6")
+    again = server.submit(token, QUICKSTART, *one_real_trial("no-room"), "budget.gpu_hours=0.6")
     assert again.status_code == 403, again.text  # 0.5 reserved by the queued one
+    rehearsal = server.submit(token, SIMULATED, *simulated("rehearsal"), "budget.gpu_hours=5")
+    assert rehearsal.status_code == 201 and rehearsal.json()["simulated"] is True
     assert server.api("POST", "/api/quotas", token, json={
         "scope": "user", "name": "bob", "gpu_hours": 99}).status_code == 403
     carol = server.token("carol")  # no quota of her own, but her project has one
     assert server.api("POST", "/api/quotas", admin, json={
         "scope": "project", "name": "llm", "gpu_hours": 2.0}).status_code == 200
-    assert server.submit(carol, SIMULATED, *simulated("in-project"), "budget.gpu_hours=1.5",
-                         project="llm").status_code == 201
-    over = server.submit(carol, SIMULATED, *simulated("over-project"), "budget.gpu_hours=1",
-                         project="llm")
+    assert server.submit(carol, QUICKSTART, *one_real_trial("in-project"),
+                         "budget.gpu_hours=1.5", project="llm").status_code == 201
+    over = server.submit(carol, QUICKSTART, *one_real_trial("over-project"),
+                         "budget.gpu_hours=1", project="llm")
     assert over.status_code == 403 and "quota of project 'llm'" in over.json()["detail"]
-    assert server.submit(carol, SIMULATED, *simulated("no-project"),
+    assert server.submit(carol, QUICKSTART, *one_real_trial("no-project"),
                          "budget.gpu_hours=1").status_code == 201
+    server.wait_final(admin, ["fits", "in-project", "no-project", "rehearsal"], timeout_s=600)
 
 
 @on_database("sqlite")

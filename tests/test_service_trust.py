@@ -8,7 +8,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from conftest import POSTGRES_ELSE_SQLITE, on_database
-from test_service import SIMULATED, simulated
+from test_service import QUICKSTART, SIMULATED, one_real_trial, simulated
 
 SUBMITS = 50
 
@@ -85,9 +85,8 @@ def test_concurrent_submissions_are_admitted_exactly_to_the_quota(service):
     assert server.cli("server", "quota", "set", "--user", "dana", "--gpu-hours", "1",
                       *on(server)).returncode == 0
 
-    def submit(i: int) -> int:
-        return server.submit(token, SIMULATED, *simulated(f"q{i}", trials=1, latency=30,
-                                                        tracking=False),
+    def submit(i: int) -> int:  # real trials: a simulated rehearsal counts against no quota
+        return server.submit(token, QUICKSTART, *one_real_trial(f"q{i}"),
                              "budget.gpu_hours=0.5").status_code
 
     with ThreadPoolExecutor(SUBMITS) as pool:

@@ -63,6 +63,8 @@ class Campaign(Base):
     held_slots: Mapped[int] = mapped_column(Integer, default=0)
     waiting_since: Mapped[float | None] = mapped_column(Float, nullable=True)
     asked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # A rehearsal on the simulated backend: it spends no GPU, so no quota counts it.
+    simulated: Mapped[bool | None] = mapped_column(Boolean, default=False, nullable=True)
 
 
 class Quota(Base):
@@ -101,6 +103,7 @@ class Database:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         Base.metadata.create_all(self.engine)
         _widen_campaign_names(self.engine)
+        _add_simulated_column(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager
@@ -124,6 +127,15 @@ def _widen_campaign_names(engine: Engine) -> None:
         with engine.begin() as connection:
             connection.execute(text(
                 f"ALTER TABLE campaigns ALTER COLUMN name TYPE VARCHAR({NAME_MAX})"))
+
+
+def _add_simulated_column(engine: Engine) -> None:
+    """Services before this one had no `campaigns.simulated`; add it (NULL reads as not
+    simulated), on SQLite and PostgreSQL alike."""
+    columns = {c["name"] for c in inspect(engine).get_columns("campaigns")}
+    if "simulated" not in columns:
+        with engine.begin() as connection:
+            connection.execute(text("ALTER TABLE campaigns ADD COLUMN simulated BOOLEAN"))
 
 
 def _engine_options(url: str) -> dict:

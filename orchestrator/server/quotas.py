@@ -50,7 +50,8 @@ def refusal(s: Session, owner: str, project: str | None, asked: float | None,
                     f"{quota.gpu_hours:g} GPU-hours; set budget.gpu_hours in the spec so the "
                     "campaign can be admitted against it")
         column = Campaign.owner if scope == USER else Campaign.project
-        campaigns = s.scalars(select(Campaign).where(column == name)).all()
+        campaigns = s.scalars(select(Campaign).where(
+            column == name, Campaign.simulated.isnot(True))).all()  # rehearsals spend no GPU
         taken = sum(committed(c, used_by(c)) for c in campaigns)
         if taken + asked > quota.gpu_hours:
             return (f"quota of {scope} {name!r}: {quota.gpu_hours:g} GPU-hours, "

@@ -62,6 +62,7 @@ class Service:
             "ended_at": row.ended_at, "restarts": row.restarts,
             "controller_pid": row.controller_pid,
             **progress.to_dict(), "gpu_hours_budget": row.gpu_hours_budget,
+            "simulated": bool(row.simulated),
             "report_url": f"/api/campaigns/{row.name}/report",
             "mlflow_url": self.links.link(progress.mlflow_uri, progress.experiment),
         }
