@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Optional
 
@@ -73,21 +75,46 @@ def ui(
     if uri.startswith(("http://", "https://")):
         raise UserError(f"the campaigns track to the server {uri}; open it in a browser")
     server = f"http://127.0.0.1:{port}"
-    console.print(f"MLflow UI for {uri}: {server}  (Ctrl-C stops it)", markup=False)
     try:
         links = trial_links(uri, root, server, campaign)
     except Exception as exc:  # the UI is still worth serving
         links = []
         console.print(f"note: could not read the MLflow store ({exc})", markup=False)
-    for name, link in links:  # plain lines on stdout: a terminal must not wrap the URL
-        sys.stdout.write(f"{name}: {link}\n")
     if campaign and not links:
         console.print(f"note: campaign {campaign!r} has no MLflow experiment yet", markup=False)
-    sys.stdout.flush()  # before the process becomes the server
+    console.print(f"starting the MLflow UI for {uri} on {server}; its links follow once it "
+                  "answers (Ctrl-C stops it)", markup=False)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    announce_when_up(server, [("MLflow UI", server), *links])
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     # Become the server (same PID), so whoever started `paratune ui` can stop it by that PID.
     os.execve(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
                                "--host", "127.0.0.1", "--port", str(port)], env)
+
+
+def announce_when_up(server: str, links: list[tuple[str, str]], limit_s: float = 600) -> None:
+    """Print `links` once `server` answers, from a watcher process of its own (twice forked,
+    so the server this process becomes never has to reap it): a link printed earlier opens
+    on "connection refused" for the minute MLflow takes to start."""
+    if os.fork() != 0:
+        os.wait()  # the first child leaves at once; its child is the watcher
+        return
+    if os.fork() != 0:
+        os._exit(0)
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{server}/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        os._exit(1)
+    for name, link in links:  # plain lines on stdout: a terminal must not wrap the URL
+        sys.stdout.write(f"{name}: {link}\n")
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def trial_links(uri: str, root: Path, server: str, campaign: str | None) -> list[tuple[str, str]]:
