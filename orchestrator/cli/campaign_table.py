@@ -27,8 +27,7 @@ def hours(value: float) -> str:
 
 def gpu_hours(c: dict[str, Any]) -> str:
     used, budget = c.get("gpu_hours") or 0.0, c.get("gpu_hours_budget")
-    shown = hours(used) + (f" / {hours(budget)}" if budget else "")
-    return shown + (" simulated" if c.get("simulated") else "")  # counts against no quota
+    return hours(used) + (f" / {hours(budget)}" if budget else "")
 
 
 def best_value(c: dict[str, Any], with_metric: bool = True) -> str:
