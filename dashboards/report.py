@@ -1,7 +1,9 @@
 """`paratune report`: one self-contained HTML file (plotly.js inlined, no network needed) with
-what a campaign found: the best layout and its launch command at the top, convergence, knobs
-against throughput, predicted against measured, memory of the top layouts, failures by reason
-and, when the campaign ran one, its scaling study.
+what a campaign found: the best layout and its launch command at the top, a warning when the
+calibrated cost model's ranking is weak, the winner against the runner-up by step-time
+component, every trial in one table, convergence, knobs against throughput, predicted against
+measured, predicted and measured memory of the top layouts, failures by reason and, when the
+campaign ran one, its scaling study.
 
 The page is built from plain data (`ReportData`, assembled by report_data.py from the
 campaign's view and cost model), so this module needs neither.
@@ -14,8 +16,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from dashboards.report_tables import (
+    breakdown_section,
+    calibration_section,
+    number,
+    table,
+    trial_table,
+)
+
 KNOBS = ("tp", "pp", "dp", "zero_stage", "micro_batch_size", "grad_accum_steps")
-MEMORY_PARTS = ("params_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb")
+# Every part of `paratune estimate`'s total, so a bar is as tall as the total it prints.
+MEMORY_PARTS = ("params_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb",
+                "overhead_gb", "reserve_gb")
 
 
 @dataclass
@@ -29,6 +41,31 @@ class TrialRow:
     predicted: float | None  # the cost model's prediction of it
     gpu_hours: float
     error: str | None
+    peak_memory_gb: float | None = None  # what the trial measured
+    predicted_memory_gb: float | None = None  # `paratune estimate`'s total for the layout
+
+
+@dataclass
+class MemoryBar:
+    """One top layout's predicted memory by part (GB, as `MemoryBreakdown.as_gb`) and the peak
+    its trial measured."""
+
+    key: str
+    predicted: dict[str, float]
+    measured_gb: float | None
+
+
+@dataclass
+class LayoutBreakdown:
+    """One layout's predicted step time by component beside what its trial measured."""
+
+    trial_id: str
+    key: str
+    value: float | None  # the objective's metric, measured
+    predicted: float | None  # the objective's metric, predicted
+    step_time_s: float | None  # measured
+    parts: dict[str, float]  # predicted seconds by component; they sum to predicted_step_s
+    predicted_step_s: float
 
 
 @dataclass
@@ -52,11 +89,13 @@ class ReportData:
     trials: list[TrialRow]
     best: TrialRow | None
     launch_command: str
-    memory_top: list[tuple[str, dict[str, float]]] = field(default_factory=list)
+    memory_top: list[MemoryBar] = field(default_factory=list)
     scaling: list[dict[str, Any]] = field(default_factory=list)
     scaling_study: str | None = None
     calibration: dict[str, Any] | None = None
     convergence: list[ConvergencePoint] = field(default_factory=list)
+    winner: LayoutBreakdown | None = None
+    runner_up: LayoutBreakdown | None = None  # the second-best distinct layout
 
 
 def _convergence(data: ReportData, go) -> Any:
@@ -111,12 +150,7 @@ def _figures(data: ReportData) -> list[tuple[str, Any]]:
         figures.append(("prediction", fig))
 
     if data.memory_top:
-        fig = go.Figure()
-        for part in MEMORY_PARTS:
-            fig.add_bar(name=part.removesuffix("_gb"), x=[k for k, _ in data.memory_top],
-                        y=[m.get(part, 0.0) for _, m in data.memory_top])
-        fig.update_layout(barmode="stack", title="Predicted memory per device, top 5", yaxis_title="GB")
-        figures.append(("memory", fig))
+        figures.append(("memory", _memory(data.memory_top, go)))
 
     if data.scaling:
         fig = go.Figure()
@@ -128,11 +162,21 @@ def _figures(data: ReportData) -> list[tuple[str, Any]]:
     return figures
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
-                   for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _memory(bars: list[MemoryBar], go) -> Any:
+    """The top layouts' predicted memory, stacked to `paratune estimate`'s total, with the
+    peak each trial measured beside it."""
+    keys = [bar.key for bar in bars]
+    fig = go.Figure()
+    for part in MEMORY_PARTS:
+        fig.add_bar(name=part.removesuffix("_gb"), x=keys,
+                    y=[bar.predicted.get(part, 0.0) for bar in bars])
+    measured = [bar.measured_gb for bar in bars]
+    if any(m is not None for m in measured):
+        fig.add_scatter(name="measured peak", x=keys, y=measured, mode="markers",
+                        marker={"symbol": "diamond", "size": 12, "color": "black"})
+    fig.update_layout(barmode="stack", yaxis_title="GB",
+                      title="Memory per device, top 5: predicted total and measured peak")
+    return fig
 
 
 def render(data: ReportData) -> str:
@@ -147,23 +191,19 @@ def render(data: ReportData) -> str:
 
     failures = Counter((t.status, (t.error or "").split(":")[0][:80]) for t in data.trials
                        if t.status not in ("ok",))
-    failure_table = _table(["status", "reason", "trials"],
+    failure_table = table(["status", "reason", "trials"],
                            [[s, r, n] for (s, r), n in failures.most_common()]) if failures else "<p>none</p>"
-    scaling_table = _table(["nodes", "GPUs", data.metric, "per GPU", "efficiency"],
+    scaling_table = table(["nodes", "GPUs", data.metric, "per GPU", "efficiency"],
                            [[r["nodes"], r["world_size"], f"{r['tokens_per_s']:,.0f}",
                              f"{r['tokens_per_s_per_gpu']:,.1f}", f"{100 * r['efficiency']:.1f}%"]
                             for r in data.scaling]) if data.scaling else ""
     if data.best is not None:
         best = (f"<p class='best'><b>{html.escape(data.best.key)}</b> (trial {data.best.trial_id}): "
-                f"{data.metric} = {data.best.value:,.4g}</p>"
+                f"{data.metric} = {number(data.best.value)}</p>"
                 f"<pre>{html.escape(data.launch_command)}</pre>")
     else:
         best = "<p>No successful trial yet.</p>"
-    calibration = ""
-    if data.calibration:
-        calibration = (f"<p>Calibrated cost model: median |error| "
-                       f"{100 * data.calibration['median_abs_error']:.1f}%, Spearman "
-                       f"{data.calibration['spearman']:.2f} over {data.calibration['trials']} trials.</p>")
+    calibration = calibration_section(data.calibration)
     counts = Counter(t.status for t in data.trials)
     summary = ", ".join(f"{n} {s}" for s, n in counts.most_common())
     return f"""<!DOCTYPE html>
@@ -173,11 +213,15 @@ body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px;
 pre {{ background: #f5f5f5; padding: 1em; overflow-x: auto; font-size: 12px; }}
 table {{ border-collapse: collapse; margin: 1em 0; }} td, th {{ border: 1px solid #ccc; padding: 4px 10px; }}
 section {{ margin: 2em 0; }} .best {{ font-size: 1.2em; }}
+.wide {{ overflow-x: auto; }}
+.warning {{ background: #fff4e5; border: 2px solid #e67700; padding: 0.8em 1em; margin: 1em 0; }}
 </style></head><body>
 <h1>Campaign {html.escape(data.campaign)}</h1>
 <p>{html.escape(data.model)} on {data.world_size} × {html.escape(data.cluster)}; objective: {data.mode}
 {html.escape(data.metric)}; {len(data.trials)} trials ({html.escape(summary)}).</p>
 <h2>Best configuration</h2>{best}{calibration}
+{breakdown_section(data)}
+<h2>Trials</h2>{trial_table(data)}
 {''.join(blocks)}
 <h2>Failures by reason</h2>{failure_table}
 {'<h2>Scaling study</h2>' + scaling_table if scaling_table else ''}

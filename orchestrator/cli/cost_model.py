@@ -254,8 +254,10 @@ def calibrate(
                  f"{t['predicted_tokens_per_s']:,.0f}", f"{t['error']:+.1%}"]
         table.add_row(*cells, *([f"{t['held_out_error']:+.1%}"] if held_out else []))
     out.print(table)
+    memory = ("memory not measured: no trial reported its peak" if data["memory_scale"] is None
+              else f"memory measured/predicted {data['memory_scale']:.2f}")
     out.print(f"median |error| {data['median_abs_error']:.1%}, Spearman {data['spearman']:.2f} "
-              f"over {data['trials']} trials; memory measured/predicted {data['memory_scale']:.2f}")
+              f"over {data['trials']} trials; {memory}")
     if held_out:
         out.print(f"held out (refit from {data['held_out']['base']} on the others): median "
                   f"|error| {data['held_out']['median_abs_error']:.1%}")

@@ -10,7 +10,8 @@ cost (NNLS on the measured step times), so the refit model is the same model wit
 efficiency and overlap scaled to what this cluster showed; the data-parallel multiplier
 applies to the raw communication, so it is the exposed fraction this cluster showed. Memory
 gets one ratio of measured to predicted (without the fragmentation reserve, which no
-measurement sees); pruning applies it. `held_out_errors` predicts each trial from a refit on
+measurement sees); pruning applies it, and while no trial measured memory it is 1.0 and
+reported as not measured. `held_out_errors` predicts each trial from a refit on
 the others: the error that matters to a searcher, which the in-sample error understates.
 """
 
@@ -50,6 +51,9 @@ class Calibration:
     multipliers: dict[str, float]
     # Set while too few trials exist to fit every term: one factor on the whole prediction.
     global_scale: float | None = None
+    # False when no trial measured its peak memory: memory_scale is then the neutral 1.0 that
+    # pruning multiplies by, not a measurement, and to_dict says None.
+    memory_measured: bool = True
 
     @property
     def median_abs_error(self) -> float:
@@ -66,7 +70,7 @@ class Calibration:
             "trials": len(self.trials),
             "median_abs_error": self.median_abs_error,
             "spearman": self.spearman,
-            "memory_scale": self.memory_scale,
+            "memory_scale": self.memory_scale if self.memory_measured else None,
             "multipliers": self.multipliers,
             "compute_efficiency": self.model.cluster.compute_efficiency / c.scale_compute
             if c.scale_compute else None,
@@ -212,4 +216,4 @@ def _finish(model: CostModel, ok: list, fitted: dict, global_scale: float | None
               if r.peak_memory_gb]
     fits = [TrialFit(tid, c, r.tokens_per_s, model.estimate(c).tokens_per_s) for tid, c, r in ok]
     return Calibration(model, statistics.median(memory) if memory else 1.0, fits, fitted,
-                       global_scale)
+                       global_scale, memory_measured=bool(memory))
