@@ -3,10 +3,12 @@ and the `status` lines (both read the objects the API returns, never a journal).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.markup import escape
 from rich.table import Table
 
@@ -16,9 +18,23 @@ REASON_COLUMN_WIDTH = 110  # narrower terminals show the reasons under the table
 
 
 def number(value: Optional[float]) -> str:
+    """A number as people write it: 53,170 and 0.00001234, never 5.317e+04 or 1.234e-05."""
     if value is None:
         return "-"
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    if not math.isfinite(value):
+        return str(value)
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    text = f"{value:.4g}"
+    if "e" in text:  # below 1e-4: four significant digits, written out
+        text = f"{value:.{3 - math.floor(math.log10(abs(value)))}f}"
+    return text
+
+
+def fits(console: Console, table: Table) -> bool:
+    """Whether the table shows every cell whole at the console's width without squeezing."""
+    unbounded = console.options.update_width(1_000_000)
+    return Measurement.get(console, unbounded, table).maximum <= console.width
 
 
 def hours(value: float) -> str:
@@ -42,24 +58,53 @@ def state(c: dict[str, Any]) -> str:
     return f"[{STATE_STYLE.get(name, 'white')}]{escape(name)}[/]"
 
 
+# (header, short header, no_wrap): the short headers are for terminals the full ones overflow.
+LS_COLUMNS = (("campaign", "campaign", False), ("owner", "owner", True),
+              ("state", "state", True), ("trials", "trials", True), ("running", "run", True),
+              ("GPU-hours", "GPU-h", True), ("best", "best", False), ("reason", "reason", False))
+
+
+def _ls_table(found: list[dict[str, Any]], shared: Optional[str], names: list[str],
+              short: bool) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 2, 0, 0))
+    widest = max((len(c.get("state", "?")) for c in found), default=0)
+    for name, abbreviated, no_wrap in LS_COLUMNS:
+        if name not in names:
+            continue
+        header = abbreviated if short else name
+        if name == "best" and shared:  # tokens/s wraps under "best" where tokens_per_s is cut
+            header += f" {shared.replace('_per_', '/') if short else shared}"
+        table.add_column(header, no_wrap=no_wrap, overflow="fold",
+                         min_width=widest if name == "state" else None,
+                         justify="right" if name in ("running", "GPU-hours") else "left")
+    for c in found:
+        cells = {"campaign": escape(c["name"]), "owner": escape(str(c.get("owner"))),
+                 "state": state(c), "trials": f"{c.get('trials', 0)}/{c.get('max_trials', 0)}",
+                 "running": str(c.get("running", 0)), "GPU-hours": gpu_hours(c),
+                 "best": escape(best_value(c, with_metric=shared is None)),
+                 "reason": escape(c.get("reason") or "")}
+        table.add_row(*(cells[name] for name in names))
+    return table
+
+
 def print_table(console: Console, found: list[dict[str, Any]]) -> None:
-    """One row per campaign: state, trials of max, running, GPU-hours of the budget, best."""
+    """One row per campaign: state, trials of max, running, GPU-hours of the budget, best.
+    Nothing is cut: a terminal too narrow for the full table gets short headers, the owner
+    named once above it when there is only one, and the reasons under it."""
     metrics = {c["best"].get("metric") for c in found if c.get("best")}
     shared = metrics.pop() if len(metrics) == 1 else None  # then named once, in the header
     reasons = [c for c in found if c.get("reason")]
-    reason_column = bool(reasons) and console.width >= REASON_COLUMN_WIDTH
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = ["campaign", "owner", "state", "trials", "running", "GPU-hours",
-               f"best {shared}" if shared else "best"] + (["reason"] if reason_column else [])
-    for header in headers:
-        table.add_column(header, no_wrap=header != "reason", overflow="fold")
-    for c in found:
-        cells = [escape(c["name"]), escape(str(c.get("owner"))), state(c),
-                 f"{c.get('trials', 0)}/{c.get('max_trials', 0)}", str(c.get("running", 0)),
-                 gpu_hours(c), escape(best_value(c, with_metric=shared is None))]
-        table.add_row(*cells, *([escape(c.get("reason") or "")] if reason_column else []))
+    owners = {str(c.get("owner")) for c in found}
+    names = [name for name, _, _ in LS_COLUMNS if name != "reason"]
+    short = not fits(console, _ls_table(found, shared, names, short=False))
+    if short and len(owners) == 1:
+        names.remove("owner")
+        console.print(f"owner: {escape(owners.pop())}", highlight=False)
+    if reasons and not short and console.width >= REASON_COLUMN_WIDTH:
+        names.append("reason")
+    table = _ls_table(found, shared, names, short)
     console.print(table)
-    if not reason_column:
+    if "reason" not in names:
         for c in reasons:
             console.print(f"[bold]{escape(c['name'])}[/]: {escape(c['reason'])}", highlight=False,
                           soft_wrap=True)

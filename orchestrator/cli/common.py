@@ -11,9 +11,11 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from orchestrator.cli.campaign_table import number
+from orchestrator.cli.layout_table import Column, Row, best_first, print_layouts
 from orchestrator.common.errors import UserError
+from orchestrator.common.objective import Objective
 from orchestrator.common.paths import runs_root
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
@@ -96,15 +98,24 @@ def rank_spec(spec: CampaignSpec, top_k: int, cost: CostModel | None = None,
 
 
 def print_ranking(spec: CampaignSpec, ranking: Ranking) -> None:
+    """`plan` and `run --dry-run`: the layouts the cost model ranks highest, best first by
+    the campaign's objective, a column per knob that varies between them."""
     out.print(
         f"{spec.name}: {ranking.candidates} valid configs, {ranking.feasible} fit in "
         f"{spec.cluster.memory_gb:g} GB ({ranking.planner} planner)"
     )
-    if ranking.plan is not None:
-        out.print(f"AMSP plan (s0p,s1p,s0g,s1g,s0os,s1os) = {ranking.plan.factors.as_tuple()}")
-    table = Table("config", "memory GB", "step s", "tokens/s", "TFLOPS/GPU", "MFU", "HFU")
-    for e in ranking.top:
-        table.add_row(e.config.key(), f"{e.memory_gb:.2f}", f"{e.step_time_s:.4g}",
-                      f"{e.tokens_per_s:,.0f}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}",
-                      f"{e.hfu:.1%}")
-    out.print(table)
+    objective = Objective.of(spec.objective)
+    estimates = best_first(objective, ranking.top, objective.predicted)
+    if ranking.plan is not None:  # the planner's pick (its tie rule may prefer less traffic)
+        row = next((i for i, e in enumerate(estimates, 1) if e is ranking.plan.estimate), 1)
+        out.print(f"AMSP plan (s0p,s1p,s0g,s1g,s0os,s1os) = {ranking.plan.factors.as_tuple()}"
+                  f", row {row} below")
+    rows = [Row([str(rank)], e.config, [f"{e.memory_gb:.2f}", number(e.step_time_s),
+                                        number(e.tokens_per_s), number(e.tflops_per_gpu),
+                                        f"{e.mfu:.1%}", f"{e.hfu:.1%}"])
+            for rank, e in enumerate(estimates, 1)]
+    print_layouts(out, rows, [Column("#")], RANKING_COLUMNS)
+
+
+RANKING_COLUMNS = (Column("memory GB", "GB"), Column("step s"), Column("tokens/s"),
+                   Column("TFLOPS/GPU", "TFLOPS"), Column("MFU"), Column("HFU"))

@@ -6,9 +6,10 @@ import shlex
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.markup import escape
 
 from orchestrator.cli.campaign_table import number
+from orchestrator.cli.layout_table import Column, Row, best_first, infeasible_line, print_layouts
 from orchestrator.common.objective import Objective
 from orchestrator.common.paths import runs_root
 from orchestrator.export import own_format
@@ -80,7 +81,9 @@ class CampaignProgress:
             self.progress.start()
             self._started = True
         if kind == "submitted":
-            self.progress.update(self.task, status=f"running {record.trial_id} {record.config.key()}")
+            # The bar's last column is cut at its width: the layout comes whole in the
+            # trial's line when it ends.
+            self.progress.update(self.task, status=f"running {record.trial_id}")
             return
         result = record.result
         self.best.add(record)
@@ -95,25 +98,40 @@ class CampaignProgress:
         self.progress.update(self.task, status=self._best_status())
 
     def print_summary(self, out: Console, summary) -> None:
-        table = Table(title=f"campaign {summary.name}")
-        for column in ("trial", "config", "status", self.metric, "step s", "peak GB"):
-            table.add_column(column)
-        for r in summary.records:
-            res = r.result
-            table.add_row(
-                r.trial_id, r.config.key(), res.status if res else "running",
-                _fmt(res.metric(self.metric)) if res else "-",
-                _fmt(res.step_time_s) if res else "-", _fmt(res.peak_memory_gb) if res else "-",
-            )
-        out.print(table)
+        """Every trial that ran, best first by the objective (then the failed and the
+        unfinished in trial order), a column per knob that varies; the layouts the cost model
+        ruled out fold into one counted line."""
+        objective = Objective.of(self.spec.objective)
+        shown = [r for r in summary.records if not r.pruned]
+        pruned = [r for r in summary.records if r.pruned]
+        phases = len({r.phase for r in shown}) > 1
+        rows = [Row([r.trial_id, *([r.phase] if phases else [])], r.config, _summary_cells(
+                    r, self.metric)) for r in best_first(objective, shown,
+                                                          lambda r: objective.value(r.result))]
+        out.print(f"[bold]campaign {escape(summary.name)}[/]: {len(summary.records)} trials",
+                  highlight=False)
+        print_layouts(out, rows, [Column("trial", numeric=False),
+                                  *([Column("phase", numeric=False)] if phases else [])],
+                      [Column("status", numeric=False),
+                       Column(self.metric, self.metric.replace("_per_", "/")),
+                       Column("step s"), Column("peak GB", "GB")])
+        if pruned:
+            out.print(infeasible_line([r.result.error for r in pruned]), markup=False,
+                      highlight=False)
         if summary.best is None:
             out.print("no successful trial")
             return
         b = summary.best
-        out.print(
-            f"[bold green]best[/]: {b.trial_id} {b.config.key()}  "
-            f"{self.metric}={_fmt(b.result.metric(self.metric))}"
-        )
+        out.print(f"[bold green]best[/]: {b.trial_id} {escape(b.config.key())}  "
+                  f"{self.metric}={_fmt(b.result.metric(self.metric))}", soft_wrap=True)
         # One line, however narrow the terminal: it is a command to copy.
         out.print(f"export it: {export_hint(self.spec)}", markup=False, highlight=False,
                   soft_wrap=True)
+
+
+def _summary_cells(record: TrialRecord, metric: str) -> list[str]:
+    res = record.result
+    if res is None:
+        return ["running", "-", "-", "-"]
+    return [res.status, _fmt(res.metric(metric)), _fmt(res.step_time_s),
+            _fmt(res.peak_memory_gb)]

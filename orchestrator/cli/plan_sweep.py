@@ -15,7 +15,9 @@ from typing import Any, Callable
 from rich import box
 from rich.table import Table
 
+from orchestrator.cli.campaign_table import number
 from orchestrator.cli.common import out, print_json, rank_spec
+from orchestrator.cli.layout_table import Column, Row, print_layouts
 from orchestrator.common.errors import UserError
 from orchestrator.costmodel.compare import compare_schemes
 from orchestrator.spec import CampaignSpec
@@ -32,22 +34,23 @@ def parse_nodes(text: str) -> list[int]:
     return nodes
 
 
-def _rows_for(spec: CampaignSpec, compare: bool) -> list[dict[str, Any]]:
+def _rows_for(spec: CampaignSpec, compare: bool) -> list[tuple[dict[str, Any], Any]]:
+    """The JSON rows for one node count, each with the layout it describes (or None)."""
     ranking = rank_spec(spec, 1)
     best = ranking.best
     where = {"nodes": spec.scale.nodes, "world_size": spec.world_size,
              "global_batch_size": spec.scale.global_batch_size}
     if best is None:
-        return [{**where, "scheme": None, "fits": False}]
+        return [({**where, "scheme": None, "fits": False}, None)]
     if not compare:
         factors = ranking.plan.factors.to_dict() if ranking.plan else None
-        return [{**where, "config": best.config.key(), "factors": factors,
-                 "memory_gb": best.memory_gb, "mfu": best.mfu, "hfu": best.hfu,
-                 "tokens_per_s": best.tokens_per_s,
-                 "tokens_per_s_per_gpu": best.tokens_per_s / spec.world_size}]
+        return [({**where, "config": best.config.key(), "factors": factors,
+                  "memory_gb": best.memory_gb, "mfu": best.mfu, "hfu": best.hfu,
+                  "tokens_per_s": best.tokens_per_s,
+                  "tokens_per_s_per_gpu": best.tokens_per_s / spec.world_size}, best.config)]
     base = dataclasses.replace(best.config, sharding=None, zero_stage=0)
     rows = compare_schemes(cost_model_for(spec), base)
-    return [{**where, "config": base.key(), **row.to_dict()} for row in rows]
+    return [({**where, "config": base.key(), **row.to_dict()}, base) for row in rows]
 
 
 def plan_sweep(load: Callable[[list[str]], CampaignSpec], nodes: list[int] | None,
@@ -60,7 +63,8 @@ def plan_sweep(load: Callable[[list[str]], CampaignSpec], nodes: list[int] | Non
         specs = [load([f"scale.nodes={s.scale.nodes}",
                        f"scale.global_batch_size={round(per_node * s.scale.nodes)}"])
                  for s in specs]
-    rows = [row for spec in specs for row in _rows_for(spec, compare)]
+    pairs = [pair for spec in specs for pair in _rows_for(spec, compare)]
+    rows = [row for row, _ in pairs]
     if as_json:
         print_json({"model": specs[0].model.name, "cluster": specs[0].cluster.name,
                     "global_batch_size": specs[0].scale.global_batch_size, "rows": rows})
@@ -68,31 +72,43 @@ def plan_sweep(load: Callable[[list[str]], CampaignSpec], nodes: list[int] | Non
     out.print(f"{specs[0].name}: {specs[0].model.name} on {specs[0].cluster.name}, global batch "
               f"{specs[0].scale.global_batch_size} sequences")
     if compare:
-        table = Table("GPUs", "scheme", "factors", "GB", "fits", "MFU", "HFU", "all", "none",
-                      box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-        for r in rows:
-            if r.get("scheme") is None:
-                table.add_row(str(r["world_size"]), "-", "nothing fits", "", "", "", "", "", "")
-                continue
-            f = r["factors"]
-            factors = ",".join(str(f[k]) for k in ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os"))
-            table.add_row(str(r["world_size"]), r["scheme"], f"({factors})",
-                          f"{r['memory_gb']:.1f}", "yes" if r["fits"] else "no",
-                          f"{r['mfu']:.1%}", f"{r['hfu']:.1%}", f"{r['mfu_full_overlap']:.1%}",
-                          f"{r['mfu_without_overlap']:.1%}")
-        out.print("factors: (s0p,s1p,s0g,s1g,s0os,s1os); MFU as run end to end (AMSP's "
-                  "broadcast overlap off); all: MFU with every overlap on; none: with every "
-                  "collective exposed")
-        for r in rows:
-            if r.get("recompute", "").endswith("layers"):
-                out.print(f"{r['world_size']} GPUs, {r['scheme']}: recomputes the first "
-                          f"{r['recompute']} of each stage, the fewest that fit")
+        _print_compare(rows)
     else:
-        table = Table("GPUs", "best config", "memory GB", "MFU", "HFU", "tokens/s")
-        for r in rows:
-            if "config" not in r:
-                table.add_row(str(r["world_size"]), "nothing fits", "", "", "", "")
-                continue
-            table.add_row(str(r["world_size"]), r["config"], f"{r['memory_gb']:.1f}",
-                          f"{r['mfu']:.1%}", f"{r['hfu']:.1%}", f"{r['tokens_per_s']:,.0f}")
+        _print_best_per_scale(pairs)
+
+
+def _print_compare(rows: list[dict[str, Any]]) -> None:
+    table = Table("GPUs", "scheme", "factors", "GB", "fits", "MFU", "HFU", "all", "none",
+                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    for r in rows:
+        if r.get("scheme") is None:
+            table.add_row(str(r["world_size"]), "-", "nothing fits", "", "", "", "", "", "")
+            continue
+        f = r["factors"]
+        factors = ",".join(str(f[k]) for k in ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os"))
+        table.add_row(str(r["world_size"]), r["scheme"], f"({factors})",
+                      f"{r['memory_gb']:.1f}", "yes" if r["fits"] else "no",
+                      f"{r['mfu']:.1%}", f"{r['hfu']:.1%}", f"{r['mfu_full_overlap']:.1%}",
+                      f"{r['mfu_without_overlap']:.1%}")
+    out.print("factors: (s0p,s1p,s0g,s1g,s0os,s1os); MFU as run end to end (AMSP's "
+              "broadcast overlap off); all: MFU with every overlap on; none: with every "
+              "collective exposed")
+    for r in rows:
+        if r.get("recompute", "").endswith("layers"):
+            out.print(f"{r['world_size']} GPUs, {r['scheme']}: recomputes the first "
+                      f"{r['recompute']} of each stage, the fewest that fit")
     out.print(table)
+
+
+def _print_best_per_scale(pairs: list[tuple[dict[str, Any], Any]]) -> None:
+    """The best layout at each node count, in node order: a column per knob that varies."""
+    rows = []
+    for r, config in pairs:
+        if config is None:
+            rows.append(Row([number(r["world_size"])], None, ["nothing fits", "", "", ""]))
+            continue
+        rows.append(Row([number(r["world_size"])], config,
+                        [f"{r['memory_gb']:.1f}", f"{r['mfu']:.1%}", f"{r['hfu']:.1%}",
+                         number(r["tokens_per_s"])]))
+    print_layouts(out, rows, [Column("GPUs")],
+                  [Column("memory GB", "GB"), Column("MFU"), Column("HFU"), Column("tokens/s")])
