@@ -105,7 +105,9 @@ def test_results_survive_an_mlflow_outage(tmp_path, runs_dir):
     spec = write_spec(
         tmp_path / "spec.yaml", name="outage", search={"algorithm": "grid"},
         budget={"max_trials": len(TRIALS), "max_concurrent": 1},
-        trial={"command": [sys.executable, str(trainer), "{trial_id}", str(released)],
+        # The knobs are passed (and ignored) so that each layout is a trial of its own.
+        trial={"command": [sys.executable, str(trainer), "{trial_id}", str(released),
+                           "{zero_stage}", "{micro_batch_size}", "{activation_checkpointing}"],
                "timeout_s": 900},
         # Far below the seconds an MLflow server takes to start: the first trial to end after
         # the server is back tries MLflow again.

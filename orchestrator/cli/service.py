@@ -92,9 +92,25 @@ def _serve(config, host: str, port: int, mlflow_ui: Optional[str], lock) -> None
     except BaseException:
         sock.close()
         raise
-    console.print(f"ParaTune service on http://{host}:{port} (state {config.state_dir}, "
-                  f"runs {config.runs_dir})", markup=False)
+    url = page_url(host, port)
+    console.print(f"ParaTune service on {url} (state {config.state_dir}, runs {config.runs_dir})",
+                  markup=False, highlight=False, soft_wrap=True)
+    console.print(signin_line(url), markup=False, highlight=False, soft_wrap=True)
     serve(service, sock)
+
+
+def page_url(host: str, port: int) -> str:
+    """The web page's address as a browser on this machine reaches it: a wildcard host listens
+    on loopback too, and an IPv6 address goes in brackets."""
+    shown = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://[{shown}]:{port}/" if ":" in shown else f"http://{shown}:{port}/"
+
+
+def signin_line(url: str) -> str:
+    """How to sign in to the page. The service keeps tokens hashed, so it names none: the user
+    puts the one `token create` showed them after `#token=`, which never leaves the browser."""
+    return (f"sign in: open {url}#token=TOKEN with a token from `paratune server token create "
+            "--user NAME` (or paste it into the page); the page keeps it in this browser")
 
 
 @token_app.command("create")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from orchestrator.spec.sections import MAX_COUNT, MAX_SEED, Strict
+from orchestrator.spec.sections import MAX_COUNT, MAX_SEED, Strict, is_saved
 from orchestrator.spec.strings import SBATCH_OPTION, check_sbatch_value
 
 
@@ -42,6 +42,17 @@ class RayBackendSpec(Strict):
     address: str | None = None
     num_cpus: int | None = Field(default=None, gt=0, le=MAX_COUNT, description="local Ray runtime's CPUs")
     gpus_per_rank: float = Field(default=0.0, ge=0, le=1024, description="GPUs a trial rank asks of Ray")
+
+    @model_validator(mode="after")
+    def _cpus_need_local_runtime(self, info: ValidationInfo) -> "RayBackendSpec":
+        """num_cpus sizes the Ray runtime ParaTune starts itself; a running cluster at
+        `address` has its own size, so there it would be accepted and never used."""
+        if self.address and self.num_cpus is not None and not is_saved(info):
+            raise ValueError("backend.num_cpus: it sizes only the local Ray runtime ParaTune "
+                             "starts, and backend.address names a running cluster; "
+                             "remove num_cpus (size the cluster with `ray start --num-cpus`), "
+                             "or remove address")
+        return self
 
 
 class SlurmBackendSpec(Strict):

@@ -14,7 +14,9 @@ from orchestrator.common.paths import default_tracking_uri, runs_root
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
 from orchestrator.space import InvalidConfig, ParallelConfig, SearchSpace
 from orchestrator.spec.backends import BackendSpec, LocalBackendSpec
+from orchestrator.spec.command_knobs import pin_unused_knobs
 from orchestrator.spec.feasibility import explain_empty
+from orchestrator.spec.notices import check_flash_attention
 from orchestrator.spec.sections import (
     BudgetSpec,
     ObjectiveSpec,
@@ -113,6 +115,17 @@ class CampaignSpec(Strict):
             raise ValueError(f"search.fidelity.screening_steps: {fidelity.screening_steps} is "
                              f"not fewer than trial.steps ({self.trial.steps}); a screening "
                              "trial measures fewer steps than a full one")
+        return self
+
+    @model_validator(mode="after")
+    def _options_that_would_do_nothing(self, info: ValidationInfo) -> "CampaignSpec":
+        """A command's knobs it never sees are pinned, and a cost-model assumption the trainer
+        cannot follow is said, when a spec is new (a saved one keeps what it ran with)."""
+        if not is_saved(info):
+            if self.trial.command is not None:
+                pin_unused_knobs(self.space, self.trial.command)
+            check_flash_attention(self.trial.flash_attention, self.trial.trainer,
+                                  self.backend.kind)
         return self
 
     @property

@@ -124,6 +124,16 @@ class SearchSpec(Strict):
     # Seed this campaign with another's results: its name under the same runs directory.
     warm_start: str | None = Field(default=None, pattern=NAME_PATTERN, max_length=NAME_MAX)
 
+    @model_validator(mode="after")
+    def _margin_needs_cost_guided(self, info: ValidationInfo) -> "SearchSpec":
+        """Only the cost-guided searcher bounds what is left to gain, so only it can stop on a
+        margin; elsewhere the margin would be accepted and never used (a saved spec keeps it)."""
+        if self.stop_margin and self.algorithm != "cost-guided" and not is_saved(info):
+            raise ValueError(f"search.stop_margin: only the cost-guided searcher stops on a "
+                             f"margin, and algorithm is {self.algorithm}; remove stop_margin, "
+                             "or set algorithm: cost-guided")
+        return self
+
 
 class BudgetSpec(Strict):
     max_trials: int = Field(default=8, gt=0, le=MAX_COUNT, description="trials run on the backend")

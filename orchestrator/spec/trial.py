@@ -92,7 +92,9 @@ class TrialSpec(Strict):
     warmup_steps: int = Field(default=2, ge=0, le=MAX_COUNT)
     timeout_s: float = Field(default=600.0, gt=0, le=1e8)
     env: dict[str, str] = Field(default_factory=dict)
-    # The trainer keeps no s x s attention scores (FlashAttention, SDPA): the cost model drops them.
+    # A cost-model assumption: the trainer keeps no s x s attention scores (FlashAttention,
+    # SDPA's fused kernels), so the memory model drops them. The Megatron trainers also pick
+    # their attention kernel by it; the others choose their own (spec/notices.py warns).
     flash_attention: bool = True
     trainer: Literal[TRAINERS] | None = Field(default=None, description="default: builtin")
     deepspeed: DeepSpeedTrainerSpec | None = None
