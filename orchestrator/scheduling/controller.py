@@ -13,6 +13,7 @@ raised by the CLI's handler) leaves them running for the next controller to re-a
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -44,7 +45,10 @@ from orchestrator.spec import SPEC_FILE, CampaignSpec
 from orchestrator.spec.planning import cost_model_for, fitted_candidates
 from orchestrator.spec.preflight import preflight
 from orchestrator.tracking.session import TrackingSession
+from orchestrator.trainers import base_config_notes
 from orchestrator.trial.folder import TrialFolder
+
+log = logging.getLogger(__name__)
 
 
 class Controller:
@@ -155,6 +159,8 @@ class Controller:
         config) fails here, before the campaign directory is written."""
         candidates = fitted_candidates(self.spec)  # an empty space is an error that says why
         cost_model, searcher = self._searcher(candidates)
+        for line in base_config_notes(self.spec, candidates):
+            log.warning(line)
         if candidates:
             trial_request(self.spec, TrialRecord("t0001", candidates[0]), self.dir,
                           self.spec.trial.workdir or os.getcwd(), cost_model)

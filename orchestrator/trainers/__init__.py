@@ -10,6 +10,7 @@ from orchestrator.trainers.base import LogMetrics, Measure, TrainerAdapter, Trai
 from orchestrator.trainers.builtin import BuiltinTrainer
 from orchestrator.trainers.command import CommandTrainer
 from orchestrator.trainers.deepspeed import DeepSpeedTrainer
+from orchestrator.trainers.deepspeed_config import campaign_notes
 from orchestrator.trainers.megatron import MegatronDeepSpeedTrainer, MegatronLMTrainer
 from orchestrator.trainers.torchtitan import TorchtitanTrainer
 
@@ -32,6 +33,15 @@ def trainer_for(spec) -> TrainerAdapter:
     raise ValueError(f"trial.trainer {name!r} has no adapter yet")
 
 
+def base_config_notes(spec, configs) -> list[str]:
+    """What the campaign's trials change in the user's base DeepSpeed config and which of its
+    settings a layout contradicts, each as one line to say at the campaign's start."""
+    if spec.trial.trainer not in ("deepspeed", "megatron-deepspeed"):
+        return []
+    key = "trial.deepspeed.config" if spec.trial.deepspeed else "trial.megatron.deepspeed_config"
+    return [f"{key}: {line}" for line in campaign_notes(spec, configs)]
+
+
 __all__ = ["BuiltinTrainer", "CommandTrainer", "DeepSpeedTrainer", "LogMetrics", "Measure",
            "MegatronDeepSpeedTrainer", "MegatronLMTrainer", "TorchtitanTrainer", "TrainerAdapter",
-           "TrainerRun", "trainer_for"]
+           "TrainerRun", "base_config_notes", "trainer_for"]

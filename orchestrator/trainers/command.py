@@ -13,7 +13,7 @@ import re
 
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
-from orchestrator.trainers.deepspeed import deepspeed_config
+from orchestrator.trainers.deepspeed_config import deepspeed_config
 from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 # log_metrics key -> (LogMetrics list, factor to its unit)

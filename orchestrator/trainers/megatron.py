@@ -24,13 +24,12 @@ schedule, and neither tool a GPipe one: the spec refuses those layouts for these
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from orchestrator.common.errors import SpecError
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
-from orchestrator.trainers.deepspeed import base_config, deepspeed_config
+from orchestrator.trainers.deepspeed_config import trial_files
 from orchestrator.trainers.megatron_flags import (
     MEGATRON_DEEPSPEED_FLAGS,
     MEGATRON_DEEPSPEED_SOURCE,
@@ -171,10 +170,7 @@ class _MegatronTrainer(TrainerAdapter):
         program = [section.script, *fill(section.args, values),
                    *megatron_args(self.name, spec, config, str(folder.deepspeed_config)),
                    *trial_args(self.name, steps + spec.trial.warmup_steps)]
-        files = {}
-        if self.name == DS:
-            files[DEEPSPEED_CONFIG_FILE] = json.dumps(
-                deepspeed_config(spec, config, base_config(spec)), indent=2)
+        files = trial_files(spec, config) if self.name == DS else {}
         return TrainerRun(program=program, launcher="torchrun", files=files,
                           env=megatron_env(spec, config))
 

@@ -15,6 +15,7 @@ LOG_FILE = "trial.log"
 SETTINGS_FILE = "trial.json"
 SBATCH_SCRIPT = "sbatch.sh"
 DEEPSPEED_CONFIG_FILE = "ds_config.json"
+DEEPSPEED_CHANGES_FILE = "ds_config.changes.txt"  # what the config changed from the user's
 
 
 @dataclass(frozen=True)

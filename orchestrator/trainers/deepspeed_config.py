@@ -1,0 +1,186 @@
+"""The DeepSpeed config a layout runs with: the user's base config, changed only in documented
+keys, with every change and every contradiction said in words.
+
+ParaTune sets the layout's batch split and ZeRO stage, the precision the device trains in, and,
+for trials only, a throughput line at every step (DeepSpeed's ThroughputTimer, read back as the
+trial's result). Exports keep the user's own `steps_per_print` and `log_level`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.common.errors import SpecError
+from orchestrator.space import ShardingFactors, dp_mesh
+from orchestrator.trial.folder import DEEPSPEED_CHANGES_FILE, DEEPSPEED_CONFIG_FILE
+
+# Keys every trial's config gets from its layout, and why.
+LAYOUT_KEYS = {
+    "train_batch_size": "the layout's global batch (micro-batch x accumulation x dp)",
+    "train_micro_batch_size_per_gpu": "the layout's micro-batch",
+    "gradient_accumulation_steps": "the layout's accumulation steps",
+    "zero_optimization.stage": "the layout's ZeRO stage",
+    "bf16.enabled": "bf16 on GPUs unless the base chose fp16; off on CPU clusters, "
+                    "whose trials the cost model prices in float32",
+}
+# Keys set for the trial's measurement only: DeepSpeed logs its throughput line at INFO, every
+# `steps_per_print` steps. Exports restore the base config's values.
+TRIAL_ONLY = {"steps_per_print": 1, "log_level": "info"}
+TRIAL_ONLY_WHY = "trials only, for DeepSpeed's per-step throughput line; exports keep yours"
+UNSET = "(unset)"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One value of the base config a trial's config holds differently."""
+
+    key: str  # dotted path
+    before: Any
+    after: Any
+    why: str
+
+    def line(self) -> str:
+        return f"{self.key}: {_shown(self.before)} -> {_shown(self.after)} ({self.why})"
+
+
+def _shown(value: Any) -> str:
+    return value if value is UNSET else json.dumps(value)
+
+
+def zero_stage(spec, config) -> int:
+    """A layout's ZeRO stage; AMSP's sharding factors only where they are one of ZeRO's
+    points on the layout's data-parallel mesh (DeepSpeed shards no other way)."""
+    if config.sharding is None:
+        return config.zero_stage
+    mesh = dp_mesh(config.dp, config.tp, spec.gpus_per_node)
+    for stage in (0, 1, 2, 3):
+        if ShardingFactors.from_zero_stage(stage, *mesh).as_tuple() == config.sharding.as_tuple():
+            return stage
+    raise SpecError(f"deepspeed: AMSP sharding factors {config.sharding.as_tuple()} are no ZeRO "
+                    "stage, and DeepSpeed shards weights, gradients and optimizer states no other "
+                    "way; export the built-in trainer's formats (torchrun, sbatch, yaml), which "
+                    "run them")
+
+
+def deepspeed_config(spec, config, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A trial's DeepSpeed config for a layout: the base config with LAYOUT_KEYS and
+    TRIAL_ONLY set, every other key as the user wrote it."""
+    data = dict(base or {})
+    data.update({
+        "train_batch_size": config.global_batch_size(),
+        "train_micro_batch_size_per_gpu": config.micro_batch_size,
+        "gradient_accumulation_steps": config.grad_accum_steps,
+        **TRIAL_ONLY,
+    })
+    data["zero_optimization"] = {**data.get("zero_optimization", {}),
+                                 "stage": zero_stage(spec, config)}
+    if not data.get("fp16", {}).get("enabled"):
+        data["bf16"] = {**data.get("bf16", {}), "enabled": spec.cluster.device != "cpu"}
+    return data
+
+
+def production_config(trial_config: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]:
+    """A trial's config for a production run: the trial-only keys back to the base's values
+    (or left out where the base had none)."""
+    data = dict(trial_config)
+    for key in TRIAL_ONLY:
+        if base and key in base:
+            data[key] = base[key]
+        else:
+            data.pop(key, None)
+    return data
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def changes(base: dict[str, Any] | None, trial_config: dict[str, Any]) -> list[Change]:
+    """Every value the trial's config holds differently from the base, with its reason."""
+    before, after = _flat(base or {}), _flat(trial_config)
+    found = []
+    for key, value in after.items():
+        if before.get(key, UNSET) != value:
+            why = TRIAL_ONLY_WHY if key in TRIAL_ONLY else LAYOUT_KEYS.get(key, "not documented")
+            found.append(Change(key, before.get(key, UNSET), value, why))
+    found += [Change(key, value, UNSET, "not documented") for key, value in before.items()
+              if key not in after]
+    return found
+
+
+def contradictions(trial_config: dict[str, Any]) -> list[str]:
+    """Settings of the base config that the layout's ZeRO stage makes DeepSpeed ignore."""
+    zero = trial_config.get("zero_optimization", {})
+    stage = zero.get("stage", 0)
+    found = []
+    for key, lowest in (("offload_optimizer", 1), ("offload_param", 3)):
+        device = (zero.get(key) or {}).get("device", "none")
+        if device != "none" and stage < lowest:
+            found.append(f"zero_optimization.{key} (device {device}): DeepSpeed offloads it only "
+                         f"under ZeRO stage {lowest} or above, so layouts of stage {stage} run "
+                         "without it")
+    return found
+
+
+def base_config(spec) -> dict[str, Any] | None:
+    """The user's base ds_config (`trial.deepspeed.config`, or `trial.megatron.deepspeed_config`
+    for Megatron-DeepSpeed), read relative to the trial's working directory."""
+    if spec.trial.deepspeed:
+        path, key = spec.trial.deepspeed.config, "trial.deepspeed.config"
+    elif spec.trial.megatron:
+        path, key = spec.trial.megatron.deepspeed_config, "trial.megatron.deepspeed_config"
+    else:
+        return None
+    if path is None:
+        return None
+    full = Path(spec.trial.workdir or ".") / path
+    try:
+        data = json.loads(full.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError(f"{key}: cannot read {full} as JSON ({exc}); "
+                        "give the path of your ds_config.json") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{key}: {full} holds no JSON object")
+    return data
+
+
+def trial_files(spec, config) -> dict[str, str]:
+    """A trial's DeepSpeed config and, beside it, what it changed from the base config."""
+    base = base_config(spec)
+    data = deepspeed_config(spec, config, base)
+    notes = [c.line() for c in changes(base, data)] + contradictions(data)
+    return {DEEPSPEED_CONFIG_FILE: json.dumps(data, indent=2),
+            DEEPSPEED_CHANGES_FILE: "".join(line + "\n" for line in notes)}
+
+
+def campaign_notes(spec, configs) -> list[str]:
+    """Each value of the user's base config that the campaign's trials override, one line per
+    key (a key the layouts set differently reads "per layout"), then each contradiction once;
+    keys the base left unset are only written beside each trial's config."""
+    base = base_config(spec)
+    if base is None:
+        return []
+    seen: dict[str, Change] = {}
+    values: dict[str, set[str]] = {}  # every value a layout gives each key
+    conflicts: list[str] = []
+    for config in configs:
+        data = deepspeed_config(spec, config, base)
+        for change in changes(base, data):
+            if change.before is not UNSET:
+                seen.setdefault(change.key, change)
+        for key, value in _flat(data).items():
+            values.setdefault(key, set()).add(json.dumps(value))
+        conflicts += [c for c in contradictions(data) if c not in conflicts]
+    lines = [change.line() if len(values.get(key, ())) <= 1 else
+             f"{key}: {_shown(change.before)} -> per layout ({change.why})"
+             for key, change in seen.items()]
+    return lines + conflicts
