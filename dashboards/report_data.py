@@ -27,7 +27,9 @@ def report_data(view: CampaignView) -> ReportData:
     rows = [trial_row(r, objective, model, stock) for r in records]
     best = view.best(records)
     best_row = next((t for t in rows if best and t.trial_id == best.trial_id), None)
-    launch = export("torchrun", spec, best.trial_id, best.config) if best else ""
+    # The measured program's own launch script (DeepSpeed's config written beside it).
+    launch = export("torchrun", spec, best.trial_id, best.config,
+                    view.trial_dir(best.trial_id)) if best else ""
     ranked = objective.ranked((r for r in records if r.phase != SCALING),
                               lambda r: objective.value(r.result))[:MEMORY_TOP]
     memory_top = [MemoryBar(r.config.key(), stock.memory(r.config).as_gb(),

@@ -18,7 +18,9 @@ import yaml
 from orchestrator.common.errors import SpecError
 from orchestrator.export import FORMATS, export
 from orchestrator.export.common import origin as _origin
+from orchestrator.export.program import RUN_DIR_FOLDER, RUN_DIR_MARK
 from orchestrator.spec import spec_from_dict
+from orchestrator.trainers import trainer_for
 from orchestrator.trainers.builtin import job_flags, job_settings
 from orchestrator.trainers.megatron import megatron_args
 
@@ -75,6 +77,16 @@ def stand_ins(tmp_path: Path, torchrun: str = 'printf "%s\\n" "$@" > "$ARGV_FILE
             "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_ID": "1"}
 
 
+def measured(spec, config, tmp_path: Path) -> list[str]:
+    """The argv a torchrun or sbatch export must run: the campaign's own program, its run
+    folder ./paratune-run (the built-in trainer's flags are given inline)."""
+    if spec.trial.trainer == "builtin":
+        return ["-m", "jobs.train", *job_flags(job_settings(spec, config, "t0001"))]
+    run = trainer_for(spec).run(spec, config, "t0001", RUN_DIR_FOLDER, spec.trial.steps)
+    program = run.program[1:] if run.launcher == "self" else run.program  # less the stand-in
+    return [a.replace(RUN_DIR_MARK, str(tmp_path / "paratune-run")) for a in program]
+
+
 @pytest.mark.parametrize("index", [0, 1, 2, 3])
 def test_hostile_values_stay_data_in_every_export(tmp_path, index):
     marker = tmp_path / "INJECTED"
@@ -95,8 +107,9 @@ def test_hostile_values_stay_data_in_every_export(tmp_path, index):
             run = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True,
                                  cwd=tmp_path, timeout=30)
             assert run.returncode == 0, (fmt, run.stderr)
-            argv = (tmp_path / "argv").read_text().splitlines()
-            assert "-m" in argv, (fmt, argv)
+            argv = (tmp_path / "argv").read_text().split("\n")[:-1]
+            assert argv[-len(ran := measured(spec, config, tmp_path)):] == ran \
+                if fmt != "torchtitan" else "-m" in argv, (fmt, argv)
         if fmt == "command":
             run = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True,
                                  cwd=tmp_path, timeout=30)

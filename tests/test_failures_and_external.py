@@ -238,10 +238,16 @@ def test_a_command_campaign_exports_its_own_command(tmp_path, runs_dir, cli):
     deepspeed_at = measured["argv"].index("--deepspeed-config") + 1
     assert replayed["argv"][deepspeed_at] == str(tmp_path / "production" / "ds_config.json")
     del measured["argv"][deepspeed_at], replayed["argv"][deepspeed_at]
-    # The trial's own variables (its result file, its ID) are the campaign's, not the script's.
-    assert (replayed["argv"], replayed["ds"]) == (measured["argv"], measured["ds"])
+    # The trial's own variables (its result file, its ID) are the campaign's, not the script's;
+    # the DeepSpeed config is the trial's, less the keys only a trial's measurement needs.
+    trial_only = {"steps_per_print", "log_level"}
+    assert trial_only <= set(measured["ds"]) and not trial_only & set(replayed["ds"])
+    assert (replayed["argv"], replayed["ds"]) == (
+        measured["argv"], {k: v for k, v in measured["ds"].items() if k not in trial_only})
     assert "PARATUNE_RESULT_FILE" not in replayed["paratune_env"]
-    code, _, err = cli("best", "ext-stdout", "--format", "torchrun")
+    code, same, err = cli("best", "ext-stdout", "--format", "torchrun")
+    assert code == 0 and "note:" not in err and same == script.read_text()
+    code, _, err = cli("best", "ext-stdout", "--format", "yaml")
     assert code == 0 and "measured trainer command" in err and "--format command" in err
 
 

@@ -1,8 +1,8 @@
 """Launch files for a campaign's winner, to be reused as they are by production runs.
 
 Formats: `yaml` (the built-in trainer's config, `python -m jobs.train --config FILE`),
-`torchrun` (a shell script), `sbatch` (a Slurm batch script: srun + torchrun), `deepspeed` (a
-DeepSpeed config JSON), `megatron-lm` and `megatron-deepspeed` (a bash array of the tool's flags,
+`torchrun` (a shell script) and `sbatch` (a Slurm batch script: srun + torchrun), both of the
+program the campaign measured, whichever trainer it was, `deepspeed` (a DeepSpeed config JSON), `megatron-lm` and `megatron-deepspeed` (a bash array of the tool's flags,
 rendered by the same code as the trials; `megatron` is the old name of `megatron-deepspeed`),
 `torchtitan` (a torchrun script with torchtitan 0.3.0's arguments) and `command` (a campaign's
 own `trial.command`, as its trials ran it). Each names the campaign and trial it came from;
@@ -20,16 +20,12 @@ from orchestrator.export.configs import (
     export_megatron_lm,
     export_yaml,
 )
-from orchestrator.export.scripts import (
-    export_command,
-    export_sbatch,
-    export_torchrun,
-    export_torchtitan,
-)
+from orchestrator.export.program_scripts import export_program_sbatch, export_program_torchrun
+from orchestrator.export.scripts import export_sbatch, export_torchrun, export_torchtitan
 from orchestrator.space import ParallelConfig
+from orchestrator.common.errors import SpecError
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers.torchtitan import torchtitan_section
-from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 # `megatron`, the name older releases used, stays another name of `megatron-deepspeed`.
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",
@@ -38,10 +34,13 @@ SCRIPT_FORMATS = ("torchrun", "sbatch", "torchtitan", "command")  # written exec
 
 # The formats that run the program a campaign measured, its own first; any other runs
 # another program with the winner's layout, which the campaign never measured.
-OWN_FORMATS = {"builtin": ("torchrun", "yaml", "sbatch"), "deepspeed": ("deepspeed",),
-               "torchtitan": ("torchtitan",), "megatron-lm": ("megatron-lm",),
-               "megatron-deepspeed": ("megatron-deepspeed", "megatron", "deepspeed"),
-               "command": ("command", "deepspeed")}
+OWN_FORMATS = {"builtin": ("torchrun", "yaml", "sbatch"),
+               "deepspeed": ("torchrun", "sbatch", "deepspeed"),
+               "torchtitan": ("torchrun", "sbatch", "torchtitan"),
+               "megatron-lm": ("torchrun", "sbatch", "megatron-lm"),
+               "megatron-deepspeed": ("torchrun", "sbatch", "megatron-deepspeed", "megatron",
+                                      "deepspeed"),
+               "command": ("command", "torchrun", "sbatch", "deepspeed")}
 
 
 def own_format(spec: CampaignSpec) -> str:
@@ -63,11 +62,35 @@ def unmeasured_note(fmt: str, spec: CampaignSpec) -> str | None:
     return note
 
 
-EXPORTERS = {"yaml": export_yaml, "torchrun": export_torchrun, "sbatch": export_sbatch,
-             "deepspeed": export_deepspeed, "megatron-lm": export_megatron_lm,
-             "megatron-deepspeed": export_megatron_deepspeed,
-             "megatron": export_megatron_deepspeed, "torchtitan": export_torchtitan,
-             "command": export_command}
+def _command(spec: CampaignSpec, trial_id: str, config: ParallelConfig, trial_dir=None) -> str:
+    if spec.trial.command is None:
+        raise SpecError(f"--format command: campaign {spec.name!r} ran trainer "
+                        f"{spec.trial.trainer!r}, not a trial.command; --format torchrun "
+                        "writes its own program")
+    return export_program_torchrun(spec, trial_id, config, trial_dir)
+
+
+def _script(builtin, program):
+    """A script format: the built-in trainer's own, or the measured program's."""
+    def exporter(spec, trial_id, config, trial_dir=None):
+        if (spec.trial.trainer or "builtin") == "builtin":
+            return builtin(spec, trial_id, config)
+        return program(spec, trial_id, config, trial_dir)
+    return exporter
+
+
+def _without_folder(exporter):
+    return lambda spec, trial_id, config, trial_dir=None: exporter(spec, trial_id, config)
+
+
+EXPORTERS = {"yaml": _without_folder(export_yaml),
+             "torchrun": _script(export_torchrun, export_program_torchrun),
+             "sbatch": _script(export_sbatch, export_program_sbatch),
+             "deepspeed": export_deepspeed,
+             "megatron-lm": _without_folder(export_megatron_lm),
+             "megatron-deepspeed": _without_folder(export_megatron_deepspeed),
+             "megatron": _without_folder(export_megatron_deepspeed),
+             "torchtitan": _without_folder(export_torchtitan), "command": _command}
 
 
 def export(fmt: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig,
@@ -76,7 +99,4 @@ def export(fmt: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig,
     trial's folder, gives the DeepSpeed config it ran."""
     if fmt not in EXPORTERS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if fmt == "deepspeed":
-        measured = trial_dir / DEEPSPEED_CONFIG_FILE if trial_dir is not None else None
-        return export_deepspeed(spec, trial_id, config, measured)
-    return EXPORTERS[fmt](spec, trial_id, config)
+    return EXPORTERS[fmt](spec, trial_id, config, trial_dir)

@@ -14,7 +14,9 @@ from orchestrator.export.common import origin
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers.builtin import job_settings
-from orchestrator.trainers.deepspeed import DeepSpeedTrainer, base_config, deepspeed_config
+from orchestrator.export.program import winner_deepspeed_config
+from orchestrator.trainers.deepspeed import DeepSpeedTrainer
+from orchestrator.trainers.deepspeed_config import base_config, deepspeed_config
 from orchestrator.trainers.megatron import TOOLS, megatron_args
 
 
@@ -32,18 +34,14 @@ def export_yaml(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> st
 
 
 def export_deepspeed(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
-                     measured: Path | None = None) -> str:
-    """The DeepSpeed config the winning trial ran (`measured`, its folder's copy) when the
-    campaign ran DeepSpeed, else the layout's on the campaign's base config as it reads now."""
-    own = spec.trial.trainer in ("deepspeed", "megatron-deepspeed")
-    data = None
-    if own and measured is not None and measured.is_file():
-        try:
-            data = json.loads(measured.read_text())
-        except (OSError, ValueError):
-            data = None  # a damaged copy: render it again below
-    if not isinstance(data, dict):
-        data = deepspeed_config(spec, config, base_config(spec) if own else None)
+                     trial_dir: Path | None = None) -> str:
+    """The DeepSpeed config the winning trial ran (its folder's copy) when the campaign ran
+    one, else the layout's on the campaign's base config as it reads now; for a production
+    run, without the keys only a trial needs."""
+    own = spec.trial.trainer in ("deepspeed", "megatron-deepspeed", "command")
+    data = winner_deepspeed_config(
+        spec, trial_dir if own else None,
+        lambda: deepspeed_config(spec, config, base_config(spec) if own else None))
     data = {"_paratune": origin(spec, trial_id, config, DeepSpeedTrainer.tool),
             **{k: v for k, v in data.items() if k != "_paratune"}}
     return json.dumps(data, indent=2) + "\n"

@@ -1,0 +1,58 @@
+"""Every output is for the program the campaign measured: for a DeepSpeed, a `command`, a
+Megatron-LM and a torchtitan campaign (rehearsed on the simulated backend), the report's launch
+section and the `torchrun` and `sbatch` exports run that campaign's own program, mark the
+trial-length settings, and say so for a format of another program."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import EXAMPLES
+
+from dashboards.report_data import report_data
+from orchestrator.export import export, unmeasured_note
+from orchestrator.record.campaign import CampaignView
+from orchestrator.scheduling.controller import Controller
+from orchestrator.spec import load_spec
+
+# example, what its program is called in a launch line, the words that carry a trial's length
+PROGRAMS = [
+    ("deepspeed.yaml", "train_gpt.py", "--steps 4"),
+    ("command-ddp.yaml", "train_ddp.py", "--steps 5"),
+    ("megatron-lm.yaml", "pretrain_gpt.py", "--train-iters="),
+    ("torchtitan.yaml", "torchtitan.train", "--training.steps="),
+]
+
+
+@pytest.mark.parametrize("example,program,length", PROGRAMS)
+def test_launch_files_and_report_run_the_measured_program(example, program, length, runs_dir,
+                                                          monkeypatch):
+    monkeypatch.chdir(EXAMPLES.parent)
+    spec = load_spec(EXAMPLES / example, ["backend.kind=simulated", "budget.max_trials=3",
+                                          "tracking.enabled=false"])
+    Controller(spec).run()
+    view = CampaignView(spec)
+    best = view.best(view.records())
+    assert best is not None
+    report = report_data(view).launch_command
+    for text in (report, *(export(fmt, spec, best.trial_id, best.config,
+                                  view.trial_dir(best.trial_id)) for fmt in ("torchrun", "sbatch"))):
+        assert program in text and "jobs.train" not in text, text
+        assert f"# Trial length: {length}" in text, text
+    for fmt in ("torchrun", "sbatch"):
+        assert unmeasured_note(fmt, spec) is None
+    assert "another program" in unmeasured_note("yaml", spec)
+    sbatch = export("sbatch", spec, best.trial_id, best.config)
+    assert "# --time is the trials' limit" in sbatch
+
+
+def test_the_deepspeed_launch_file_carries_the_winners_config_without_trial_only_keys(
+        runs_dir, monkeypatch):
+    monkeypatch.chdir(EXAMPLES.parent)
+    spec = load_spec(EXAMPLES / "deepspeed.yaml", ["backend.kind=simulated",
+                                                   "budget.max_trials=1"])
+    config = spec.candidates()[0]
+    script = export("torchrun", spec, "t0001", config)
+    written = script.split("<<'PARATUNE_FILE_END'\n", 1)[1].split("\nPARATUNE_FILE_END", 1)[0]
+    assert '"train_batch_size": 16' in written and "steps_per_print" not in written
+    assert "log_level" not in written
+    assert '--deepspeed_config "$RUN_DIR"/ds_config.json' in script
