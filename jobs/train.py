@@ -26,7 +26,7 @@ from jobs.mechanisms import attention_forwards, compiled_graphs, optimizer_state
 from jobs.model import Transformer, num_params
 from jobs.shutdown import leave
 from jobs.trainer import Infeasible, build_trainer, check_feasible
-from orchestrator.result import TrialResult, training_flops_per_iteration
+from orchestrator.result import PHASE_LINE, TrialResult, training_flops_per_iteration
 
 
 def synthetic_batch(config: JobConfig, step: int) -> torch.Tensor:
@@ -76,14 +76,33 @@ def enforce_memory_cap(config: JobConfig, device: torch.device) -> None:
         )
 
 
+def say_phase(text: str) -> None:
+    """One `paratune phase:` line in the trial log (rank 0), shown live while the trial runs."""
+    if dist.get_rank() == 0:
+        print(f"{PHASE_LINE}{text}", flush=True)
+
+
+def phase_at(config: JobConfig, step: int) -> str | None:
+    """The phase a step starts, if it starts one."""
+    if step == 0 and config.warmup_steps:
+        compiles = "; the first step compiles (torch.compile)" if config.compile else ""
+        return f"warm-up, {config.warmup_steps} steps{compiles}"
+    if step == config.warmup_steps:
+        return f"timed, {config.steps} steps"
+    return None
+
+
 def train(config: JobConfig, plan, device: torch.device) -> TrialResult:
     world = dist.get_world_size()
     enforce_memory_cap(config, device)
+    say_phase("building the model and its layout")
     trainer = build_trainer(config, plan, device)
     held = trainer.held_parameter_fraction()
     step_times, losses = [], []
     forwards, last = [0, 0], config.warmup_steps + config.steps - 1
     for step in range(last + 1):
+        if phase := phase_at(config, step):
+            say_phase(phase)
         maybe_inject_fault(config, step)
         batch = synthetic_batch(config, step)
         synchronize(device)

@@ -18,6 +18,9 @@ STATUSES = ("ok", "oom", "timeout", "failed", "infeasible")
 
 # Marker for results printed on stdout by external trainers.
 STDOUT_MARKER = "PARATUNE_RESULT"
+# A trial log line that says what the trial is doing now (building, warm-up, timed steps);
+# the live view shows the last one while the trial runs (orchestrator/trial/activity.py).
+PHASE_LINE = "paratune phase: "
 
 
 @dataclass

@@ -14,6 +14,7 @@ from typing import Any
 from orchestrator.backends.base import Backend, TrialHandle, TrialRequest, start_trial
 from orchestrator.common.processes import is_running, kill_tree, start_time
 from orchestrator.result import TrialResult
+from orchestrator.trial.activity import compilers_below
 from orchestrator.trial.folder import TrialFolder
 from orchestrator.trial.process import (
     TrialProcess,
@@ -57,8 +58,9 @@ class OrphanHandle(TrialHandle):
         if self._alive():
             if time.time() - self.started_at <= self.request.timeout_s:
                 return None
+            compilers = compilers_below(self.pid)
             self.cancel()
-            return timeout_result(self.request.timeout_s, self.request.world_size)
+            return timeout_result(self.request.timeout_s, self.request.world_size, compilers)
         kill_leftovers(self.request.folder)  # ranks that outlived their launcher
         return self.request.read_result(None)
 

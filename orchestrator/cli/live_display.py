@@ -85,6 +85,9 @@ class CampaignProgress:
             # trial's line when it ends.
             self.progress.update(self.task, status=f"running {record.trial_id}")
             return
+        if kind == "activity":  # what the trial's log says it is doing (warm-up, timed, ...)
+            self.progress.update(self.task, status=f"{record.trial_id}: {record.activity}")
+            return
         result = record.result
         self.best.add(record)
         line = f"{record.trial_id} {record.config.key():<40} {result.status:<10}"

@@ -67,6 +67,8 @@ class TrialRecord:
     finished_at: float | None = None
     run_id: str | None = None
     phase: str = SEARCH
+    # What a running trial's log last said it was doing (warm-up, timed, ...); not journaled.
+    activity: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:

@@ -35,8 +35,11 @@ from orchestrator.search import Searcher
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.tracking.session import TrackingSession
+from orchestrator.trial.activity import last_activity
+from orchestrator.trial.folder import TrialFolder
 
 POLL_INTERVAL_S = 0.2
+ACTIVITY_INTERVAL_S = 2.0  # how often running trials' logs are read for their activity
 SLOT_RETRY_S = 1.0  # a refused campaign asks again this often, or as soon as a trial of its ends
 
 # Called with ("submitted" | "finished", record) so a front end can show progress.
@@ -70,6 +73,7 @@ class SchedulingLoop:
         self._pending: list[TrialRecord] = []
         self._waiting: tuple[TrialRecord, bool] | None = None  # (trial, budgeted) refused a slot
         self._retry_at = 0.0
+        self._activity_at = 0.0  # when running trials' logs are next read
         self._seen = {(r.config, r.phase) for r in records.values()}
 
     # ------------------------------------------------------------- what sources read
@@ -191,9 +195,14 @@ class SchedulingLoop:
     def _collect(self) -> int:
         """Record every trial that has ended; return how many did."""
         ended = 0
+        look = time.monotonic() >= self._activity_at  # logs are read every few seconds
+        if look:
+            self._activity_at = time.monotonic() + ACTIVITY_INTERVAL_S
         for trial_id, (record, handle) in list(self.running.items()):
             result = handle.poll()
             if result is None:
+                if look:
+                    self._follow_activity(record)
                 continue
             del self.running[trial_id]
             if result.world_size is None:
@@ -205,6 +214,13 @@ class SchedulingLoop:
             self._retry_at = 0.0  # a slot of ours is free: ask for it at once
             self.model.recalibrate(list(self.records.values()))
         return ended
+
+    def _follow_activity(self, record: TrialRecord) -> None:
+        """Say when a running trial's log names a new activity (its phase lines)."""
+        activity = last_activity(TrialFolder.of(self.campaign_dir, record.trial_id).log_file)
+        if activity and activity != record.activity:
+            record.activity = activity
+            self.on_event("activity", record)
 
     def _finish(self, record: TrialRecord, result: TrialResult) -> None:
         if result.status != "infeasible":

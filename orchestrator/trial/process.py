@@ -17,6 +17,7 @@ from pathlib import Path
 from orchestrator.common.processes import descendants, kill_tree, live_pids
 from orchestrator.result import TrialResult
 from orchestrator.trainers import TrainerRun
+from orchestrator.trial.activity import compilers_below, compiling_note
 from orchestrator.trial.extension_locks import clear_abandoned_locks
 from orchestrator.trial.folder import TrialFolder
 
@@ -85,11 +86,10 @@ def trial_env(folder: TrialFolder, trial_id: str, extra: dict[str, str]) -> dict
     }
 
 
-def timeout_result(timeout_s: float, world_size: int) -> TrialResult:
-    return TrialResult(
-        status="timeout", world_size=world_size,
-        error=f"killed after trial.timeout_s={timeout_s:g}s; raise it if the trial needs longer",
-    )
+def timeout_result(timeout_s: float, world_size: int, compilers: list[str] = ()) -> TrialResult:
+    why = compiling_note(compilers) if compilers else "raise it if the trial needs longer"
+    return TrialResult(status="timeout", world_size=world_size,
+                       error=f"killed after trial.timeout_s={timeout_s:g}s; {why}")
 
 
 class TrialProcess:
@@ -114,6 +114,7 @@ class TrialProcess:
             )
         self.started = time.monotonic()
         self._ended: tuple[int | None, bool] | None = None  # (return code, timed out)
+        self.compilers: list[str] = []  # what was compiling when the timeout came
 
     @property
     def pid(self) -> int:
@@ -126,6 +127,8 @@ class TrialProcess:
         returncode = self.process.poll()
         if returncode is None and time.monotonic() - self.started <= self.timeout_s:
             return None
+        if returncode is None:
+            self._note_compilers()
         kill_tree(self.pid)  # the timeout, or ranks that outlived their launcher
         self.process.wait()
         self._ended = (returncode, returncode is None)
@@ -137,8 +140,16 @@ class TrialProcess:
             return None
         returncode, timed_out = ended
         if timed_out:
-            return timeout_result(self.timeout_s, self.world_size)
+            return timeout_result(self.timeout_s, self.world_size, self.compilers)
         return self.read_result(returncode)
+
+    def _note_compilers(self) -> None:
+        """At the timeout: say in the trial log what was compiling, if anything was."""
+        self.compilers = compilers_below(self.pid)
+        if self.compilers:
+            with open(self.folder.log_file, "a") as log:
+                log.write(f"paratune: trial.timeout_s={self.timeout_s:g}s passed; "
+                          f"{compiling_note(self.compilers)}\n")
 
     def kill(self) -> None:
         kill_tree(self.pid)
