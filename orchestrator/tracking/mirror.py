@@ -197,8 +197,9 @@ class Tracker:
         }
         if result.error:
             tags["paratune.error"] = result.error[:MAX_TAG_CHARS]
+        # Named by layout too: the UI's run list shows names, with the params off-screen.
         run = self.client.create_run(self.experiment_id, start_time=_ms(started_at),
-                                     run_name=trial_id, tags=tags)
+                                     run_name=f"{trial_id} {config.key()}", tags=tags)
         run_id = run.info.run_id
         metrics = {name: result.metric(name) for name in METRIC_FIELDS}
         metrics.update({k: v for k, v in result.extra.items() if isinstance(v, (int, float))})
