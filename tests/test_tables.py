@@ -19,7 +19,7 @@ import yaml
 from rich.console import Console
 
 from orchestrator.cli import common
-from orchestrator.cli.campaign_table import number, print_table
+from orchestrator.cli.campaign_table import SIMULATED_NOTE, number, print_table
 from orchestrator.cli.layout_table import split_knobs, value_text
 from orchestrator.cli.live_display import CampaignProgress
 from orchestrator.record.campaign import CampaignSummary
@@ -159,6 +159,9 @@ CAMPAIGNS = [
      "reason": "user me may run 2 campaigns at once; 2 are running (frontier-175b, quickstart)"},
     {"name": "stopped", "owner": "me", "state": "cancelled", "trials": 0, "max_trials": 6,
      "running": 0, "gpu_hours": 0.0},
+    {"name": "rehearsal", "owner": "me", "state": "finished", "trials": 12, "max_trials": 12,
+     "running": 0, "gpu_hours": 6770.4, "simulated": True,
+     "best": {"metric": "tokens_per_s", "value": 53_170.0, "trial_id": "t0003"}},
 ]
 
 
@@ -175,6 +178,7 @@ def test_ls(width, owners):
         assert c["state"] in words, (c["state"], text)
     assert not re.search(r"\b(" + "|".join(s[:-1] for s in STATES) + r")\b", text), text
     assert "713,872" in text and "1,234 / 5,000" in text and "2 are running" in text
+    assert "6,770 sim" in text and SIMULATED_NOTE in text  # a rehearsal's hours, apart
     assert ("someone-else" in text) == (owners == "two")
     assert owners == "two" or width == 200 or "owner: me" in text
     check_golden(f"ls-{owners}-owner-{width}", text)

@@ -41,9 +41,15 @@ def hours(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+SIMULATED_MARK = " sim"
+SIMULATED_NOTE = "sim: a simulated rehearsal's GPU-hours, counted against no quota"
+
+
 def gpu_hours(c: dict[str, Any]) -> str:
+    """Used (of the budget); a rehearsal's marked apart, as no quota counts them."""
     used, budget = c.get("gpu_hours") or 0.0, c.get("gpu_hours_budget")
-    return hours(used) + (f" / {hours(budget)}" if budget else "")
+    mark = SIMULATED_MARK if c.get("simulated") else ""
+    return hours(used) + mark + (f" / {hours(budget)}" if budget else "")
 
 
 def best_value(c: dict[str, Any], with_metric: bool = True) -> str:
@@ -108,6 +114,8 @@ def print_table(console: Console, found: list[dict[str, Any]]) -> None:
         for c in reasons:
             console.print(f"[bold]{escape(c['name'])}[/]: {escape(c['reason'])}", highlight=False,
                           soft_wrap=True)
+    if any(c.get("simulated") for c in found):
+        console.print(SIMULATED_NOTE, highlight=False)
 
 
 def status_lines(c: dict[str, Any]) -> list[str]:
