@@ -106,14 +106,12 @@ def sbatch_directives(spec: CampaignSpec) -> list[tuple[str, object]]:
 
 def export_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
     """One torchrun per node under srun, rendezvous on the allocation's first node."""
-    b = spec.backend if isinstance(spec.backend, SlurmBackendSpec) else SlurmBackendSpec()
     lines = "\n".join(directive(option, value) for option, value in sbatch_directives(spec))
-    setup = "".join(line + "\n" for line in b.setup)  # the user's own shell lines, as written
     return f"""#!/bin/bash
 {lines}
 # {origin(spec, trial_id, config)}
-set -euo pipefail
-{setup}{run_context(spec, in_workdir=False)}MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+{builtin_length_note(spec, trial_id, config)}{sbatch_time_note()}set -euo pipefail
+{sbatch_setup(spec)}{run_context(spec, in_workdir=False)}MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 srun --ntasks-per-node=1 bash -c 'exec torchrun --nnodes="$SLURM_JOB_NUM_NODES" \
     --node_rank="$SLURM_NODEID" --nproc_per_node={spec.gpus_per_node} --rdzv_backend=c10d \
     --rdzv_id="$SLURM_JOB_ID" --rdzv_endpoint="'"$MASTER_ADDR"':29500" -m jobs.train "$@"' _ \
