@@ -14,7 +14,7 @@ from conftest import EXAMPLES
 from orchestrator.export import export
 from orchestrator.spec import load_spec
 from orchestrator.trainers import DeepSpeedTrainer
-from orchestrator.trainers.deepspeed_config import LAYOUT_KEYS, TRIAL_ONLY
+from orchestrator.trainers.deepspeed_config import LAYOUT_KEYS, TRIAL_ONLY, flat_keys
 from orchestrator.trial.folder import DEEPSPEED_CHANGES_FILE, DEEPSPEED_CONFIG_FILE, TrialFolder
 
 BASE = {"train_batch_size": 8, "steps_per_print": 10, "bf16": {"enabled": True},
@@ -24,18 +24,8 @@ BASE = {"train_batch_size": 8, "steps_per_print": 10, "bf16": {"enabled": True},
         "wall_clock_breakdown": False}
 
 
-def flat(data: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            out.update(flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def differing(a: dict, b: dict) -> set[str]:
-    fa, fb = flat(a), flat(b)
+    fa, fb = flat_keys(a), flat_keys(b)
     return {k for k in fa.keys() | fb.keys() if fa.get(k, "unset") != fb.get(k, "unset")}
 
 

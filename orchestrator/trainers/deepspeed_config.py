@@ -94,11 +94,12 @@ def production_config(trial_config: dict[str, Any], base: dict[str, Any] | None)
     return data
 
 
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flat_keys(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as dotted keys: {"a": {"b": 1}} -> {"a.b": 1}."""
     flat: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, dict) and value:
-            flat.update(_flat(value, f"{prefix}{key}."))
+            flat.update(flat_keys(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value
     return flat
@@ -106,7 +107,7 @@ def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def changes(base: dict[str, Any] | None, trial_config: dict[str, Any]) -> list[Change]:
     """Every value the trial's config holds differently from the base, with its reason."""
-    before, after = _flat(base or {}), _flat(trial_config)
+    before, after = flat_keys(base or {}), flat_keys(trial_config)
     found = []
     for key, value in after.items():
         if before.get(key, UNSET) != value:
@@ -177,7 +178,7 @@ def campaign_notes(spec, configs) -> list[str]:
         for change in changes(base, data):
             if change.before is not UNSET:
                 seen.setdefault(change.key, change)
-        for key, value in _flat(data).items():
+        for key, value in flat_keys(data).items():
             values.setdefault(key, set()).add(json.dumps(value))
         conflicts += [c for c in contradictions(data) if c not in conflicts]
     lines = [change.line() if len(values.get(key, ())) <= 1 else
