@@ -6,6 +6,12 @@ interleaved schedule, sequence parallelism when tp > 1). CBO maximises the objec
 (the metric, or its reciprocal for `mode: min`). Failures go back as DeepHyper failure values
 ("F_oom", "F_failed", ...), never as made-up numbers. `fast=True` uses the sampling
 acquisition optimiser on 1,000 points, which brings `ask` from ~10 s to ~0.4 s here.
+
+CBO fits what it is told, so it is told what ran: a suggestion that is not a valid layout is
+mapped to the nearest valid candidate, told back at once as "F_infeasible" (CBO replaces a
+failure with the worst value seen, so it learns the region is invalid), and the layout that
+ran is told under its own point when its result comes. A suggestion of a layout already taken
+is told nothing more: CBO already has (or will have) that point.
 """
 
 from __future__ import annotations
@@ -68,20 +74,29 @@ class DeepHyperCBOSearcher(Searcher):
         return point
 
     def ask(self, n: int = 1) -> list[ParallelConfig]:
-        proposed = []
+        proposed, infeasible = [], []
         for suggestion in self.cbo.ask(n):
-            config = self.space.nearest(self._to_point(suggestion), self._taken)
+            point = self._to_point(suggestion)
+            config = self.space.nearest(point, self._taken)
             if config is None:
                 break
             self._taken.add(config)
-            self._asked[config] = suggestion
             proposed.append(config)
+            if self.space.key(point) == self.space.key(self.space.point(config)):
+                self._asked[config] = suggestion
+            elif not self.space.matching(point):
+                infeasible.append((suggestion, "F_infeasible"))
+        if infeasible:
+            self.cbo.tell(infeasible)
         return proposed
+
+    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
+        self._taken.add(config)
 
     def tell(self, config: ParallelConfig, result: TrialResult) -> None:
         self._taken.add(config)
         suggestion = self._asked.pop(config, None)
-        if suggestion is None:  # replayed from a journal, or proposed by someone else
+        if suggestion is None:  # replayed, asked in place of another suggestion, or not ours
             suggestion = {k: _text(v) for k, v in self.space.point(config).items()}
         value = self.objective.result_gain(result)
         self.cbo.tell([(suggestion, value if value is not None else f"F_{result.status}")])

@@ -3,11 +3,13 @@
 A model-based searcher proposes a point of the knob grid (one value per knob); not every point
 is a valid layout (tp · pp must divide the world, ...), so `nearest` maps a point to the closest
 valid candidate not yet taken: ordinal distance on numeric knobs, 0/1 on categorical ones.
+`key` and `matching` tell whether a suggestion was a valid layout at all, so a searcher can
+teach its library the layout that ran and mark an invalid suggestion as such.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.layout import searched_knobs
@@ -33,6 +35,8 @@ def knob_values(config: ParallelConfig) -> dict[str, Any]:
 class KnobSpace:
     candidates: list[ParallelConfig]
     values: dict[str, list]  # knob -> its distinct values, sorted; only knobs that vary
+    _index: dict[tuple, list[ParallelConfig]] | None = field(default=None, repr=False,
+                                                              compare=False)
 
     @classmethod
     def of(cls, candidates: list[ParallelConfig]) -> "KnobSpace":
@@ -47,6 +51,27 @@ class KnobSpace:
     def point(self, config: ParallelConfig) -> dict[str, Any]:
         values = knob_values(config)
         return {k: values[k] for k in self.values}
+
+    def _matters(self, knob: str, point: dict[str, Any]) -> bool:
+        if knob not in CONDITIONS:
+            return True
+        parent, when = CONDITIONS[knob]
+        if parent not in point:  # the parent does not vary: it decided what the child takes
+            return True
+        return self._matters(parent, point) and when(point[parent])
+
+    def key(self, point: dict[str, Any]) -> tuple:
+        """What tells two points apart: the knobs that matter in them. A knob another one makes
+        moot (the pipeline schedule without pipelining) is whatever a library left there."""
+        return tuple((k, point[k]) for k in self.values if self._matters(k, point))
+
+    def matching(self, point: dict[str, Any]) -> list[ParallelConfig]:
+        """The candidates a point stands for; none when it is not a valid layout."""
+        if self._index is None:
+            self._index = {}
+            for config in self.candidates:
+                self._index.setdefault(self.key(self.point(config)), []).append(config)
+        return self._index.get(self.key(point), [])
 
     def _distance(self, a: dict[str, Any], b: dict[str, Any]) -> float:
         total = 0.0

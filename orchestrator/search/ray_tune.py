@@ -2,8 +2,16 @@
 on_trial_complete interface, so the controller, not a Tune run loop, keeps scheduling.
 
 Each knob becomes a categorical choice; a suggestion is mapped to the nearest valid candidate
-not yet taken. A failed trial is reported with error=True, which both samplers record as a
-failure and do not fit on.
+not yet taken. Both samplers fit what they are told, so they are told what ran:
+- a suggestion that is a valid untaken layout is completed with that layout's result;
+- one that is no valid layout is completed at once with a gain of 0, below any measured gain
+  (both TPEs rank their trials, so the region sinks), and the layout run in its place is
+  added as an evaluated point of its own when its result comes;
+- one of a layout already taken is completed with that layout's result (now or when it comes).
+Results the samplers did not suggest (a resumed campaign's journal, another proposer's trials)
+are added as evaluated points too: Optuna through `add_evaluated_point`, HyperOpt as a done
+document in its `Trials`. A failed trial is reported as an error, which both samplers record
+as a failure and do not fit on.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from orchestrator.search.encoding import KnobSpace
 from orchestrator.space import ParallelConfig
 
 METRIC = "objective"  # the objective's gain, which both samplers maximise
+INFEASIBLE = 0.0  # the gain told for a suggestion that is no valid layout: gains are positive
 
 
 class RayTuneSearcher(Searcher):
@@ -27,7 +36,11 @@ class RayTuneSearcher(Searcher):
         self.objective = objective
         self._ids = itertools.count()
         self._taken: set[ParallelConfig] = set()
-        self._asked: dict[ParallelConfig, str] = {}
+        self.algorithm = algorithm
+        # Sampler trials that suggested exactly a layout, waiting for its result; and the
+        # gains (None: failed) of the layouts told so far.
+        self._waiting: dict[ParallelConfig, list[str]] = {}
+        self._gains: dict[ParallelConfig, float | None] = {}
         choices = {knob: list(range(len(values))) for knob, values in self.space.values.items()}
         if algorithm == "optuna":  # the sampler's own distributions: TPE by default
             import optuna
@@ -55,34 +68,69 @@ class RayTuneSearcher(Searcher):
             suggestion = self.searcher.suggest(trial_id)
             if not isinstance(suggestion, dict):
                 break
-            config = self.space.nearest(self._point(suggestion), self._taken)
+            point = self._point(suggestion)
+            config = self.space.nearest(point, self._taken)
             if config is None:
                 self.searcher.on_trial_complete(trial_id, error=True)
                 break
             self._taken.add(config)
-            self._asked[config] = trial_id
+            self._settle(trial_id, point, config)
             proposed.append(config)
         return proposed
 
-    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
-        self._taken.add(config)
-        trial_id = self._asked.pop(config, None)
-        value = self.objective.result_gain(result)
-        if trial_id is None:
-            # A result this searcher did not propose (replayed from a journal): feed it as an
-            # evaluated point where the sampler allows it.
-            self._teach(config, value)
+    def _settle(self, trial_id: str, point: dict[str, Any], config: ParallelConfig) -> None:
+        """Tie the sampler's trial to the layout it suggested, so it is completed with that
+        layout's result and never with the result of the layout run in its place."""
+        if self.space.key(point) == self.space.key(self.space.point(config)):
+            self._waiting.setdefault(config, []).append(trial_id)
             return
+        twins = self.space.matching(point)  # all taken, or `nearest` would have chosen one
+        if not twins:
+            self._complete(trial_id, INFEASIBLE)
+            return
+        known = [twin for twin in twins if twin in self._gains]
+        if known:
+            self._complete(trial_id, self._gains[known[0]])
+        else:
+            self._waiting.setdefault(twins[0], []).append(trial_id)
+
+    def _complete(self, trial_id: str, value: float | None) -> None:
         if value is None:
             self.searcher.on_trial_complete(trial_id, error=True)
         else:
             self.searcher.on_trial_complete(trial_id, result={METRIC: value})
 
+    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
+        self._taken.add(config)
+
+    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
+        self._taken.add(config)
+        value = self.objective.result_gain(result)
+        self._gains[config] = value
+        waiting = self._waiting.pop(config, [])
+        for trial_id in waiting:
+            self._complete(trial_id, value)
+        if not waiting:  # replayed, run in place of another suggestion, or not ours
+            self._teach(config, value)
+
     def _teach(self, config: ParallelConfig, value: float | None) -> None:
-        """Ray Tune's optional `add_evaluated_point` (Optuna has it); HyperOpt learns only from
-        its own suggestions, so a replayed result only marks its config as taken there."""
+        """Add the layout as an evaluated point. Ray's HyperOptSearch has no
+        `add_evaluated_point`, so the point goes into its hyperopt `Trials` as a finished
+        document, as hyperopt's own `generate_trial` lays one out."""
         indices = {k: self.space.values[k].index(v) for k, v in self.space.point(config).items()}
-        try:
+        if self.algorithm != "hyperopt":
             self.searcher.add_evaluated_point(indices, value, error=value is None)
-        except NotImplementedError:
-            pass
+            return
+        import hyperopt
+        from hyperopt.fmin import generate_trial
+
+        trials = self.searcher.get_state()["hyperopt_trials"]
+        (tid,) = trials.new_trial_ids(1)
+        doc = generate_trial(tid, indices)
+        if value is None:
+            doc["state"], doc["result"] = hyperopt.JOB_STATE_ERROR, {"status": hyperopt.STATUS_FAIL}
+        else:  # the sampler minimises a loss: the gain negated, as Ray Tune reports it
+            doc["state"] = hyperopt.JOB_STATE_DONE
+            doc["result"] = {"status": hyperopt.STATUS_OK, "loss": -value}
+        trials.insert_trial_docs([doc])
+        trials.refresh()
