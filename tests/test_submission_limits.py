@@ -5,6 +5,8 @@ submission with the same one-line message."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,9 @@ SPECS = sorted(p for p in EXAMPLES.glob("*.yaml"))
 
 
 @pytest.mark.parametrize("example", SPECS, ids=lambda p: p.stem)
-def test_the_queued_spec_reads_back_to_the_same_campaign(example: Path, tmp_path):
+def test_the_queued_spec_reads_back_to_the_same_campaign(example: Path, tmp_path, monkeypatch):
+    # A command example runs `torchrun` as a user's shell finds it: the interpreter's own bin.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     try:
         spec = parse_submission(read_submission(example.read_text(), []), tmp_path, str(ROOT))
     except UserError as exc:
