@@ -98,11 +98,11 @@ def test_an_unseen_pair_keeps_its_uncertainty():
 
 
 def test_noise_is_estimated_from_repeats():
-    from orchestrator.search.residuals import NOISE, ResidualModel
+    from orchestrator.search.repeats import NOISE_PRIOR, estimate_noise
 
-    assert ResidualModel.estimate_noise({"a": [0.0]}) == pytest.approx(NOISE)
+    assert estimate_noise({"a": [0.0]}).std == pytest.approx(NOISE_PRIOR)
     spread = {i: [0.1, -0.1] for i in range(40)}  # std 0.14 within each pair of repeats
-    assert ResidualModel.estimate_noise(spread) == pytest.approx(0.141, abs=0.01)
+    assert estimate_noise(spread).std == pytest.approx(0.141, abs=0.01)
 
 
 # ------------------------------------------------------------------ the searcher
@@ -141,17 +141,25 @@ def _truth(candidates, cost, sim):
             for c in candidates if cost.estimate(c).fits}
 
 
-# Of seeds 0-11 these have the model's favourite 11-29% off the best; the searcher reaches
-# within 3% of the best in at most 10 trials on each, and on the sixth such seed (10) not.
-@pytest.mark.parametrize("seed", [0, 1, 3, 4, 6])
+# Seeds 0-11 all run. On 0, 1, 3, 4, 6 and 10 the model's favourite is 11-29% off the best.
+# The searcher gets within 3% of the best in at most 10 trials on every seed but 10, where it
+# takes 31: all three of the model's favourites are 20-32% off, and the optimum's pair
+# (tp 2, micro-batch 1) is first measured at trial 31 (trial 18 with no repeats while
+# searching; 40, never, when repeats took 20 of the 40 trials).
+FAR_OFF = {0, 1, 3, 4, 6, 10}
+WITHIN = {10: 31}  # trials to within 3% where it is more than 10
+
+
+@pytest.mark.parametrize("seed", range(12))
 def test_cost_guided_recovers_from_interactions_the_model_misses(frontier, seed):
     configs, cost = frontier
     sim = SimulatedBackend(cost, seed=seed, interactions=1.0)
     truth = _truth(configs, cost, sim)
     top = max(configs, key=lambda c: cost.estimate(c).tokens_per_s)
-    assert truth[top] < 0.9 * max(truth.values())  # the model's favourite is far off
+    assert (truth[top] < 0.9 * max(truth.values())) == (seed in FAR_OFF)
     reached, trials, _ = search(configs, cost, sim, truth, seed=seed)
-    assert reached is not None and reached <= 10 and trials >= reached
+    assert reached is not None and reached <= WITHIN.get(seed, 10)
+    assert trials >= min(reached, 10)  # search trials, repeats not counted
 
 
 def test_the_models_favourites_are_measured_after_the_diverse_picks(frontier):
@@ -269,7 +277,7 @@ def test_the_last_trials_of_the_budget_go_to_naming_the_winner(frontier):
     searcher.tell(contender, TrialResult(status="ok", tokens_per_s=1.0))
 
 
-@pytest.mark.parametrize("round_", [3, 5, 7])
+@pytest.mark.parametrize("round_", [2, 4, 6])
 def test_a_resume_with_trials_in_flight_runs_what_the_whole_campaign_ran(tmp_path, round_):
     """Three trials at once: the controller dies right after it submitted a round of trials.
     The resumed one runs them again; its searcher heard the finished ones in the order they

@@ -75,10 +75,10 @@ class SearchProposals(ProposalSource):
             asked = self.searcher.ask(1)
             if not asked:
                 self.exhausted = True
+                self.held_back = self.searcher.stop_reason  # the campaign's end says why
                 return None
             if state.is_new(asked[0], self.phase):
                 return Proposal(asked[0], self.phase)
-
 
     @staticmethod
     def _screens_running(state: LoopState) -> int:
@@ -86,9 +86,11 @@ class SearchProposals(ProposalSource):
 
 
 class RepeatProposals(ProposalSource):
-    """A layout measured before, measured again because it is within the measured noise of the
-    best (the searcher's `repeat`): a trial of its own, in phase `repeat`, told back to the
-    searcher. It already ran, so the memory model is not asked again."""
+    """A layout measured before, measured again because the campaign's measured noise does not
+    yet tell it apart from the best (the searcher's `repeat`): a trial of its own, in phase
+    `repeat`, told back to the searcher. It already ran, so the memory model is not asked
+    again. A searcher that finds the measurements noiseless asks for none, and the budget goes
+    to the search."""
 
     def __init__(self, searcher: Searcher):
         self.searcher = searcher

@@ -17,6 +17,10 @@ from orchestrator.space import ParallelConfig
 
 
 class Searcher(ABC):
+    # Why `ask` returns nothing, once a searcher that stops itself does (one line); None for
+    # a space it has exhausted, which needs no words.
+    stop_reason: str | None = None
+
     @abstractmethod
     def ask(self, n: int = 1) -> list[ParallelConfig]:
         """Up to n configs not proposed before; fewer (or none) when the space is exhausted."""

@@ -16,10 +16,12 @@ where the model is wrong.
 - Out-of-memory results raise the memory model's scale so that larger layouts are skipped.
 - It stops (ask returns nothing) once no unmeasured candidate's upper bound, with the
   interaction uncertainty in σ, reaches the best expected value of a measured one less
-  `stop_margin`.
-- Before a winner is named, contenders within the measured noise of the leader are measured
-  again (`repeat`), the closest rival first, also when the trial budget is about to end the
-  search; the noise is estimated from those repeats.
+  `stop_margin`; `stop_reason` then says so in one line.
+- Before a winner is named, contenders not yet told apart from the leader at the measured
+  noise are measured again (`repeat`, rules in repeats.py), the closest rival first, also
+  when the trial budget is about to end the search. The noise is estimated from those
+  repeats; on a landscape they show to be noiseless, no layout is measured a third time and
+  the trials go to untried layouts.
 
 Everything is computed on the objective's gain (the metric, or its reciprocal under
 `mode: min`), so "higher is better" holds inside and the mode is honoured.
@@ -38,7 +40,8 @@ from orchestrator.costmodel.memory import fits_bytes, overflow_scale
 from orchestrator.result import TrialResult
 from orchestrator.search.base import Searcher
 from orchestrator.search.encoding import KnobSpace, knob_values
-from orchestrator.search.residuals import KnobCodes, ResidualModel, group_by
+from orchestrator.search.repeats import Noise, Standing, estimate_noise
+from orchestrator.search.residuals import NOISE_FLOOR, KnobCodes, ResidualModel, group_by
 from orchestrator.space import ParallelConfig
 
 KAPPA = 2.0
@@ -46,12 +49,10 @@ KAPPA_STOP = 3.0  # stopping needs more confidence than choosing
 MIN_TRIALS_BEFORE_STOP = 8
 DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
-MAX_MEASUREMENTS = 6  # of each contender, repeats included, that the budget is kept for
 NAMING_SHARE = 1 / 3  # at most this share of a campaign's trial budget goes to naming it
 MEASUREMENTS_WHILE_SEARCHING = 3
 FINAL_MEASUREMENTS = 12  # of one config once the search is over
 REPEAT_FROM = 12  # measured trials before the search itself re-measures the top two
-CONTENDER_Z = 2.5  # a contender's mean is within this many standard errors of the leader's
 VERIFY_TOP = 3  # the calibrated model's favourites measured right after the diverse picks
 
 
@@ -64,6 +65,7 @@ class CostGuidedSearcher(Searcher):
         self.objective = objective
         self.seed = seed
         self.stop_margin = stop_margin
+        self.stop_reason: str | None = None  # why ask returns nothing, once it does
         self.space = KnobSpace.of(self.candidates)
         self.memory_scale = 1.0
         self._oom_scale = 1.0
@@ -124,10 +126,9 @@ class CostGuidedSearcher(Searcher):
         out = [(c, self.objective.result_gain(r)) for _, c, r in self.history]
         return [(c, v) for c, v in out if v is not None and v > 0]
 
-    def noise(self) -> float:
-        """Std of one measurement's log gain, estimated from repeats."""
-        groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
-        return self._residuals.estimate_noise(groups)
+    def noise(self) -> Noise:
+        """The run-to-run noise of one measurement's log gain, estimated from repeats."""
+        return estimate_noise(group_by([(c, math.log(v)) for c, v in self._measurements()]))
 
     def _fit_residuals(self) -> None:
         ok = [(c, v) for c, v in self._measurements() if c in self._index]
@@ -136,7 +137,7 @@ class CostGuidedSearcher(Searcher):
         rows += [codes for codes, _ in self._prior]
         y = [math.log(v / self._predictions[c][0]) for c, v in ok] + [r for _, r in self._prior]
         self._residuals.fit(np.array(rows, dtype=np.int64).reshape(len(rows), width),
-                            np.array(y), self.noise())
+                            np.array(y), max(self.noise().std, NOISE_FLOOR))
 
     def _bounds(self, configs: list[ParallelConfig], kappa: float = KAPPA) -> list[tuple[float, float]]:
         """(expected, upper bound) of the gain for each config."""
@@ -159,40 +160,39 @@ class CostGuidedSearcher(Searcher):
         return max(groups, key=lambda c: sum(groups[c]) / len(groups[c]), default=None)
 
     def repeat(self, trials_left: int | None = None) -> ParallelConfig | None:
-        """A measured config to measure again: the leader or a rival whose mean is within
-        CONTENDER_Z standard errors of the leader's; the closest rival first and, of that
-        pair, the less measured. While the search runs (from REPEAT_FROM measured trials) up
-        to MEASUREMENTS_WHILE_SEARCHING each; once it is over, up to FINAL_MEASUREMENTS. Once
-        the trials left (`trials_left`, the campaign's budget) are no more than the leader and
-        its rivals need to reach MAX_MEASUREMENTS each, the search counts as over, so the
-        last trials name the winner instead of measuring layouts once; never more than
-        NAMING_SHARE of the budget, so that a small one still explores first."""
+        """A measured config to measure again: the leader or a rival not yet told apart from
+        it at the measured noise (repeats.py); the closest rival first and, of that pair, the
+        less measured; the leader alone while no layout has been measured twice. While the
+        search runs (from REPEAT_FROM measured trials) up to MEASUREMENTS_WHILE_SEARCHING
+        each; once it is over, up to FINAL_MEASUREMENTS; a layout whose 2 measurements agree
+        on a landscape measured noiseless, never again. Once the trials left (`trials_left`,
+        the campaign's budget) are no more than the pairs need to be told apart at the
+        measured noise, the search counts as over, so the last trials name the winner instead
+        of measuring layouts once; never more than NAMING_SHARE of the budget, so that a small
+        one still explores first."""
         groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
         if len(groups) < 2:
             return None
-        noise = self.noise()
-        means = {c: sum(v) / len(v) for c, v in groups.items()}
-        leader = max(means, key=means.get)
-
-        def gap(c: ParallelConfig) -> float:  # the leader's lead over c, in standard errors
-            error = noise * math.sqrt(1 / len(groups[c]) + 1 / len(groups[leader]))
-            return (means[leader] - means[c]) / max(error, 1e-12)
-
-        rivals = sorted((c for c in means if c != leader and gap(c) < CONTENDER_Z), key=gap)
-        if not rivals:
+        standing = Standing(groups, self.noise())
+        rivals = standing.rivals()
+        # Without a single repeat the noise is the prior's guess: the leader is measured once
+        # more to learn it, rivals or not.
+        pairs = [(rival, standing.leader) for rival in rivals]
+        if not pairs and standing.noise.dof == 0:
+            pairs = [(standing.leader,)]
+        if not pairs:
             return None
-        needed = sum(max(0, MAX_MEASUREMENTS - len(groups[c])) for c in [leader, *rivals])
         spent = sum(1 for _, _, r in self.history if r.status != "infeasible")
-        naming = (trials_left is not None
-                  and trials_left <= min(needed, NAMING_SHARE * (spent + trials_left)))
+        naming = (trials_left is not None and trials_left <= min(
+            standing.needed(rivals) or 1, NAMING_SHARE * (spent + trials_left)))
         over = naming or self._next() is None  # from the told results alone: a resume agrees
         if not over and sum(map(len, groups.values())) < REPEAT_FROM:
             return None
         cap = FINAL_MEASUREMENTS if over else MEASUREMENTS_WHILE_SEARCHING
-        for rival in rivals:  # the closest rival first; of the pair, the less measured
-            pair = [c for c in (rival, leader) if len(groups[c]) < cap and c not in self._repeating]
-            if pair:
-                config = min(pair, key=lambda c: len(groups[c]))
+        for pair in pairs:  # the closest rival first; of the pair, the less measured
+            open_ = [c for c in pair if not standing.settled(c, cap) and c not in self._repeating]
+            if open_:
+                config = min(open_, key=standing.count)
                 self._repeating.add(config)
                 return config
         return None
@@ -211,15 +211,23 @@ class CostGuidedSearcher(Searcher):
         return proposed
 
     def _next(self) -> ParallelConfig | None:
+        """The next untried layout to measure, or None with `stop_reason` saying why."""
         open_ = [c for c in self.candidates if c not in self._taken and self._predictions[c][1]]
         if not open_:
+            self.stop_reason = "search done: every layout the memory model lets fit was tried"
             return None
         bounds = self._bounds(open_)
         best = self._best_expected()
         measured = sum(1 for _, _, r in self.history if r.status != "infeasible")
-        if (best is not None and measured >= MIN_TRIALS_BEFORE_STOP
-                and max(u for _, u in self._bounds(open_, KAPPA_STOP)) < best * (1 - self.stop_margin)):
+        stoppable = best is not None and measured >= MIN_TRIALS_BEFORE_STOP
+        reach = max(u for _, u in self._bounds(open_, KAPPA_STOP)) if stoppable else math.inf
+        if stoppable and reach < best * (1 - self.stop_margin):
+            self.stop_reason = (
+                f"search done: nothing left worth trying; the best upper bound of {len(open_)} "
+                f"untried layouts is {1 - reach / best:.1%} below the best measured layout's "
+                f"expected value (stop_margin {self.stop_margin:g})")
             return None
+        self.stop_reason = None
         favourite = self._unverified_favourite()
         if favourite is not None and measured >= DIVERSE_PICKS:
             return favourite

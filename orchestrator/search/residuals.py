@@ -19,8 +19,8 @@ prior on the factor keeps a few measurements from shrinking it much). A value of
 at most FEW_VALUES values that no measurement has used keeps the full MAIN prior: such a knob
 is cheap to try value by value, while a knob with many values (AMSP's sharding layouts) is not.
 
-Measurement noise is estimated from repeats (several measurements of one config), pooled with
-a prior guess worth NOISE_PRIOR_DOF degrees of freedom.
+The measurement noise of a fit is the campaign's estimate from its repeats (repeats.py), no
+less than NOISE_FLOOR: a landscape measured noiseless still leaves the fit a little slack.
 """
 
 from __future__ import annotations
@@ -34,9 +34,7 @@ import numpy as np
 INTERCEPT = 0.2  # prior std of the model's overall bias (calibration removes most of it)
 MAIN = 0.2  # prior std of one knob value's effect
 INTERACTION = 0.15  # prior std of the sum of a config's pairwise effects
-NOISE = 0.05  # prior guess of one measurement's std (log throughput)
-NOISE_PRIOR_DOF = 2.0
-NOISE_FLOOR = 0.005
+NOISE_FLOOR = 0.005  # the least measurement noise a fit assumes (std of log throughput)
 SCALES = (0.35, 0.5, 0.7, 1.0)  # candidate factors on MAIN and INTERACTION
 FEW_VALUES = 3
 SCALE_PRIOR = 0.5  # std of log(scale) a priori: few measurements cannot shrink it much
@@ -80,7 +78,7 @@ class ResidualModel:
         knobs = candidates.shape[1] if candidates.ndim == 2 else 0
         pairs = knobs * (knobs - 1) / 2
         self.pair_var = INTERACTION**2 / pairs if pairs else 0.0
-        self.noise = NOISE
+        self.noise = NOISE_FLOOR
         self.scale = 1.0
         self.mean = np.zeros(len(candidates))
         self.std = np.sqrt(self._kernel_of(np.full(len(candidates), float(knobs))))
@@ -92,17 +90,6 @@ class ResidualModel:
 
     def prior_std(self) -> float:
         return float(self.std.max()) if len(self.std) else INTERCEPT
-
-    @staticmethod
-    def estimate_noise(groups: dict[Any, list[float]]) -> float:
-        """Pooled std of repeated measurements of one config (log values), shrunk to NOISE."""
-        squares, dof = NOISE_PRIOR_DOF * NOISE**2, NOISE_PRIOR_DOF
-        for values in groups.values():
-            if len(values) > 1:
-                mean = sum(values) / len(values)
-                squares += sum((v - mean) ** 2 for v in values)
-                dof += len(values) - 1
-        return max(math.sqrt(squares / dof), NOISE_FLOOR)
 
     def fit(self, rows: np.ndarray, residuals: np.ndarray, noise: float) -> None:
         """`rows`: codes of the measured configs (a config measured twice appears twice)."""
