@@ -1,6 +1,12 @@
-"""How many measured trials each searcher needs, on simulated landscapes with known optima.
+"""How many measured trials each searcher needs, on landscapes with known optima, in two
+families reported apart.
 
-Each landscape is a published setup answered by the simulated backend (cost model × noise);
+Measured landscapes are recorded sweeps no cost model wrote (benchmarks/landscapes/, replayed
+by benchmarks/tabulated.py): each trial answers with one of the layout's recorded
+measurements, so the noise is the table's own (`--noise 0` replays their means).
+
+Cost-model landscapes are a published setup answered by the simulated backend (cost model ×
+noise): the searchers' own model wrote them, so they flatter the cost-guided searcher;
 two hide per-knob perturbations (±20-30%) and four hide quirks that depend on several knobs at
 once (orchestrator/backends/quirks.py: a collective off its fast path for some (tp, group
 layout) pairs, a kernel fast only for some shapes, an overhead growing with a product of
@@ -23,8 +29,14 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 from multiprocessing import Pool
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/tabulated.py
+
+from tabulated import TabulatedLandscape
 
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.common.objective import Objective
@@ -33,9 +45,11 @@ from orchestrator.search import make_searcher
 from orchestrator.spec import load_spec
 from orchestrator.spec.planning import cost_model_for
 
+ROOT = Path(__file__).resolve().parents[1]
 MAX_TRIALS = 60
 WITHIN = 0.03
-SEARCHERS = ("random", "grid", "deephyper-cbo", "optuna", "cost-guided")
+TRIAL_STEPS = 12  # warm-up and timed steps a trial runs, for its GPU-hours
+SEARCHERS = ("random", "grid", "deephyper-cbo", "optuna", "hyperopt", "cost-guided")
 AMSP_SPACE = ["space.activation_checkpointing=[none, selective, full]"]
 LANDSCAPES = {  # name: (spec, overrides, per-knob perturbation, interaction strength)
     "frontier-175b": ("examples/frontier-175b.yaml", [], 0.0, 0.0),
@@ -51,7 +65,16 @@ LANDSCAPES = {  # name: (spec, overrides, per-knob perturbation, interaction str
 }
 
 
+# Measured landscapes: name -> recorded sweep.
+MEASURED = {"cpu-tiny-grid": "benchmarks/landscapes/cpu-tiny-grid.json",
+            "cpu-tiny-grid-busy": "benchmarks/landscapes/cpu-tiny-grid-busy.json"}
+FAMILIES = (("measured", MEASURED), ("cost model", LANDSCAPES))
+
+
 def landscape(name: str, seed: int, noise: float = 0.03):
+    if name in MEASURED:
+        table = TabulatedLandscape(ROOT / MEASURED[name], seed, noisy=noise != 0)
+        return table.candidates, table.cost, table, table.truth
     path, overrides, perturbation, interactions = LANDSCAPES[name]
     spec = load_spec(path, overrides)
     cost = cost_model_for(spec)
@@ -73,6 +96,7 @@ def run_one(args: tuple) -> dict:
     searcher = make_searcher(algorithm, candidates, Objective(), seed=seed, cost_model=cost,
                              stop_margin=stop_margin)
     trials, reached, best_so_far, regret, overhead = 0, None, 0.0, {}, []
+    gpu_hours, hours_reached = 0.0, None
     measured: dict = {}  # config -> measured tokens/s, repeats included
     while trials < max_trials:
         start = time.perf_counter()
@@ -86,6 +110,7 @@ def run_one(args: tuple) -> dict:
             continue
         trials += 1
         result = sim.run(config, f"t{trials}")
+        gpu_hours += trial_gpu_hours(config, result)
         start = time.perf_counter()
         searcher.tell(config, result)
         overhead[-1] += time.perf_counter() - start
@@ -93,7 +118,7 @@ def run_one(args: tuple) -> dict:
             best_so_far = max(best_so_far, truth.get(config, 0.0))
             measured.setdefault(config, []).append(math.log(result.tokens_per_s))
         if reached is None and best_so_far >= (1 - WITHIN) * best:
-            reached = trials
+            reached, hours_reached = trials, gpu_hours
         for n in (10, 20, 50):
             if trials == n:
                 regret[n] = 1 - best_so_far / best
@@ -101,10 +126,18 @@ def run_one(args: tuple) -> dict:
         regret.setdefault(n, 1 - best_so_far / best)
     winner = max(measured, key=lambda c: statistics.mean(measured[c]), default=None)
     return {"landscape": name, "searcher": algorithm, "seed": seed, "reached": reached,
+            "gpu_hours_reached": hours_reached,
             "trials": trials, "regret": regret, "overhead_s": statistics.mean(overhead),
             "winner_ok": winner is not None and truth[winner] >= (1 - WITHIN) * best,
             "winner_regret": 1 - truth[winner] / best if winner is not None else 1.0,
             "winner_measurements": len(measured[winner]) if winner is not None else 0}
+
+
+def trial_gpu_hours(config, result: TrialResult) -> float:
+    """A trial's device time: its ranks for TRIAL_STEPS steps (start-up left out; a trial
+    that failed counts none, as it stops early)."""
+    step = result.step_time_s if result.ok and result.step_time_s else 0.0
+    return config.world_size * step * TRIAL_STEPS / 3600
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -114,15 +147,18 @@ def percentile(values: list[float], q: float) -> float:
 
 def summarize(rows: list[dict]) -> list[dict]:
     table = []
-    for name in LANDSCAPES:
-        for algorithm in SEARCHERS:
+    for family, names in FAMILIES:
+        for name, algorithm in ((n, a) for n in names for a in SEARCHERS):
             runs = [r for r in rows if r["landscape"] == name and r["searcher"] == algorithm]
             if not runs:
                 continue
             reached = [r["reached"] if r["reached"] is not None else math.inf for r in runs]
+            hours = [r["gpu_hours_reached"] if r["reached"] is not None else math.inf
+                     for r in runs]
             table.append({
-                "landscape": name, "searcher": algorithm, "seeds": len(runs),
+                "family": family, "landscape": name, "searcher": algorithm, "seeds": len(runs),
                 "median": statistics.median(reached), "p90": percentile(reached, 0.9),
+                "gpu_hours_median": statistics.median(hours),
                 "found": sum(r["reached"] is not None for r in runs),
                 "found@40": sum(r["reached"] is not None and r["reached"] <= 40 for r in runs),
                 **{f"regret@{n}": statistics.median(r["regret"][n] for r in runs) for n in (10, 20, 50)},
@@ -134,7 +170,18 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 
 def fmt(value: float) -> str:
-    return "-" if math.isinf(value) else f"{value:g}"
+    return "-" if math.isinf(value) else f"{value:.3g}"
+
+
+def print_table(table: list[dict]) -> None:
+    print("| landscape | searcher | trials to 3%: median | p90 | GPU-h to 3%: median | found "
+          "| in 40 | regret@10 | @20 | @50 | overhead ms | trials run | winner ok |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for t in table:
+        print(f"| {t['landscape']} | {t['searcher']} | {fmt(t['median'])} | {fmt(t['p90'])} | "
+              f"{fmt(t['gpu_hours_median'])} | {t['found']}/{t['seeds']} | {t['found@40']} | "
+              f"{t['regret@10']:.3f} | {t['regret@20']:.3f} | {t['regret@50']:.3f} | "
+              f"{t['overhead_ms']:.1f} | {t['trials_run']:g} | {t['winner_ok']}/{t['seeds']} |")
 
 
 def main() -> None:
@@ -144,7 +191,7 @@ def main() -> None:
     parser.add_argument("--searchers", default=",".join(SEARCHERS))
     parser.add_argument("--json", default=None)
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--landscapes", default=",".join(LANDSCAPES))
+    parser.add_argument("--landscapes", default=",".join([*MEASURED, *LANDSCAPES]))
     parser.add_argument("--noise", type=float, default=0.03)
     parser.add_argument("--max-trials", type=int, default=MAX_TRIALS)
     parser.add_argument("--no-stop", action="store_true", help="cost-guided never stops itself")
@@ -160,15 +207,11 @@ def main() -> None:
     table = summarize(rows)
     print(f"{len(jobs)} runs in {time.time() - started:.0f} s; up to {args.max_trials} trials "
           f"each, noise {args.noise:g}\n")
-    print("| landscape | searcher | trials to 3%: median | p90 | found | in 40 | regret@10 | @20 "
-          "| @50 | overhead ms | trials run | winner ok |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for t in table:
-        if t["seeds"]:
-            print(f"| {t['landscape']} | {t['searcher']} | {fmt(t['median'])} | {fmt(t['p90'])} | "
-                  f"{t['found']}/{t['seeds']} | {t['found@40']} | {t['regret@10']:.3f} | {t['regret@20']:.3f} | "
-                  f"{t['regret@50']:.3f} | {t['overhead_ms']:.1f} | {t['trials_run']:g} | "
-                  f"{t['winner_ok']}/{t['seeds']} |")
+    for family, _ in FAMILIES:
+        rows_of = [t for t in table if t["family"] == family and t["seeds"]]
+        if rows_of:
+            print(f"\n{family} landscapes\n")
+            print_table(rows_of)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"rows": rows, "table": table}, fh, indent=1, default=str)

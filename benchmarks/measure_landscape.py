@@ -1,0 +1,79 @@
+"""Measure a landscape no cost model wrote: the built-in trainer's grid on this machine's CPU,
+every layout run REPEATS times, written as a table that benchmarks/search_efficiency.py replays
+(benchmarks/tabulated.py), as Syne Tune's blackbox repository replays recorded sweeps.
+
+Each repeat is a grid campaign of its own (`paratune run`, one trial at a time), so a layout's
+measurements are minutes apart, as a campaign's repeats are.
+
+Run: .venv/bin/python benchmarks/measure_landscape.py [--repeats 3]
+         [--out benchmarks/landscapes/cpu-tiny-grid.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = "examples/quickstart.yaml"
+SPACE = ["space.zero_stage=[0, 1, 2, 3]", "space.micro_batch_size=[1, 2, 4]",
+         "space.activation_checkpointing=[none, full]", "search.algorithm=grid",
+         "budget.max_trials=24", "budget.max_concurrent=1", "tracking.enabled=false"]
+
+
+def run_repeat(runs_dir: Path, repeat: int) -> list[dict]:
+    """One grid campaign; its finished trials' layouts and results."""
+    name = f"landscape-r{repeat}"
+    command = [sys.executable, "-m", "orchestrator.cli", "run", SPEC, "--set", f"name={name}",
+               *[a for s in SPACE for a in ("--set", s)]]
+    subprocess.run(command, cwd=ROOT, check=True, env={**os.environ,
+                                                       "PARATUNE_RUNS_DIR": str(runs_dir)})
+    events = [json.loads(line) for line in (runs_dir / name / "journal.jsonl").read_text()
+              .splitlines() if line.strip()]
+    return [e for e in events if e["event"] == "finished"]
+
+
+def table(repeats: list[list[dict]]) -> list[dict]:
+    """One row per layout: its parameters and every repeat's tokens/s (None where it failed)."""
+    rows: dict[str, dict] = {}
+    for finished in repeats:
+        for event in finished:
+            key = json.dumps(event["config"], sort_keys=True)
+            row = rows.setdefault(key, {"config": event["config"], "tokens_per_s": [],
+                                        "status": []})
+            result = event["result"]
+            row["status"].append(result["status"])
+            row["tokens_per_s"].append(result.get("tokens_per_s"))
+    return list(rows.values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks/landscapes/cpu-tiny-grid.json"))
+    args = parser.parse_args()
+    started = time.time()
+    with tempfile.TemporaryDirectory() as runs:
+        repeats = [run_repeat(Path(runs), r) for r in range(args.repeats)]
+    Path(args.out).write_text(json.dumps({
+        "name": "cpu-tiny-grid",
+        "what": "the built-in trainer, tiny LLaMA, 2 ranks (gloo) on this machine's CPU",
+        "command": " ".join([".venv/bin/python benchmarks/measure_landscape.py",
+                             f"--repeats {args.repeats}"]),
+        "spec": SPEC, "overrides": SPACE, "machine": f"{platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+        "seconds": round(time.time() - started),
+        "layouts": table(repeats)}, indent=1) + "\n")
+    print(f"wrote {args.out} in {time.time() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""A recorded sweep replayed as a landscape: what a real trial of each layout measured, drawn
+again per trial, as Syne Tune's blackbox repository replays tabulated benchmarks.
+
+A table (benchmarks/measure_landscape.py writes one) lists each layout's repeated
+measurements. A trial of a layout answers with one of them, drawn by the run's seed and the
+trial (the table's own run-to-run noise), or with their mean (`noisy=False`); a layout that
+failed or ran out of memory in the table does so again. The truth of a layout is the mean of
+its measurements, and the searchers see the cost model of the table's spec, which wrote none
+of them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from pathlib import Path
+
+from orchestrator.result import TrialResult
+from orchestrator.space import ParallelConfig
+from orchestrator.spec import load_spec
+from orchestrator.spec.planning import cost_model_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class TabulatedLandscape:
+    def __init__(self, path: Path, seed: int, noisy: bool = True):
+        data = json.loads(Path(path).read_text())
+        self.name = data["name"]
+        self.spec = load_spec(ROOT / data["spec"], data["overrides"])
+        self.cost = cost_model_for(self.spec)
+        self.seed, self.noisy = seed, noisy
+        self.rows = {ParallelConfig.from_dict(row["config"]): row for row in data["layouts"]}
+        self.candidates = list(self.rows)
+        self.truth = {config: statistics.mean(self.measured(config))
+                      for config in self.candidates if self.measured(config)}
+
+    def measured(self, config: ParallelConfig) -> list[float]:
+        row = self.rows[config]
+        return [v for v, s in zip(row["tokens_per_s"], row["status"]) if s == "ok" and v]
+
+    def noise(self) -> float:
+        """The table's run-to-run noise: the median relative spread of a layout's repeats."""
+        spreads = [statistics.stdev(v) / statistics.mean(v)
+                   for v in map(self.measured, self.candidates) if len(v) > 1]
+        return statistics.median(spreads) if spreads else 0.0
+
+    def run(self, config: ParallelConfig, trial_id: str) -> TrialResult:
+        values = self.measured(config)
+        if not values:
+            status = next((s for s in self.rows[config]["status"] if s != "ok"), "failed")
+            return TrialResult(status=status, error=f"{status} in the recorded sweep",
+                               world_size=config.world_size)
+        if self.noisy:
+            value = random.Random(f"{self.seed}/{trial_id}/{config.key()}").choice(values)
+        else:
+            value = statistics.mean(values)
+        tokens_per_step = config.global_batch_size() * self.spec.model.seq_len
+        return TrialResult(status="ok", tokens_per_s=value, world_size=config.world_size,
+                           step_time_s=tokens_per_step / value)
