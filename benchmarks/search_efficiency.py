@@ -170,7 +170,9 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 
 def fmt(value: float) -> str:
-    return "-" if math.isinf(value) else f"{value:.3g}"
+    if math.isinf(value):
+        return "-"
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
 
 
 def print_table(table: list[dict]) -> None:
