@@ -14,19 +14,21 @@ from orchestrator.record.campaign import CampaignView
 from orchestrator.scheduling.controller import Controller
 from orchestrator.spec import load_spec
 
-# example, what its program is called in a launch line, the words that carry a trial's length
+# example, what its program is called in a launch line, the words that carry a trial's length,
+# the logging a trial adds only to be measured
 PROGRAMS = [
-    ("quickstart.yaml", "-m jobs.train", "--steps 6"),
-    ("deepspeed.yaml", "train_gpt.py", "--steps 4"),
-    ("command-ddp.yaml", "train_ddp.py", "--steps 5"),
-    ("megatron-lm.yaml", "pretrain_gpt.py", "--train-iters="),
-    ("torchtitan.yaml", "torchtitan.train", "--training.steps="),
+    ("quickstart.yaml", "-m jobs.train", "--steps 6", None),
+    ("deepspeed.yaml", "train_gpt.py", "--steps 4", None),
+    ("command-ddp.yaml", "train_ddp.py", "--steps 5", None),
+    ("megatron-lm.yaml", "pretrain_gpt.py", "--train-iters=",
+     "--log-interval=1 --log-throughput"),
+    ("torchtitan.yaml", "torchtitan.train", "--training.steps=", "--metrics.log-freq=1"),
 ]
 
 
-@pytest.mark.parametrize("example,program,length", PROGRAMS)
-def test_launch_files_and_report_run_the_measured_program(example, program, length, runs_dir,
-                                                          monkeypatch):
+@pytest.mark.parametrize("example,program,length,logging", PROGRAMS)
+def test_launch_files_and_report_run_the_measured_program(example, program, length, logging,
+                                                          runs_dir, monkeypatch):
     monkeypatch.chdir(EXAMPLES.parent)
     spec = load_spec(EXAMPLES / example, ["backend.kind=simulated", "budget.max_trials=3",
                                           "tracking.enabled=false"])
@@ -39,6 +41,7 @@ def test_launch_files_and_report_run_the_measured_program(example, program, leng
                                   view.trial_dir(best.trial_id)) for fmt in ("torchrun", "sbatch"))):
         assert program in text and (program == "-m jobs.train" or "jobs.train" not in text), text
         assert f"# Trial length: {length}" in text, text
+        assert (f"# Trial logging: {logging} logged every step" in text) == bool(logging), text
     for fmt in ("torchrun", "sbatch"):
         assert unmeasured_note(fmt, spec) is None
     other = "megatron-lm" if spec.trial.trainer == "builtin" else "yaml"

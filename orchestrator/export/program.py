@@ -42,6 +42,7 @@ class ExportedProgram:
     files: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     length_args: list[str] = field(default_factory=list)  # as the trials had them
+    measurement_args: list[str] = field(default_factory=list)  # logging only a trial needs
 
 
 def run_dir_word(item: str) -> str:
@@ -111,7 +112,8 @@ def exported_program(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
             winner_deepspeed_config(spec, trial_dir, lambda: rendered), indent=2)
     return ExportedProgram(
         words=[run_dir_word(item) for item in run.program], launcher=run.launcher,
-        files=files, env=dict(run.env), length_args=length_args(run.program, longer.program))
+        files=files, env=dict(run.env), length_args=length_args(run.program, longer.program),
+        measurement_args=[a for a in run.program if a in trainer.measurement_args])
 
 
 def write_files(files: dict[str, str]) -> str:
@@ -121,6 +123,14 @@ def write_files(files: dict[str, str]) -> str:
     for name, text in files.items():
         lines += f"cat > \"$RUN_DIR\"/{shlex.quote(name)} <<'{FILE_END}'\n{text}\n{FILE_END}\n"
     return lines
+
+
+def measurement_note(args: list[str]) -> str:
+    """A comment that names the arguments the trials added only to be measured."""
+    if not args:
+        return ""
+    return (f"# Trial logging: {' '.join(map(shlex.quote, args))} logged every step for the "
+            "trials' measurement; drop them for a production run.\n")
 
 
 def length_note(spec: CampaignSpec, args: list[str]) -> str:

@@ -15,6 +15,7 @@ from orchestrator.export.program import (
     ExportedProgram,
     exported_program,
     length_note,
+    measurement_note,
     paired,
     write_files,
 )
@@ -59,7 +60,7 @@ def export_program_torchrun(spec: CampaignSpec, trial_id: str, config: ParallelC
     nodes = "" if program.launcher == "self" else rendezvous(spec.scale.nodes) + "\n"
     return f"""#!/usr/bin/env bash
 # {origin(spec, trial_id, config, _tool(spec))}
-{length_note(spec, program.length_args)}set -euo pipefail
+{length_note(spec, program.length_args)}{measurement_note(program.measurement_args)}set -euo pipefail
 {_prelude(spec, program)}{nodes}{_launch(spec, program)}
 """
 
@@ -81,7 +82,7 @@ srun --ntasks-per-node=1 bash -c 'exec torchrun --nnodes="$SLURM_JOB_NUM_NODES" 
     return f"""#!/bin/bash
 {lines}
 # {origin(spec, trial_id, config, _tool(spec))}
-{length_note(spec, program.length_args)}{sbatch_time_note()}set -euo pipefail
+{length_note(spec, program.length_args)}{measurement_note(program.measurement_args)}{sbatch_time_note()}set -euo pipefail
 {sbatch_setup(spec)}{_prelude(spec, program)}{launch}
 """
 

@@ -82,6 +82,9 @@ class TrainerAdapter(ABC):
     # The release whose arguments, config classes and log format this adapter was written for.
     tool: ClassVar[str]
     oom_patterns: ClassVar[tuple[re.Pattern, ...]] = OOM_PATTERNS
+    # Arguments a trial adds only to be measured (a log line per step); a launch file names
+    # them for a production run to drop.
+    measurement_args: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def run(self, spec, config, trial_id: str, folder, steps: int) -> TrainerRun:

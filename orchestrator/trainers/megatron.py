@@ -164,6 +164,8 @@ def megatron_env(spec, config) -> dict[str, str]:
 
 
 class _MegatronTrainer(TrainerAdapter):
+    measurement_args = ("--log-interval=1", "--log-throughput")
+
     def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
         section = spec.trial.megatron
         values = placeholder_values(spec, config, trial_id, folder, steps)

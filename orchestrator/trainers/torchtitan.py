@@ -129,6 +129,7 @@ def export_values(spec, config, trial_id: str) -> dict:
 class TorchtitanTrainer(TrainerAdapter):
     name = "torchtitan"
     tool = TOOL
+    measurement_args = ("--metrics.log-freq=1",)
 
     def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
         values = placeholder_values(spec, config, trial_id, folder, steps)
