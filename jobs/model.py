@@ -26,10 +26,19 @@ class ModelArgs:
     tied_embeddings: bool = False
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
+    # The head dim when it is not hidden / num_heads (Megatron's --kv-channels).
+    kv_channels: int | None = None
+    # Mixture of experts (0 experts: dense); the same fields as the cost model's ModelShape.
+    num_experts: int = 0
+    experts_per_token: int = 2
+    moe_ffn_hidden: int | None = None
+    shared_expert_ffn_hidden: int = 0
+    first_dense_layers: int = 0
+    moe_layer_freq: int = 1
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.num_heads
+        return self.kv_channels or self.hidden // self.num_heads
 
     @property
     def kv_heads(self) -> int:

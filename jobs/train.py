@@ -26,7 +26,7 @@ from jobs.mechanisms import attention_forwards, compiled_graphs, optimizer_state
 from jobs.model import Transformer, num_params
 from jobs.shutdown import leave
 from jobs.trainer import Infeasible, build_trainer, check_feasible
-from orchestrator.result import PHASE_LINE, TrialResult, training_flops_per_iteration
+from orchestrator.result import PHASE_LINE, TrialResult, model_flops_per_iteration
 
 
 def synthetic_batch(config: JobConfig, step: int) -> torch.Tensor:
@@ -149,11 +149,7 @@ def summarize(
     p90 = sorted(step_times)[min(len(step_times) - 1, int(0.9 * len(step_times)))]
     m = config.model
     tokens = config.global_batch_size * m.seq_len
-    flops = training_flops_per_iteration(
-        tokens=tokens, seq_len=m.seq_len, num_layers=m.num_layers, hidden=m.hidden,
-        vocab_size=m.vocab_size, ffn_hidden=m.ffn_hidden, gated_mlp=m.gated_mlp,
-        kv_heads_ratio=m.kv_heads / m.num_heads,
-    )
+    flops = model_flops_per_iteration(m, tokens)
     tflops = flops / median / world / 1e12
     return TrialResult(
         status="ok",

@@ -109,6 +109,20 @@ def _pipelined(values: Values) -> bool:
     return values["pp"] > 1 and values["pp_schedule"] != "1f1b"
 
 
+def expert_tp(values: Values) -> int:
+    """The expert tensor-parallel degree: etp, or tp when unset (Megatron-Core's default)."""
+    return values["tp"] if values["etp"] is None else values["etp"]
+
+
+def _expert_ranks_fit(values: Values) -> str | None:
+    ep, etp = values["ep"], expert_tp(values)
+    ranks = values["tp"] * values["dp"]
+    if ranks % (ep * etp):
+        return (f"ep({ep}) x etp({etp}) must divide tp({values['tp']}) x dp({values['dp']}), "
+                "the ranks of a pipeline stage that the experts are laid out on")
+    return None
+
+
 _KNOBS: list[Knob] = [
     Knob("tp", int, 1, "tensor-parallel degree", space=(1,), key=lambda v: f"tp{v['tp']}"),
     Knob("pp", int, 1, "pipeline-parallel degree (stages)", space=(1,),
@@ -162,6 +176,15 @@ _KNOBS: list[Knob] = [
          if _pipelined(v) and v["virtual_stages"] > 1 else ""),
     Knob("compile", bool, False, "torch.compile the model", space=(False,),
          key=lambda v: "-compile" if v["compile"] else ""),
+    # Expert parallelism is carved out of the tp x dp ranks of a pipeline stage, as
+    # Megatron-Core folds it (MoE Parallel Folding, arXiv 2504.14960): the experts of each
+    # MoE layer split over ep ranks, each expert's matrices over etp, and the remaining
+    # tp x dp / (ep x etp) ranks are the experts' data-parallel group.
+    Knob("ep", int, 1, "expert-parallel degree: a MoE layer's experts split over ep ranks",
+         space=(1,), rule=_expert_ranks_fit, key=lambda v: f"-ep{v['ep']}" if v["ep"] > 1 else ""),
+    Knob("etp", int, None, "expert tensor-parallel degree: each expert's matrices split over "
+         "etp ranks", nullable=True, none_means="for the same as tp", space=(None,),
+         key=lambda v: "" if v["etp"] is None else f"-etp{v['etp']}"),
 ]
 _derived = False
 

@@ -115,6 +115,11 @@ def training_flops_per_iteration(
     kv_heads_ratio: float = 1.0,
     recompute: str = "none",
     recompute_fraction: float = 1.0,
+    query_ratio: float = 1.0,
+    moe_layers: int = 0,
+    moe_ffn_hidden: int = 0,
+    experts_per_token: int = 0,
+    shared_expert_ffn_hidden: int = 0,
 ) -> float:
     """Model FLOPs of one training iteration (forward + backward) over `tokens` tokens.
 
@@ -125,12 +130,22 @@ def training_flops_per_iteration(
     72·B·s·l·h²·(1 + s/(6h) + V/(12lh)). `recompute="full"` adds one forward of the layers
     (the 96 variant), over `recompute_fraction` of the layers when only some recompute; "selective" doubles the attention-score term, as Korthikanti et al. print it. MFU uses
     recompute="none" by convention; hardware FLOPs use the actual setting.
+
+    Mixture of experts follows Megatron-LM's `num_floating_point_operations`: of the layers,
+    `moe_layers` run `experts_per_token` experts of `moe_ffn_hidden` each plus the shared
+    experts (`shared_expert_ffn_hidden` in all) instead of the dense MLP; the router is not
+    counted. So MFU counts activated parameters, not total ones. `query_ratio` is the query
+    projection over the hidden size (heads x head dim / hidden; 1 unless the head dim is set).
     """
     ffn = ffn_hidden if ffn_hidden is not None else 4 * hidden
-    attn_proj = 2 * hidden * hidden + 2 * hidden * hidden * kv_heads_ratio
-    mlp = (3 if gated_mlp else 2) * hidden * ffn
+    q = hidden * query_ratio
+    attn_proj = 2 * hidden * q + 2 * hidden * q * kv_heads_ratio
+    matrices = 3 if gated_mlp else 2
+    dense_layers = num_layers - moe_layers
+    mlp = matrices * hidden * (dense_layers * ffn + moe_layers * (
+        experts_per_token * moe_ffn_hidden + shared_expert_ffn_hidden)) / num_layers
     dense_fwd = 2 * (attn_proj + mlp)
-    scores_fwd = 2 * 2 * seq_len * hidden
+    scores_fwd = 2 * 2 * seq_len * q
     layer_fwd = dense_fwd + scores_fwd
     logits_fwd = 2 * hidden * vocab_size
     per_token = 3 * (num_layers * layer_fwd + logits_fwd)
@@ -142,3 +157,33 @@ def training_flops_per_iteration(
     elif recompute != "none":
         raise ValueError(f"recompute must be none, selective or full, not {recompute!r}")
     return float(per_token) * tokens
+
+
+def moe_layer_count(num_layers: int, num_experts: int, first_dense_layers: int = 0,
+                    moe_layer_freq: int = 1) -> int:
+    """Layers whose MLP is a mixture of experts: every `moe_layer_freq`-th layer (Megatron's
+    `--moe-layer-freq`, layer i when i % freq == 0) after the first dense ones (DeepSeek's
+    `first_k_dense_replace`)."""
+    if num_experts <= 0:
+        return 0
+    return sum(1 for i in range(first_dense_layers, num_layers) if i % moe_layer_freq == 0)
+
+
+def model_flops_per_iteration(model: Any, tokens: int, recompute: str = "none",
+                              recompute_fraction: float = 1.0) -> float:
+    """`training_flops_per_iteration` for a model given by its fields (the cost model's
+    `ModelShape` and the trial job's `ModelArgs` share their names), so both count alike."""
+    heads = model.num_heads
+    head_dim = model.kv_channels or model.hidden // heads
+    moe_layers = moe_layer_count(model.num_layers, model.num_experts, model.first_dense_layers,
+                                 model.moe_layer_freq)
+    return training_flops_per_iteration(
+        tokens=tokens, seq_len=model.seq_len, num_layers=model.num_layers, hidden=model.hidden,
+        vocab_size=model.vocab_size, ffn_hidden=model.ffn_hidden, gated_mlp=model.gated_mlp,
+        kv_heads_ratio=(model.num_kv_heads or heads) / heads, recompute=recompute,
+        recompute_fraction=recompute_fraction, query_ratio=heads * head_dim / model.hidden,
+        moe_layers=moe_layers,
+        moe_ffn_hidden=model.moe_ffn_hidden or model.ffn_hidden,
+        experts_per_token=model.experts_per_token if moe_layers else 0,
+        shared_expert_ffn_hidden=model.shared_expert_ffn_hidden,
+    )

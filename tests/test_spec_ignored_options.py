@@ -106,11 +106,6 @@ def test_every_example_still_loads():
 
 
 @pytest.mark.parametrize("override, key, feature", [
-    ("model.num_experts=8", "model.num_experts", "mixture of experts"),
-    ("model.moe_router_topk=2", "model.moe_router_topk", "mixture of experts"),
-    ("model.top_k=2", "model.top_k", "mixture of experts"),
-    ("space.ep=[1, 2]", "space.ep", "expert parallelism"),
-    ("space.expert_parallel=[2]", "space.expert_parallel", "expert parallelism"),
     ("space.cp=[1, 2]", "space.cp", "context parallelism"),
     ("space.context_parallel=[2]", "space.context_parallel", "context parallelism"),
     ("space.precision=[bf16, fp8]", "space.precision", "precision"),

@@ -35,7 +35,7 @@ from orchestrator.costmodel.compute import gemm_efficiency, modules_per_layer
 from orchestrator.costmodel.memory import ACTIVATION_BYTES, params_on_first_stage
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
-from orchestrator.result import training_flops_per_iteration
+from orchestrator.result import model_flops_per_iteration
 from orchestrator.space import ParallelConfig, ShardingFactors, dp_mesh
 
 # Bytes per element of the PyTorch trainers' float32 weights, gradients and reductions.
@@ -46,12 +46,7 @@ def model_flops(model: ModelShape, tokens: int, config: ParallelConfig | None = 
     """Model FLOPs of `tokens`; with `config`, hardware FLOPs: its recompute counted."""
     recompute = config.activation_checkpointing if config is not None else "none"
     fraction = config.recompute_fraction(model.num_layers) if config is not None else 1.0
-    return training_flops_per_iteration(
-        tokens=tokens, seq_len=model.seq_len, num_layers=model.num_layers, hidden=model.hidden,
-        vocab_size=model.vocab_size, ffn_hidden=model.ffn_hidden, gated_mlp=model.gated_mlp,
-        kv_heads_ratio=model.kv_heads / model.num_heads, recompute=recompute,
-        recompute_fraction=fraction,
-    )
+    return model_flops_per_iteration(model, tokens, recompute, fraction)
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,7 @@ class ParallelConfig:
         num_layers: int,
         global_batch_size: int,
         gpus_per_node: int | None = None,
+        num_experts: int = 0,
     ) -> "ParallelConfig":
         """Raise InvalidConfig unless this layout fits the world, the model and the batch."""
         if self.world_size != world_size:
@@ -110,9 +111,22 @@ class ParallelConfig:
                 f"recompute_num_layers({self.recompute_num_layers}) must be below the "
                 f"{chunk} layers of a pipeline stage; null recomputes them all"
             )
+        self._experts_fit(num_experts)
         if self.sharding is not None and gpus_per_node is not None:
             self.sharding.validate(*dp_mesh(self.dp, self.tp, gpus_per_node))
         return self
+
+    def _experts_fit(self, num_experts: int) -> None:
+        """Expert parallelism needs experts to split: Megatron-Core, torchtitan and DeepSpeed
+        each require num_experts % ep == 0."""
+        if self.ep > 1 and num_experts == 0:
+            raise InvalidConfig(f"ep({self.ep}) > 1 needs a mixture-of-experts model "
+                                "(model.num_experts)")
+        if num_experts and num_experts % self.ep:
+            raise InvalidConfig(f"ep({self.ep}) does not divide num_experts({num_experts})")
+        if self.etp not in (None, self.tp) and num_experts == 0:
+            raise InvalidConfig(f"etp({self.etp}) needs a mixture-of-experts model "
+                                "(model.num_experts)")
 
     def key(self) -> str:
         """A stable short identity, used to recognise a config already tried."""

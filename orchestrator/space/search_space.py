@@ -47,6 +47,7 @@ class SearchSpace:
     num_heads: int
     num_layers: int
     global_batch_size: int
+    num_experts: int = 0
 
     def candidates(self, refused: list[str] | None = None,
                    fit: Callable[[ParallelConfig], ParallelConfig] | None = None,
@@ -92,7 +93,7 @@ class SearchSpace:
                 config.validate(
                     world_size=self.world_size, num_heads=self.num_heads,
                     num_layers=self.num_layers, global_batch_size=self.global_batch_size,
-                    gpus_per_node=self.gpus_per_node,
+                    gpus_per_node=self.gpus_per_node, num_experts=self.num_experts,
                 )
             except (InvalidConfig, TypeError) as exc:
                 raise InvalidConfig(f"configs[{index}]: {exc}") from None
@@ -112,7 +113,7 @@ class SearchSpace:
             config.validate(
                 world_size=self.world_size, num_heads=self.num_heads,
                 num_layers=self.num_layers, global_batch_size=self.global_batch_size,
-                gpus_per_node=self.gpus_per_node,
+                gpus_per_node=self.gpus_per_node, num_experts=self.num_experts,
             )
         except InvalidConfig as exc:
             if refused is not None:

@@ -145,6 +145,7 @@ class CampaignSpec(Strict):
             num_heads=self.model.num_heads,
             num_layers=self.model.num_layers,
             global_batch_size=self.scale.global_batch_size,
+            num_experts=self.model.num_experts,
         )
 
     def candidates(self, fit: Callable[[ParallelConfig], ParallelConfig] | None = None,

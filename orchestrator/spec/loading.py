@@ -15,7 +15,7 @@ from orchestrator.presets import Cluster
 from orchestrator.spec.backends import for_saved_spec
 from orchestrator.spec.campaign import CampaignSpec
 from orchestrator.spec.strings import check_campaign_name, check_strings
-from orchestrator.spec.unsupported import unsupported_feature
+from orchestrator.spec.unsupported import our_name, unsupported_feature
 from orchestrator.spec.yaml_input import load_yaml_file, load_yaml_text
 
 SPEC_FILE = "spec.yaml"  # a campaign's resolved spec, saved in its directory
@@ -133,6 +133,8 @@ def _describe(exc: ValidationError, source: str, within: tuple[str, ...] = ()) -
         key = ".".join(path + [excerpt(str(err["loc"][-1]), 40, quote=False)])
         if feature := unsupported_feature(path + [str(err["loc"][-1])]):
             return f"{source}: {key}: {feature} is not supported yet; remove the key"
+        if ours := our_name(path + [str(err["loc"][-1])]):
+            return f"{source}: {key}: unknown key; ParaTune calls it {ours}"
         allowed = list(getattr(model, "model_fields", {}))
         hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
         of_kind = f" for {path[-1]} {tagged[0]} {tagged[1]!r}" if tagged and path else ""

@@ -1,4 +1,5 @@
-"""Spec keys that ask for a feature ParaTune does not model yet, each with the feature's name.
+"""Spec keys that ask for a feature ParaTune does not model yet, each with the feature's name,
+and other tools' names for keys ParaTune has.
 
 Such a key is refused as any key the spec does not know, but "unknown key" reads like a typo;
 the user asked for something real, so the error names the feature. This table is the one
@@ -13,13 +14,6 @@ from fnmatch import fnmatchcase
 # A glob over the key path as a user writes it; a `space.configs[N]` entry's key reads as the
 # same key of `space`.
 NOT_SUPPORTED_YET: dict[str, str] = {
-    "model.num_experts": "mixture of experts",
-    "model.moe_*": "mixture of experts",
-    "model.top_k": "mixture of experts",
-    "model.experts_*": "mixture of experts",
-    "model.num_experts_per_tok": "mixture of experts",
-    "space.ep": "expert parallelism",
-    "space.expert_parallel*": "expert parallelism",
     "space.cp": "context parallelism",
     "space.context_parallel*": "context parallelism",
     "space.precision": "choosing the training precision",
@@ -31,14 +25,42 @@ NOT_SUPPORTED_YET: dict[str, str] = {
     "*.offload_param*": "offloading to CPU memory",
 }
 
+# Other tools' names for a key ParaTune has (Megatron-LM's flags, Hugging Face configs), so
+# the error names ours rather than listing every key.
+OTHER_NAMES: dict[str, str] = {
+    "model.moe_router_topk": "experts_per_token",
+    "model.top_k": "experts_per_token",
+    "model.num_experts_per_tok": "experts_per_token",
+    "model.n_routed_experts": "num_experts",
+    "model.num_local_experts": "num_experts",
+    "model.moe_intermediate_size": "moe_ffn_hidden",
+    "model.moe_shared_expert_intermediate_size": "shared_expert_ffn_hidden",
+    "model.first_k_dense_replace": "first_dense_layers",
+    "model.head_dim": "kv_channels",
+    "space.expert_parallel*": "ep",
+    "space.expert_model_parallel*": "ep",
+    "space.expert_tensor_parallel*": "etp",
+}
+
 _INDEX = re.compile(r"\[\d+\]$")
+
+
+def _key(path: list[str]) -> str:
+    parts = [_INDEX.sub("", part) for part in path]
+    if parts[:2] == ["space", "configs"]:
+        parts = ["space", *parts[2:]]
+    return ".".join(parts).lower()
 
 
 def unsupported_feature(path: list[str]) -> str | None:
     """The feature a key path asks for that ParaTune does not have yet, or None."""
-    parts = [_INDEX.sub("", part) for part in path]
-    if parts[:2] == ["space", "configs"]:
-        parts = ["space", *parts[2:]]
-    key = ".".join(parts).lower()
+    key = _key(path)
     return next((feature for pattern, feature in NOT_SUPPORTED_YET.items()
                  if fnmatchcase(key, pattern)), None)
+
+
+def our_name(path: list[str]) -> str | None:
+    """ParaTune's name for a key another tool spells differently, or None."""
+    key = _key(path)
+    return next((ours for pattern, ours in OTHER_NAMES.items() if fnmatchcase(key, pattern)),
+                None)
