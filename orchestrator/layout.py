@@ -23,6 +23,9 @@ MAX_FACTOR = 65_536  # parallel degrees, micro-batch size, virtual stages, layer
 MAX_COUNT = 10_000_000  # accumulation steps
 
 CHECKPOINT_MODES = ("none", "selective", "full")
+# Megatron-Core's context-parallel communication: a ring of K/V blocks (p2p), all-to-all over
+# heads (a2a, DeepSpeed-Ulysses), or all-gathered K/V (allgather).
+CP_COMM_TYPES = ("p2p", "a2a", "allgather")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 # AMSP's six sharding factors and ZeRO++'s secondary shard, flattened as the job's flags.
 SHARDING_FACTORS = ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
@@ -116,10 +119,11 @@ def expert_tp(values: Values) -> int:
 
 def _expert_ranks_fit(values: Values) -> str | None:
     ep, etp = values["ep"], expert_tp(values)
-    ranks = values["tp"] * values["dp"]
+    ranks = values["tp"] * values["cp"] * values["dp"]
     if ranks % (ep * etp):
-        return (f"ep({ep}) x etp({etp}) must divide tp({values['tp']}) x dp({values['dp']}), "
-                "the ranks of a pipeline stage that the experts are laid out on")
+        cp = f"cp({values['cp']}) x " if values["cp"] > 1 else ""
+        return (f"ep({ep}) x etp({etp}) must divide tp({values['tp']}) x {cp}dp({values['dp']}), "
+                "the ranks of a pipeline stage the experts are laid out on")
     return None
 
 
@@ -127,7 +131,7 @@ _KNOBS: list[Knob] = [
     Knob("tp", int, 1, "tensor-parallel degree", space=(1,), key=lambda v: f"tp{v['tp']}"),
     Knob("pp", int, 1, "pipeline-parallel degree (stages)", space=(1,),
          key=lambda v: f"-pp{v['pp']}"),
-    Knob("dp", int, 1, "data-parallel degree: the world over tp x pp",
+    Knob("dp", int, 1, "data-parallel degree: the world over tp x pp x cp",
          key=lambda v: f"-dp{v['dp']}"),
     Knob("zero_stage", int, 0, "ZeRO stage over the dp ranks: 0 DDP, 1 optimizer states, "
          "2 + gradients, 3 + parameters (FSDP full shard)", choices=(0, 1, 2, 3),
@@ -176,10 +180,20 @@ _KNOBS: list[Knob] = [
          if _pipelined(v) and v["virtual_stages"] > 1 else ""),
     Knob("compile", bool, False, "torch.compile the model", space=(False,),
          key=lambda v: "-compile" if v["compile"] else ""),
-    # Expert parallelism is carved out of the tp x dp ranks of a pipeline stage, as
+    # Context parallelism splits each sequence over cp ranks (Megatron-Core, torchtitan,
+    # DeepSpeed-Ulysses); the world is tp x pp x cp x dp.
+    Knob("cp", int, 1, "context-parallel degree: each sequence split over cp ranks", space=(1,),
+         key=lambda v: f"-cp{v['cp']}" if v["cp"] > 1 else ""),
+    Knob("cp_comm_type", str, "p2p", "how context-parallel attention exchanges keys and "
+         "values: p2p ring, a2a (Ulysses) or allgather", choices=CP_COMM_TYPES, space=("p2p",),
+         # Without context parallelism the types are one layout: keep the first listed.
+         redundant=lambda v, r: v["cp"] == 1 and v["cp_comm_type"] != r.cp_comm_type[0],
+         active_when=("cp", lambda cp: cp > 1),
+         key=lambda v: f"-{v['cp_comm_type']}" if v["cp"] > 1 else ""),
+    # Expert parallelism is carved out of the tp x cp x dp ranks of a pipeline stage, as
     # Megatron-Core folds it (MoE Parallel Folding, arXiv 2504.14960): the experts of each
     # MoE layer split over ep ranks, each expert's matrices over etp, and the remaining
-    # tp x dp / (ep x etp) ranks are the experts' data-parallel group.
+    # tp x cp x dp / (ep x etp) ranks are the experts' data-parallel group.
     Knob("ep", int, 1, "expert-parallel degree: a MoE layer's experts split over ep ranks",
          space=(1,), rule=_expert_ranks_fit, key=lambda v: f"-ep{v['ep']}" if v["ep"] > 1 else ""),
     Knob("etp", int, None, "expert tensor-parallel degree: each expert's matrices split over "

@@ -125,3 +125,10 @@ def test_moe_keys_on_a_dense_model_and_other_tools_names_are_one_line_errors():
         load_spec(QUICKSTART, ["model.num_experts_per_tok=2"])
     with pytest.raises(SpecError, match=r"experts_per_token=9 is more than num_experts=8"):
         load_spec(QUICKSTART, ["model={preset: tiny-moe, experts_per_token: 9}"])
+
+
+def test_llama_31_presets_have_their_published_sizes():
+    # The Llama 3 Herd of Models (arXiv 2407.21783): 8B, 70B and 405B parameters.
+    for name, billions in (("llama-3.1-8b", 8.03), ("llama-3.1-70b", 70.6),
+                           ("llama-3.1-405b", 405.9)):
+        assert MODEL_PRESETS[name].num_params / 1e9 == pytest.approx(billions, rel=0.005)

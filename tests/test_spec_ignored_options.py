@@ -106,8 +106,6 @@ def test_every_example_still_loads():
 
 
 @pytest.mark.parametrize("override, key, feature", [
-    ("space.cp=[1, 2]", "space.cp", "context parallelism"),
-    ("space.context_parallel=[2]", "space.context_parallel", "context parallelism"),
     ("space.precision=[bf16, fp8]", "space.precision", "precision"),
     ("trial.precision=fp8", "trial.precision", "precision"),
     ("trial.fp8=true", "trial.fp8", "FP8"),
@@ -123,10 +121,10 @@ def test_a_feature_not_modelled_yet_is_named_not_called_a_typo(override, key, fe
     assert "unknown key" not in line and "\n" not in line
 
 
-def test_a_listed_layout_asking_for_context_parallelism_is_named_too():
-    with pytest.raises(SpecError, match=r"space\.configs\[0\]\.cp: context parallelism is not "
-                                        r"supported yet"):
-        load_spec(QUICKSTART, ["space={kind: list, configs: [{tp: 1, cp: 2}]}"])
+def test_other_tools_names_for_a_knob_are_answered_with_ours():
+    with pytest.raises(SpecError, match=r"space\.configs\[0\]\.context_parallel_size: unknown "
+                                        r"key; ParaTune calls it cp$"):
+        load_spec(QUICKSTART, ["space={kind: list, configs: [{tp: 1, context_parallel_size: 2}]}"])
 
 
 @pytest.mark.parametrize("override, key", [("space.tp_size=[2]", "space.tp_size"),

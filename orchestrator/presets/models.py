@@ -167,6 +167,14 @@ MODEL_PRESETS: dict[str, ModelShape] = {
     "llama-30b": _llama("llama-30b", 60, 6656, 52, 17920),
     # Llama 2 70B (Touvron et al. 2023, arXiv 2307.09288): GQA with 8 KV heads, context 4096.
     "llama-70b": _llama("llama-70b", 80, 8192, 64, 28672, num_kv_heads=8, seq_len=4096),
+    # Llama 3.1 (The Llama 3 Herd of Models, arXiv 2407.21783, Table 3): vocabulary 128,256,
+    # 8 KV heads; pre-trained at 8,192 tokens (then extended to 131,072).
+    "llama-3.1-8b": _llama("llama-3.1-8b", 32, 4096, 32, 14336, num_kv_heads=8,
+                           vocab_size=128256, seq_len=8192),
+    "llama-3.1-70b": _llama("llama-3.1-70b", 80, 8192, 64, 28672, num_kv_heads=8,
+                            vocab_size=128256, seq_len=8192),
+    "llama-3.1-405b": _llama("llama-3.1-405b", 126, 16384, 128, 53248, num_kv_heads=8,
+                             vocab_size=128256, seq_len=8192),
     # GPT shapes used on Frontier (Dash et al. 2023, arXiv 2312.12705, Table 1) and by
     # Megatron-LM (Narayanan et al. 2021, arXiv 2104.04473, Table 1): ffn = 4h, vocab 51200.
     "gpt-22b": _gpt("gpt-22b", 48, 6144, 48),

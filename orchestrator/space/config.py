@@ -60,7 +60,7 @@ class ParallelConfig:
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.cp * self.dp
 
     def global_batch_size(self) -> int:
         return self.micro_batch_size * self.grad_accum_steps * self.dp
@@ -83,12 +83,13 @@ class ParallelConfig:
         global_batch_size: int,
         gpus_per_node: int | None = None,
         num_experts: int = 0,
+        seq_len: int | None = None,
     ) -> "ParallelConfig":
         """Raise InvalidConfig unless this layout fits the world, the model and the batch."""
         if self.world_size != world_size:
             raise InvalidConfig(
-                f"tp({self.tp}) * pp({self.pp}) * dp({self.dp}) = {self.world_size} "
-                f"!= WORLD_SIZE({world_size})"
+                f"tp({self.tp}) * pp({self.pp}) * {self._cp_part()}dp({self.dp}) = "
+                f"{self.world_size} != WORLD_SIZE({world_size})"
             )
         if num_heads % self.tp:
             raise InvalidConfig(f"tp({self.tp}) does not divide num_heads({num_heads})")
@@ -111,10 +112,26 @@ class ParallelConfig:
                 f"recompute_num_layers({self.recompute_num_layers}) must be below the "
                 f"{chunk} layers of a pipeline stage; null recomputes them all"
             )
+        self._context_fits(seq_len, num_heads)
         self._experts_fit(num_experts)
         if self.sharding is not None and gpus_per_node is not None:
             self.sharding.validate(*dp_mesh(self.dp, self.tp, gpus_per_node))
         return self
+
+    def _cp_part(self) -> str:
+        return f"cp({self.cp}) * " if self.cp > 1 else ""
+
+    def _context_fits(self, seq_len: int | None, num_heads: int) -> None:
+        """Megatron-Core splits a sequence into 2 x cp chunks (head-tail load balancing), and
+        Ulysses (a2a) gives each cp rank whole heads of its tp shard."""
+        if self.cp == 1:
+            return
+        if seq_len is not None and seq_len % (2 * self.cp):
+            raise InvalidConfig(f"cp({self.cp}): seq_len({seq_len}) must divide into "
+                                f"2 x cp = {2 * self.cp} chunks")
+        if self.cp_comm_type == "a2a" and (num_heads // self.tp) % self.cp:
+            raise InvalidConfig(f"cp({self.cp}) with cp_comm_type a2a: the {num_heads // self.tp}"
+                                f" heads of a tp rank must divide by cp; use p2p or allgather")
 
     def _experts_fit(self, num_experts: int) -> None:
         """Expert parallelism needs experts to split: Megatron-Core, torchtitan and DeepSpeed

@@ -48,6 +48,7 @@ class SearchSpace:
     num_layers: int
     global_batch_size: int
     num_experts: int = 0
+    seq_len: int | None = None
 
     def candidates(self, refused: list[str] | None = None,
                    fit: Callable[[ParallelConfig], ParallelConfig] | None = None,
@@ -64,18 +65,19 @@ class SearchSpace:
         found = []
         for combination in itertools.product(*(getattr(s, k.name) for k in varied)):
             values = dict(zip((k.name for k in varied), combination))
-            tp, pp, mbs = values["tp"], values["pp"], values["micro_batch_size"]
-            if self.world_size % (tp * pp):
+            model_ranks = values["tp"] * values["pp"] * values["cp"]
+            mbs = values["micro_batch_size"]
+            if self.world_size % model_ranks:
                 continue
             if any(k.redundant(values, s) for k in varied if k.redundant):
                 continue
-            dp = self.world_size // (tp * pp)
+            dp = self.world_size // model_ranks
             if self.global_batch_size % (mbs * dp):
                 continue
             layers = values["recompute_num_layers"]
             base = dict(values, dp=dp, grad_accum_steps=self.global_batch_size // (mbs * dp),
                         recompute_num_layers=None if layers == FIT else layers)
-            for sharding in self._shardings(dp, tp):
+            for sharding in self._shardings(dp, values["tp"]):
                 valid = self._valid(base, sharding, refused)
                 found += [fit(c) for c in valid] if layers == FIT and fit else valid
         return list(dict.fromkeys(found))  # a fitted layout may be one listed as it is
@@ -85,8 +87,9 @@ class SearchSpace:
         found = []
         for index, entry in enumerate(self.ranges.configs):
             fields = dict(entry)
-            tp, pp, mbs = fields.get("tp", 1), fields.get("pp", 1), fields.get("micro_batch_size", 1)
-            fields.setdefault("dp", max(1, self.world_size // (tp * pp)))
+            model_ranks = fields.get("tp", 1) * fields.get("pp", 1) * fields.get("cp", 1)
+            mbs = fields.get("micro_batch_size", 1)
+            fields.setdefault("dp", max(1, self.world_size // model_ranks))
             fields.setdefault("grad_accum_steps", max(1, self.global_batch_size // (mbs * fields["dp"])))
             try:
                 config = ParallelConfig(**fields)
@@ -94,6 +97,7 @@ class SearchSpace:
                     world_size=self.world_size, num_heads=self.num_heads,
                     num_layers=self.num_layers, global_batch_size=self.global_batch_size,
                     gpus_per_node=self.gpus_per_node, num_experts=self.num_experts,
+                    seq_len=self.seq_len,
                 )
             except (InvalidConfig, TypeError) as exc:
                 raise InvalidConfig(f"configs[{index}]: {exc}") from None
@@ -114,6 +118,7 @@ class SearchSpace:
                 world_size=self.world_size, num_heads=self.num_heads,
                 num_layers=self.num_layers, global_batch_size=self.global_batch_size,
                 gpus_per_node=self.gpus_per_node, num_experts=self.num_experts,
+                seq_len=self.seq_len,
             )
         except InvalidConfig as exc:
             if refused is not None:

@@ -146,6 +146,7 @@ class CampaignSpec(Strict):
             num_layers=self.model.num_layers,
             global_batch_size=self.scale.global_batch_size,
             num_experts=self.model.num_experts,
+            seq_len=self.model.seq_len,
         )
 
     def candidates(self, fit: Callable[[ParallelConfig], ParallelConfig] | None = None,

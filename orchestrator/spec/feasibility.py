@@ -13,10 +13,13 @@ def _shown(values: tuple) -> str:
 def explain_empty(space: SearchSpace) -> str:
     """The first reason, checked in the order the search space filters, that nothing is left."""
     s, world = space.ranges, space.world_size
-    pairs = [(tp, pp) for tp in s.tp for pp in s.pp if world % (tp * pp) == 0]
+    # (tp x cp, pp): the ranks a layout's model spans besides its data-parallel copies.
+    pairs = [(tp * cp, pp) for tp in s.tp for cp in s.cp for pp in s.pp
+             if world % (tp * cp * pp) == 0]
     if not pairs:
-        return (f"no space.tp {_shown(s.tp)} × space.pp {_shown(s.pp)} divides the world size "
-                f"{world} (scale.nodes × scale.gpus_per_node); use divisors of {world}")
+        cp = f" × space.cp {_shown(s.cp)}" if tuple(s.cp) != (1,) else ""
+        return (f"no space.tp {_shown(s.tp)}{cp} × space.pp {_shown(s.pp)} divides the world "
+                f"size {world} (scale.nodes × scale.gpus_per_node); use divisors of {world}")
     if all(sp for sp in s.sequence_parallel) and all(tp == 1 for tp, _ in pairs):
         return "space.sequence_parallel [true] needs tp > 1; add false, or a tp > 1 to space.tp"
     pipelines = [(tp, pp) for tp, pp in pairs

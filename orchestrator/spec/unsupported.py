@@ -14,8 +14,6 @@ from fnmatch import fnmatchcase
 # A glob over the key path as a user writes it; a `space.configs[N]` entry's key reads as the
 # same key of `space`.
 NOT_SUPPORTED_YET: dict[str, str] = {
-    "space.cp": "context parallelism",
-    "space.context_parallel*": "context parallelism",
     "space.precision": "choosing the training precision",
     "trial.precision": "choosing the training precision",
     "*fp8*": "FP8 training",
@@ -37,6 +35,8 @@ OTHER_NAMES: dict[str, str] = {
     "model.moe_shared_expert_intermediate_size": "shared_expert_ffn_hidden",
     "model.first_k_dense_replace": "first_dense_layers",
     "model.head_dim": "kv_channels",
+    "space.context_parallel*": "cp",
+    "space.cp_comm": "cp_comm_type",
     "space.expert_parallel*": "ep",
     "space.expert_model_parallel*": "ep",
     "space.expert_tensor_parallel*": "etp",
