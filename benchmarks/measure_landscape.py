@@ -5,8 +5,8 @@ every layout run REPEATS times, written as a table that benchmarks/search_effici
 Each repeat is a grid campaign of its own (`paratune run`, one trial at a time), so a layout's
 measurements are minutes apart, as a campaign's repeats are.
 
-Run: .venv/bin/python benchmarks/measure_landscape.py [--repeats 3]
-         [--out benchmarks/landscapes/cpu-tiny-grid.json]
+Run: .venv/bin/python benchmarks/measure_landscape.py [--grid cpu-tiny-grid|cpu-moe-grid]
+         [--repeats 3] [--out benchmarks/landscapes/<grid>.json]
 """
 
 from __future__ import annotations
@@ -22,17 +22,28 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = "examples/quickstart.yaml"
-SPACE = ["space.zero_stage=[0, 1, 2, 3]", "space.micro_batch_size=[1, 2, 4]",
-         "space.activation_checkpointing=[none, full]", "search.algorithm=grid",
-         "budget.max_trials=24", "budget.max_concurrent=1", "tracking.enabled=false"]
+RUN_ONE_AT_A_TIME = ["search.algorithm=grid", "budget.max_concurrent=1", "tracking.enabled=false"]
+# name -> (spec, overrides, what was measured)
+GRIDS = {
+    "cpu-tiny-grid": ("examples/quickstart.yaml", [
+        "space.zero_stage=[0, 1, 2, 3]", "space.micro_batch_size=[1, 2, 4]",
+        "space.activation_checkpointing=[none, full]", "budget.max_trials=24",
+        *RUN_ONE_AT_A_TIME], "the built-in trainer, tiny LLaMA, 2 ranks (gloo) on this "
+        "machine's CPU"),
+    "cpu-moe-grid": ("examples/moe-cpu.yaml", [
+        "space.ep=[1, 2]", "space.zero_stage=[0, 1, 3]", "space.micro_batch_size=[1, 2, 4]",
+        "space.activation_checkpointing=[none]", "budget.max_trials=18", *RUN_ONE_AT_A_TIME],
+        "the built-in trainer, tiny mixture of experts (8 experts, top-2), 2 ranks (gloo) "
+        "on this machine's CPU"),
+}
 
 
-def run_repeat(runs_dir: Path, repeat: int) -> list[dict]:
+def run_repeat(runs_dir: Path, grid: str, repeat: int) -> list[dict]:
     """One grid campaign; its finished trials' layouts and results."""
-    name = f"landscape-r{repeat}"
-    command = [sys.executable, "-m", "orchestrator.cli", "run", SPEC, "--set", f"name={name}",
-               *[a for s in SPACE for a in ("--set", s)]]
+    spec, overrides, _ = GRIDS[grid]
+    name = f"landscape-{grid}-r{repeat}"
+    command = [sys.executable, "-m", "orchestrator.cli", "run", spec, "--set", f"name={name}",
+               *[a for s in overrides for a in ("--set", s)]]
     subprocess.run(command, cwd=ROOT, check=True, env={**os.environ,
                                                        "PARATUNE_RUNS_DIR": str(runs_dir)})
     events = [json.loads(line) for line in (runs_dir / name / "journal.jsonl").read_text()
@@ -56,23 +67,26 @@ def table(repeats: list[list[dict]]) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="cpu-tiny-grid")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks/landscapes/cpu-tiny-grid.json"))
+    parser.add_argument("--out", help="default: benchmarks/landscapes/<grid>.json")
     args = parser.parse_args()
+    out = args.out or str(ROOT / f"benchmarks/landscapes/{args.grid}.json")
+    spec, overrides, what = GRIDS[args.grid]
     started = time.time()
     with tempfile.TemporaryDirectory() as runs:
-        repeats = [run_repeat(Path(runs), r) for r in range(args.repeats)]
-    Path(args.out).write_text(json.dumps({
-        "name": "cpu-tiny-grid",
-        "what": "the built-in trainer, tiny LLaMA, 2 ranks (gloo) on this machine's CPU",
+        repeats = [run_repeat(Path(runs), args.grid, r) for r in range(args.repeats)]
+    Path(out).write_text(json.dumps({
+        "name": args.grid,
+        "what": what,
         "command": " ".join([".venv/bin/python benchmarks/measure_landscape.py",
-                             f"--repeats {args.repeats}"]),
-        "spec": SPEC, "overrides": SPACE, "machine": f"{platform.machine()}, "
+                             f"--grid {args.grid} --repeats {args.repeats}"]),
+        "spec": spec, "overrides": overrides, "machine": f"{platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "seconds": round(time.time() - started),
         "layouts": table(repeats)}, indent=1) + "\n")
-    print(f"wrote {args.out} in {time.time() - started:.0f} s")
+    print(f"wrote {out} in {time.time() - started:.0f} s")
 
 
 if __name__ == "__main__":

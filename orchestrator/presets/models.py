@@ -180,7 +180,7 @@ MODEL_PRESETS: dict[str, ModelShape] = {
     "gpt-22b": _gpt("gpt-22b", 48, 6144, 48),
     "gpt-175b": _gpt("gpt-175b", 96, 12288, 96),
     "gpt-1t": _gpt("gpt-1t", 128, 25600, 160),
-    # About 9.5M parameters, 8 experts of which 2 per token: the CPU's mixture of experts.
+    # About 10.6M parameters (4.2M activated), 8 experts, 2 a token: the CPU's mixture of experts.
     "tiny-moe": _llama("tiny-moe", 4, 256, 4, 688, vocab_size=2048, seq_len=128, num_experts=8,
                        experts_per_token=2, moe_ffn_hidden=344),
     # Mixtral (Jiang et al. 2024, arXiv 2401.04088, Table 1; the models' config.json on the
