@@ -17,6 +17,14 @@ How AMSP's (s_p, s_g, s_os) choices map onto PyTorch modes (dp = data-parallel s
 zero_stage 0-3 are the rows with s = dp. Mesh dimensions, outermost first:
 ("pp", "dp_replicate", "dp_shard", "tp"), so TP ranks are neighbours (inside a node) and
 pipeline stages are farthest apart (across nodes), as Megatron lays them out.
+
+A model with MoE layers gets a second mesh over the same ranks, ("pp", "edp", "ep", "etp"):
+Megatron-Core's MoE parallel folding. The tp x dp ranks of a pipeline stage, in rank order,
+are regrouped as expert-data-parallel x ep x etp, so ep groups are runs of neighbouring ranks
+(the tp group first, then neighbouring dp replicas). Experts are not tensor-split (etp = 1):
+a rank's experts are whole, and under tensor parallelism each TP rank sends only its share of
+the tokens (jobs/parallelize.py). The experts' gradients reduce over "edp", tp x dp / ep ranks
+(jobs/expert_parallel.py); every other parameter keeps the mode above.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
+EXPERT_MESH_DIMS = ("pp", "edp", "ep", "etp")
 
 
 @dataclass(frozen=True)
@@ -76,3 +85,16 @@ def build_mesh(config, plan: DataParallelPlan, device_type: str):
     mesh = init_device_mesh(device_type, mesh_shape(config, plan), mesh_dim_names=MESH_DIMS)
     mesh["dp_replicate", "dp_shard"]._flatten("dp")  # one group over all data-parallel ranks
     return mesh
+
+
+def expert_mesh_shape(config) -> tuple[int, int, int, int]:
+    etp = 1  # experts whole on each rank; the only expert tensor-parallel degree implemented
+    return (config.pp, config.tp * config.dp // (config.ep * etp), config.ep, etp)
+
+
+def build_expert_mesh(config, device_type: str):
+    """The experts' mesh: the same ranks as `build_mesh`'s, regrouped (see the module doc)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device_type, expert_mesh_shape(config),
+                            mesh_dim_names=EXPERT_MESH_DIMS)

@@ -1,6 +1,7 @@
 """A LLaMA-style decoder (RMSNorm, rotary embeddings, grouped-query attention, SwiGLU), plain
-enough to read top to bottom. Parallelism is applied from outside (jobs/parallelize.py), so the
-model only assumes that a tensor-parallel split keeps whole heads on a rank.
+enough to read top to bottom; with num_experts > 0 the MoE layers' MLPs are mixtures of experts
+(jobs/moe.py). Parallelism is applied from outside (jobs/parallelize.py), so the model only
+assumes that a tensor-parallel split keeps whole heads on a rank.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from jobs.moe import FeedForward, MoE, is_moe_layer
 
 
 @dataclass
@@ -94,27 +97,14 @@ class Attention(nn.Module):
         return self.wo(out.transpose(1, 2).reshape(b, s, -1))
 
 
-class FeedForward(nn.Module):
-    def __init__(self, args: ModelArgs):
-        super().__init__()
-        self.gated = args.gated_mlp
-        self.w1 = nn.Linear(args.hidden, args.ffn_hidden, bias=False)
-        self.w2 = nn.Linear(args.ffn_hidden, args.hidden, bias=False)
-        self.w3 = nn.Linear(args.hidden, args.ffn_hidden, bias=False) if self.gated else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.w3 is not None:
-            return self.w2(F.silu(self.w1(x)) * self.w3(x))
-        return self.w2(F.gelu(self.w1(x)))
-
-
 class Block(nn.Module):
-    def __init__(self, args: ModelArgs):
+    def __init__(self, args: ModelArgs, index: int = 0):
         super().__init__()
         self.attention_norm = RMSNorm(args.hidden, args.norm_eps)
         self.attention = Attention(args)
         self.ffn_norm = RMSNorm(args.hidden, args.norm_eps)
-        self.feed_forward = FeedForward(args)
+        self.feed_forward = (MoE(args) if is_moe_layer(args, index)
+                             else FeedForward(args.hidden, args.ffn_hidden, args.gated_mlp))
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), cos, sin)
@@ -127,7 +117,7 @@ class Transformer(nn.Module):
         self.args = args
         self.tok_embeddings = nn.Embedding(args.vocab_size, args.hidden)
         # A dict keyed by layer index keeps names stable when pipeline stages drop layers.
-        self.layers = nn.ModuleDict({str(i): Block(args) for i in range(args.num_layers)})
+        self.layers = nn.ModuleDict({str(i): Block(args, i) for i in range(args.num_layers)})
         self.norm = RMSNorm(args.hidden, args.norm_eps)
         self.output = nn.Linear(args.hidden, args.vocab_size, bias=False)
         if args.tied_embeddings:

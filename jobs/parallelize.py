@@ -11,8 +11,10 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from jobs.expert_parallel import Optimizers, expert_modules, expert_parameters
 from jobs.layout import DataParallelPlan
 from jobs.model import Transformer
+from jobs.moe import MoE
 
 
 class Checkpointed(nn.Module):
@@ -56,21 +58,51 @@ def apply_tp(model: Transformer, tp_mesh, sequence_parallel: bool) -> None:
             "attention.wk": ColwiseParallel(),
             "attention.wv": ColwiseParallel(),
             "attention.wo": RowwiseParallel(output_layouts=stream),
-            "feed_forward.w1": ColwiseParallel(),
-            "feed_forward.w2": RowwiseParallel(output_layouts=stream),
         }
-        if block.feed_forward.w3 is not None:
-            plan["feed_forward.w3"] = ColwiseParallel()
+        if isinstance(block.feed_forward, MoE):
+            plan.update(_moe_tp_plan(block.feed_forward, sequence_parallel))
+        else:
+            plan.update({"feed_forward.w1": ColwiseParallel(),
+                         "feed_forward.w2": RowwiseParallel(output_layouts=stream)})
+            if block.feed_forward.w3 is not None:
+                plan["feed_forward.w3"] = ColwiseParallel()
         if sequence_parallel:
             plan.update({
                 "attention_norm": SequenceParallel(),
                 "ffn_norm": SequenceParallel(),
                 "attention": PrepareModuleInput(
                     input_layouts=(Shard(1), None, None), desired_input_layouts=(Replicate(), None, None)),
-                "feed_forward": PrepareModuleInput(
-                    input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
             })
+            plan.setdefault("feed_forward", PrepareModuleInput(
+                input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)))
         parallelize_module(block, tp_mesh, plan)
+
+
+def _moe_tp_plan(moe: MoE, sequence_parallel: bool) -> dict[str, object]:
+    """A MoE layer under TP: every TP rank routes all of the (replicated) tokens, then hands
+    its experts only its 1/tp share of them and gathers the results (a split whose backward
+    gathers, and a gather whose backward splits: exact, no expert runs a token twice). The
+    router stays replicated; the shared experts split like the dense MLP."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInputOutput,
+        RowwiseParallel,
+    )
+
+    plan: dict[str, object] = {"feed_forward.experts": PrepareModuleInputOutput(
+        input_layouts=(Replicate(),) * 3, desired_input_layouts=(Shard(0),) * 3,
+        use_local_input=True, output_layouts=Shard(0), desired_output_layouts=Replicate())}
+    if moe.shared_expert is not None:
+        plan.update({"feed_forward.shared_expert.w1": ColwiseParallel(),
+                     "feed_forward.shared_expert.w2": RowwiseParallel()})
+        if moe.shared_expert.w3 is not None:
+            plan["feed_forward.shared_expert.w3"] = ColwiseParallel()
+    if sequence_parallel:  # gather the sequence in, split it again out
+        plan["feed_forward"] = PrepareModuleInputOutput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
+            use_local_input=True, output_layouts=Replicate(), desired_output_layouts=Shard(1))
+    return plan
 
 
 def apply_ac(model: Transformer, mode: str, recompute_num_layers: int | None = None) -> None:
@@ -98,31 +130,51 @@ def apply_compile(model: Transformer) -> None:
         model.layers[name] = torch.compile(block)
 
 
-def apply_fsdp(model: Transformer, dp_mesh, plan: DataParallelPlan, mixed_precision: bool) -> None:
-    """FSDP2 on each block, then the root; a 2-D mesh (replicate, shard) makes it HSDP."""
+def apply_fsdp(model: Transformer, dp_mesh, plan: DataParallelPlan, mixed_precision: bool,
+               expert_mesh=None, dp: int = 1) -> None:
+    """FSDP2 on each block, then the root; a 2-D mesh (replicate, shard) makes it HSDP. Each
+    layer's routed experts are sharded first, on their own over the expert-data-parallel mesh,
+    their gradients summed there and divided by dp (jobs/expert_parallel.py)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     kwargs = {"mesh": dp_mesh, "reshard_after_forward": plan.reshard_after_forward}
     if mixed_precision:
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    # A secondary (hpZ) shard size is for the dp mesh; experts reshard fully.
+    expert_kwargs = {**kwargs, "mesh": expert_mesh,
+                     "reshard_after_forward": bool(plan.reshard_after_forward)}
     for block in model.layers.values():
+        for experts in expert_modules(block):
+            fully_shard(experts, **expert_kwargs)
+            experts.set_gradient_divide_factor(dp)
+            # A divisor other than the group's size is NCCL's PreMulSum, which gloo lacks:
+            # sum, then divide. (A group of one divides locally, and would divide twice.)
+            experts.set_force_sum_reduction_for_comms(expert_mesh.size() > 1)
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
 
 
 def apply_ddp(model: nn.Module, dp_group, device: torch.device) -> nn.Module:
+    """DDP over the data-parallel group for every parameter but the routed experts', which
+    differ between dp ranks under expert parallelism and reduce over their own group."""
     from torch.nn.parallel import DistributedDataParallel
 
+    experts = {id(p) for p in expert_parameters(model)}
+    ignored = [name for name, p in model.named_parameters() if id(p) in experts]
+    if ignored:
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, ignored)
     device_ids = [device.index] if device.type == "cuda" else None
     return DistributedDataParallel(model, process_group=dp_group, device_ids=device_ids)
 
 
 def all_reduce_gradients(model: nn.Module, dp_group) -> None:
     """Average gradients over the data-parallel group by hand: DDP's job where DDP cannot run
-    (tensor-parallel DTensor parameters, pipeline stages stepped by a schedule)."""
+    (tensor-parallel DTensor parameters, pipeline stages stepped by a schedule). Routed
+    experts reduce over their own group (jobs/expert_parallel.py `sync_expert_gradients`)."""
     size = dist.get_world_size(dp_group)
+    experts = {id(p) for p in expert_parameters(model)}
     for param in model.parameters():
-        if param.grad is None:
+        if param.grad is None or id(param) in experts:
             continue
         grad = param.grad
         local = grad._local_tensor if hasattr(grad, "_local_tensor") else grad
@@ -130,9 +182,21 @@ def all_reduce_gradients(model: nn.Module, dp_group) -> None:
         local.div_(size)
 
 
-def build_optimizer(model: nn.Module, plan: DataParallelPlan, lr: float, zero1_group):
-    params = [p for p in model.parameters() if p.requires_grad]
-    if plan.kind == "zero1":
+def build_optimizer(model: nn.Module, plan: DataParallelPlan, lr: float, zero1_group,
+                    expert_group=None):
+    """AdamW; ZeRO-1 shards its states over `zero1_group`, and the routed experts' states
+    over `expert_group` (their expert-data-parallel ranks), in a second optimizer."""
+    experts = {id(p) for p in expert_parameters(model)}
+    params = [p for p in model.parameters() if p.requires_grad and id(p) not in experts]
+    optimizer = _adamw(params, plan, lr, zero1_group)
+    if not experts:
+        return optimizer
+    expert_params = [p for p in model.parameters() if id(p) in experts]
+    return Optimizers(optimizer, _adamw(expert_params, plan, lr, expert_group))
+
+
+def _adamw(params: list[nn.Parameter], plan: DataParallelPlan, lr: float, zero1_group):
+    if plan.kind == "zero1" and dist.get_world_size(zero1_group) > 1:
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         # Bucket views: each rank broadcasts its updated shard as one flat buffer. Without

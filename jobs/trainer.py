@@ -10,8 +10,10 @@ import torch.distributed as dist
 from torch import nn
 
 from jobs.config import JobConfig
-from jobs.layout import DataParallelPlan, build_mesh, data_parallel_plan
+from jobs.expert_parallel import apply_ep, sync_expert_gradients
+from jobs.layout import DataParallelPlan, build_expert_mesh, build_mesh, data_parallel_plan
 from jobs.model import Transformer, num_params
+from jobs.moe import is_moe_layer
 from jobs.parallelize import (
     all_reduce_gradients,
     apply_ac,
@@ -28,6 +30,10 @@ class Infeasible(Exception):
     """A layout this job cannot run; reported before any process group exists."""
 
 
+def has_moe(config: JobConfig) -> bool:
+    return any(is_moe_layer(config.model, i) for i in range(config.model.num_layers))
+
+
 def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     m = config.model
     if config.zero_stage not in (0, 1, 2, 3):
@@ -39,7 +45,8 @@ def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     if m.num_heads % config.tp or m.kv_heads % config.tp:
         raise Infeasible(f"tp({config.tp}) must divide num_heads({m.num_heads}) and "
                          f"num_kv_heads({m.kv_heads})")
-    if m.ffn_hidden % config.tp:
+    dense = any(not is_moe_layer(m, i) for i in range(m.num_layers))
+    if dense and m.ffn_hidden % config.tp:
         raise Infeasible(f"tp({config.tp}) must divide ffn_hidden({m.ffn_hidden})")
     if m.num_layers % (config.pp * config.virtual_stages):
         raise Infeasible(f"pp({config.pp}) * virtual_stages({config.virtual_stages}) does not "
@@ -61,7 +68,39 @@ def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     if plan.kind == "zero1" and config.tp > 1:
         raise Infeasible("ZeroRedundancyOptimizer takes no tensor-parallel (DTensor) "
                          "parameters; with tp > 1 use zero_stage 2 or 3")
+    check_experts_feasible(config)
     return plan
+
+
+def check_experts_feasible(config: JobConfig) -> None:
+    """What expert parallelism here implements: ep of a stage's tp x dp ranks, whole experts
+    (etp 1), under any data-parallel mode, TP (with or without SP), PP, recompute and compile;
+    not with context parallelism."""
+    m, ep, tp = config.model, config.ep, config.tp
+    if not has_moe(config):
+        if ep > 1:
+            raise Infeasible(f"ep({ep}) > 1 needs a model with MoE layers (num_experts > 0)")
+        return
+    if config.cp > 1:
+        raise Infeasible(f"cp({config.cp}) with MoE layers: experts laid out over context-"
+                         "parallel ranks are not implemented")
+    etp = tp if config.etp is None else config.etp
+    if etp != 1:
+        unset = ", tp's when unset" if config.etp is None else ""
+        raise Infeasible(f"etp({etp}{unset}): experts split over tensor-parallel ranks are "
+                         "not implemented; set etp 1 (whole experts)")
+    if m.num_experts % ep or (tp * config.dp) % ep:
+        raise Infeasible(f"ep({ep}) must divide num_experts({m.num_experts}) and "
+                         f"tp({tp}) x dp({config.dp})")
+    if not 1 <= m.experts_per_token <= m.num_experts:
+        raise Infeasible(f"experts_per_token({m.experts_per_token}) must be 1 to "
+                         f"num_experts({m.num_experts})")
+    if tp > 1 and (config.micro_batch_size * m.seq_len) % tp:
+        raise Infeasible(f"tp({tp}) must divide a micro-batch's tokens "
+                         f"({config.micro_batch_size} x {m.seq_len}): each TP rank routes a share")
+    if m.shared_expert_ffn_hidden % tp:
+        raise Infeasible(f"tp({tp}) must divide shared_expert_ffn_hidden"
+                         f"({m.shared_expert_ffn_hidden})")
 
 
 @dataclass
@@ -75,6 +114,7 @@ class Trainer:
     schedule: object | None
     ddp: nn.Module | None
     manual_grad_sync: bool
+    expert_mesh: object | None = None  # with MoE layers: ("pp", "edp", "ep", "etp")
 
     def held_parameter_fraction(self) -> float:
         """Parameters this rank stores, as a fraction of the model: proof the layout is real
@@ -103,6 +143,9 @@ class Trainer:
         if self.manual_grad_sync:
             for module in self.modules:
                 all_reduce_gradients(module, self.mesh["dp"].get_group())
+        if self.expert_mesh is not None and self.plan.kind != "fsdp":  # FSDP reduces them
+            for module in self.modules:
+                sync_expert_gradients(module, self.expert_mesh["edp"].get_group(), c.dp)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         # Sum the contributions (one per data-parallel replica) over the world.
@@ -141,6 +184,8 @@ class Trainer:
 
 def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.device) -> Trainer:
     mesh = build_mesh(config, plan, device.type)
+    expert_mesh = build_expert_mesh(config, device.type) if has_moe(config) else None
+    edp = None if expert_mesh is None else expert_mesh["edp"]
     torch.manual_seed(config.seed)  # the same full model on every rank, whatever the layout
     model = Transformer(config.model)
     if config.pp > 1:
@@ -153,6 +198,8 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
 
     for module in modules:
         module.to(device)
+        if expert_mesh is not None:
+            apply_ep(module, expert_mesh["ep"])
         if config.tp > 1:
             apply_tp(module, mesh["tp"], config.sequence_parallel)
         apply_ac(module, config.activation_checkpointing, config.recompute_num_layers)
@@ -160,7 +207,8 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
             apply_compile(module)
         if plan.kind == "fsdp":
             dp_mesh = mesh["dp_replicate", "dp_shard"] if plan.replicate > 1 else mesh["dp_shard"]
-            apply_fsdp(module, dp_mesh, plan, mixed_precision=device.type == "cuda")
+            apply_fsdp(module, dp_mesh, plan, mixed_precision=device.type == "cuda",
+                       expert_mesh=edp, dp=config.dp)
 
     ddp = None
     if plan.kind in ("ddp", "zero1") and config.dp > 1 and config.tp == 1 and config.pp == 1:
@@ -168,7 +216,8 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
     manual = plan.kind in ("ddp", "zero1") and config.dp > 1 and ddp is None
 
     params = nn.ModuleList(modules)
-    optimizer = build_optimizer(params, plan, config.lr, mesh["dp_shard"].get_group())
+    optimizer = build_optimizer(params, plan, config.lr, mesh["dp_shard"].get_group(),
+                                None if edp is None else edp.get_group())
 
     schedule = None
     if config.pp > 1:
@@ -177,4 +226,5 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
         stages = [PipelineStage(m, i, config.pp * config.virtual_stages, device,
                                 group=mesh["pp"].get_group()) for m, i in zip(modules, ids)]
         schedule = build_schedule(config.pp_schedule, stages, config.grad_accum_steps)
-    return Trainer(config, plan, mesh, device, modules, optimizer, schedule, ddp, manual)
+    return Trainer(config, plan, mesh, device, modules, optimizer, schedule, ddp, manual,
+                   expert_mesh)

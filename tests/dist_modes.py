@@ -3,10 +3,14 @@
 Usage: torchrun --nproc_per_node=W tests/dist_modes.py CASES.json OUT.json
 CASES.json maps a case name to JobConfig settings; OUT.json gets, per case, the status and the
 loss of every step (or the error). Each case goes through the job's own check and train path.
+A case may name a fault to run under, "patch": "module:function" (a module beside this file
+whose function returns a context manager), to show a test catches a broken mechanism.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import sys
@@ -23,12 +27,21 @@ from jobs.trainer import Infeasible, check_feasible
 MECHANISMS = ("optimizer_state_fraction", "attention_forwards_per_microbatch", "compiled_graphs")
 
 
+def fault(patch: str | None):
+    """The context a case runs in: its test-only fault, or none."""
+    if patch is None:
+        return contextlib.nullcontext()
+    module, _, name = patch.partition(":")
+    return getattr(importlib.import_module(module), name)()
+
+
 def main(cases_path: str, out_path: str) -> None:
     cases = json.load(open(cases_path))
     dist.init_process_group("gloo")
     device = pick_device()
     results = {}
     for name, settings in cases.items():
+        patch = settings.pop("patch", None)
         path = f"{out_path}.{name}.json"
         if dist.get_rank() == 0:
             json.dump(settings, open(path, "w"))
@@ -36,7 +49,8 @@ def main(cases_path: str, out_path: str) -> None:
         config = parse_config(["--config", path])
         try:
             plan = check_feasible(config, dist.get_world_size())
-            result = train(config, plan, device)
+            with fault(patch):
+                result = train(config, plan, device)
             results[name] = {"status": result.status, "losses": result.extra["losses"],
                              "held": result.extra["held_parameter_fraction"],
                              "tokens_per_s": result.tokens_per_s,
