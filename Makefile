@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet --no-deps --ignore-requires-python megatron-core==0.19.2
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -6,6 +6,7 @@ training logs read back into results (iteration lines, memory, OOM, crashes)."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from datetime import datetime
 
@@ -17,6 +18,7 @@ from orchestrator.common.errors import SpecError
 from orchestrator.export import FORMATS, export
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec, spec_from_dict
+from orchestrator.spec.trainer_layouts import runnable
 from orchestrator.trainers import Measure, MegatronDeepSpeedTrainer, MegatronLMTrainer, trainer_for
 from orchestrator.trainers.megatron import megatron_args
 from orchestrator.trainers.megatron_flags import (
@@ -296,3 +298,55 @@ def test_a_crash_before_any_iteration_is_failed_with_its_exception(adapter):
     result = result_from_log(adapter, log, 1, MEASURE)
     assert result.status == "failed"
     assert result.error.startswith(f"{adapter.name}: AssertionError: number of layers")
+
+
+# --- mixture of experts on Megatron-DeepSpeed (Megatron-LM's: tests/test_moe_trainers.py) --
+
+def moe_spec(model, **space):
+    return make_spec("megatron-deepspeed", model, **space)
+
+
+def test_megatron_deepspeed_renders_deepspeeds_moe_layer(tmp_path):
+    """Its parser's MoE flags (as read at the recorded commit), every layer an MoE layer, and
+    the experts' width as --ffn-hidden-size: its experts are copies of its MLP."""
+    spec = moe_spec("tiny-moe", tp=[1, 2], pp=[1])
+    table = TABLES["megatron-deepspeed"]
+    for fields, tensor_parallel_experts in (({"tp": 2, "dp": 32}, True),
+                                            ({"tp": 2, "dp": 32, "etp": 1}, False),
+                                            ({"tp": 1, "dp": 64, "ep": 8}, False)):
+        config = ParallelConfig(**{"micro_batch_size": 1, "grad_accum_steps": 2, **fields})
+        args = megatron_args("megatron-deepspeed", spec, config)
+        assert problems(args, table) == []
+        assert {"--num-experts=8", "--topk=2", "--expert-interval=1",
+                f"--moe-expert-parallel-size={config.ep}", "--create-moe-param-group",
+                "--ffn-hidden-size=344"} <= set(args)
+        assert ("--enable-expert-tensor-parallelism" in args) == tensor_parallel_experts
+        run = trainer_for(spec).run(spec, config, "t1", TrialFolder.of(tmp_path, "t1"), steps=5)
+        assert problems(run.program[1:], table) == []
+
+
+@pytest.mark.parametrize("model,space,refusal", [
+    ("qwen2-57b-a14b", {"tp": [1, 2, 4]}, "model.shared_expert_ffn_hidden: megatron-deepspeed "
+     "has no shared experts"),
+    ({"preset": "mixtral-8x7b", "first_dense_layers": 2}, {},
+     "model.first_dense_layers: megatron-deepspeed puts experts on layers N, 2N"),
+    ("mixtral-8x7b", {"zero_stage": [2, 3]}, "space.zero_stage: DeepSpeed's native MoE layer "
+     "refuses ZeRO stage 3"),
+])
+def test_megatron_deepspeed_refuses_what_its_moe_layer_cannot_build(model, space, refusal):
+    with pytest.raises(SpecError, match=re.escape(refusal)):
+        moe_spec(model, **space)
+
+
+def test_megatron_deepspeed_moe_layouts_it_cannot_run_are_dropped_with_the_reason():
+    spec = moe_spec("mixtral-8x7b", tp=[8], pp=[4], ep=[1, 2, 4], etp=[None, 1, 2])
+    assert spec.space.zero_stage == [0, 1, 2]  # the default less stage 3
+    kept = spec.candidates()
+    assert kept and all(c.dp % c.ep == 0 and c.etp in (None, 1) for c in kept)
+    refused: list[str] = []
+    runnable(spec, spec.search_space().candidates(), refused)
+    assert any("ep(4) must divide dp(2)" in r for r in refused)
+    assert any("etp(2) must be 1 or tp(8)" in r for r in refused)
+    with pytest.raises(SpecError, match=r"no layout trainer megatron-deepspeed can run: "
+                                        r"megatron-deepspeed: ep\(4\) must divide dp\(2\)"):
+        moe_spec("mixtral-8x7b", tp=[8], pp=[4], ep=[4], etp=[1]).candidates()

@@ -243,3 +243,67 @@ def test_a_crash_is_failed_with_its_cause():
     result = result_from_log(trainer_for(_spec(tp=[1])), log, 1, MEASURE)
     assert result.status == "failed"
     assert "AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'" in result.error
+
+
+# --- mixture of experts ------------------------------------------------------------------
+
+def _moe_spec(config="qwen3_30b_a3b", module="qwen3", **space):
+    return spec_from_dict({
+        "name": "titan", "model": "qwen3-30b-a3b", "cluster": "h100-80g",
+        "scale": {"nodes": 1, "global_batch_size": 32},
+        "space": {"tp": [1, 2], "pp": [1], "ep": [1, 2, 4, 8], "zero_stage": [1, 3],
+                  "micro_batch_size": [1], "activation_checkpointing": ["full"], **space},
+        "trial": {"trainer": "torchtitan", "torchtitan": {"module": module, "config": config}}})
+
+
+def test_expert_parallelism_is_what_torchtitan_parses(parse, tmp_path):
+    """Every kept layout's expert degree parses into torchtitan's ParallelismConfig, borrows
+    ranks torchtitan's mesh has (efsdp = dp_shard x cp x tp / ep, a whole number), and turns
+    CUDA graphs off, which Trainer.Config refuses with the all-to-all token dispatcher."""
+    spec = _moe_spec()
+    kept = spec.candidates()
+    assert {c.ep for c in kept} == {1, 2, 4, 8}
+    assert all(c.zero_stage == 3 or c.ep <= c.tp for c in kept)  # replicas lend no ranks
+    for config in (c for c in kept if c.ep > 1):
+        cfg = parse(_trial_args(spec, config, tmp_path))
+        p = cfg.parallelism
+        assert p.expert_parallel_degree == config.ep
+        assert (p.data_parallel_shard_degree * p.context_parallel_degree
+                * p.tensor_parallel_degree) % p.expert_parallel_degree == 0
+        assert cfg.training.disable_cuda_graphs
+    exported = parse(_export_args(spec, kept[-1], tmp_path))
+    assert exported.parallelism.expert_parallel_degree == kept[-1].ep
+
+
+def test_torchtitan_moe_refusals_say_why():
+    with pytest.raises(SpecError, match="trial.torchtitan.config: torchtitan's llama3 "
+                                        "llama3_8b is a dense model"):
+        _moe_spec("llama3_8b", "llama3")
+    with pytest.raises(SpecError, match="space.etp: torchtitan has no expert tensor parallelism"):
+        _moe_spec(etp=[None, 2])
+    with pytest.raises(SpecError, match=r"can run: torchtitan: ep\(8\) must divide dp_shard\(1\)"):
+        _moe_spec(tp=[1], ep=[8], zero_stage=[1]).candidates()
+
+
+def test_the_moe_config_table_is_torchtitans_registry():
+    """TORCHTITAN_MOE_CONFIGS against torchtitan 0.3.0's own registry functions: a config is an
+    MoE one exactly when its model has experts (configs that need packages this machine lacks,
+    torchao and the like, are passed over)."""
+    import importlib
+    import inspect
+
+    from orchestrator.spec.trainer_layouts import torchtitan_is_moe
+
+    checked = 0
+    for module in ("llama3", "qwen3", "deepseek_v3", "gpt_oss"):
+        registry = importlib.import_module(f"torchtitan.models.{module}.config_registry")
+        for name, function in inspect.getmembers(registry, inspect.isfunction):
+            if function.__module__ != registry.__name__ or inspect.signature(function).parameters:
+                continue
+            try:
+                config = function()
+            except (ImportError, ValueError):
+                continue
+            assert torchtitan_is_moe(module, name) == ("num_experts" in repr(config.model_spec))
+            checked += 1
+    assert checked >= 25

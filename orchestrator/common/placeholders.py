@@ -3,7 +3,8 @@ torchtitan and megatron sections), and how to find them.
 
 A leaf that both the spec (to validate templates) and the trainer adapters (to fill them) import.
 `steps` is the timed steps; `total_steps` adds `warmup_steps`, for trainers told how many
-steps to run in all.
+steps to run in all. Every layout knob is one, so `{ep}` and `{etp}` give a script the expert
+layout it builds its mixture-of-experts layers with (DeepSpeed's MoE takes ep_size).
 """
 
 from __future__ import annotations

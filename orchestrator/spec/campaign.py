@@ -28,6 +28,7 @@ from orchestrator.spec.sections import (
 )
 from orchestrator.spec.space_section import SpaceSpec
 from orchestrator.spec.strings import NAME_MAX, NAME_PATTERN
+from orchestrator.spec.trainer_layouts import check_listed, check_trainer_space, runnable
 from orchestrator.spec.trial import TrialSpec
 from orchestrator.spec.yaml_input import load_yaml_file
 
@@ -92,6 +93,7 @@ class CampaignSpec(Strict):
         _check_divisors("space.pp", "pp", self.space.pp, "model.num_layers", self.model.num_layers)
         _check_megatron_space(self.trial.trainer, self.space)
         _check_partial_recompute(self.trial.trainer, self.space)
+        check_trainer_space(self)
         return self
 
     @model_validator(mode="after")
@@ -100,9 +102,10 @@ class CampaignSpec(Strict):
         spec is read so the error names its file."""
         if self.space.kind == "list":
             try:
-                self.search_space().candidates()
+                listed = self.search_space().candidates()
             except InvalidConfig as exc:  # the message names the entry's index
                 raise ValueError(f"space.{exc}") from None
+            check_listed(self, listed)
         return self
 
     @model_validator(mode="after")
@@ -162,7 +165,7 @@ class CampaignSpec(Strict):
         if not found:
             raise SpecError(f"{self.name}: the search space holds no valid layout: "
                             f"{explain_empty(space)}")
-        return found
+        return runnable(self, found)
 
     def runs_dir(self) -> Path:
         return runs_root(None, self.tracking.runs_dir)

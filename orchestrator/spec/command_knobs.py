@@ -2,10 +2,10 @@
 run the same program again under another name, so the spec pins it to one value and says so.
 
 A knob reaches the command through its own `{knob}` placeholder, or through a value that
-follows from it: dp and the accumulation steps follow from tp, pp and the micro-batch, and
+follows from it: dp and the accumulation steps follow from tp, pp, cp and the micro-batch, and
 the DeepSpeed config written for each trial (at `{deepspeed_config}`, inside `{trial_dir}`)
-holds the batch split and the ZeRO stage. `{global_batch_size}` is the same for every layout,
-so it carries no knob.
+holds the batch split and the ZeRO stage; `{etp}`, the expert tensor-parallel degree, is tp's
+where etp is unset. `{global_batch_size}` is the same for every layout, so it carries no knob.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from orchestrator.spec.notices import warn
 _CONFIG_FILE = ("deepspeed_config", "trial_dir")
 # knob -> the placeholders besides `{knob}` whose value changes with it
 ALSO_THROUGH: dict[str, tuple[str, ...]] = {
-    "tp": ("dp", "grad_accum_steps", *_CONFIG_FILE),
+    "tp": ("dp", "grad_accum_steps", "etp", *_CONFIG_FILE),
     "pp": ("dp", "grad_accum_steps", *_CONFIG_FILE),
+    "cp": ("dp", "grad_accum_steps", *_CONFIG_FILE),
     "micro_batch_size": ("grad_accum_steps", *_CONFIG_FILE),
     "zero_stage": _CONFIG_FILE,
 }

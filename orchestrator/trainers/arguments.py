@@ -1,15 +1,20 @@
 """Filling a trainer's argument templates: `{placeholder}` items get the trial's values (its
-layout, scale, steps and files); each item stays one argument and never meets a shell."""
+layout, scale, steps and files); each item stays one argument and never meets a shell.
+
+`{etp}` is the expert tensor-parallel degree a script builds its experts with: the layout's
+etp, or tp where etp is unset (Megatron-Core's default), never an empty word."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from orchestrator.common.placeholders import PLACEHOLDER_PATTERN
+from orchestrator.layout import expert_tp
 
 
 def placeholder_values(spec, config, trial_id: str, folder, steps: int) -> dict[str, Any]:
     values: dict[str, Any] = dict(config.to_params())
+    values["etp"] = expert_tp(values)
     values.update({
         "world_size": config.world_size, "nodes": spec.scale.nodes,
         "gpus_per_node": spec.gpus_per_node, "global_batch_size": config.global_batch_size(),

@@ -10,6 +10,10 @@ come from DeepSpeed's own ThroughputTimer lines, logged at every `steps_per_prin
 
 (one line; every rank logs it, so each global step is read once). A `loss` the script prints
 (`loss=2.31`, `loss: 2.31`) is read too.
+
+Mixture of experts: the expert layout is a model-construction argument of DeepSpeed's MoE
+layer (`ep_size`), not a config key, so it reaches the script through `{ep}` and `{etp}` in its
+args (examples/deepspeed-moe.yaml); a range of them its args never carry is refused.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ pp > 1, so such trials fail in their own words. With pp = 1 it runs without the 
 pipeline (--no-pipeline-parallel), as its examples do. Megatron-DeepSpeed has no interleaved
 schedule, and neither tool a GPipe one: the spec refuses those layouts for these trainers.
 
+Mixture of experts: the experts and their layout (ep, etp) as each tool's flags
+(megatron_moe.py); `--kv-channels` where the head dim is not hidden / heads.
+
 `run` and the export formats `megatron-lm` and `megatron-deepspeed` render the same flags
 (`megatron_args`); a trial adds its length and logging (`trial_args`).
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.common.errors import SpecError
+from orchestrator.spec.trainer_layouts import layout_refusal
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
 from orchestrator.trainers.deepspeed_config import trial_files
@@ -38,6 +42,7 @@ from orchestrator.trainers.megatron_flags import (
     Flag,
 )
 from orchestrator.trainers.megatron_log import parse_megatron_log
+from orchestrator.trainers.megatron_moe import ffn_hidden, moe_args
 from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 LM = "megatron-lm"
@@ -57,7 +62,7 @@ TOOLS = {LM: MegatronTool(LM, MEGATRON_LM_SOURCE, MEGATRON_LM_FLAGS),
          DS: MegatronTool(DS, MEGATRON_DEEPSPEED_SOURCE, MEGATRON_DEEPSPEED_FLAGS)}
 
 
-def _check_layout(tool: str, config) -> None:
+def _check_layout(tool: str, spec, config) -> None:
     if config.sharding is not None:
         raise SpecError(f"{tool}: AMSP sharding factors have no {tool} flags; use "
                         "space.kind megatron-3d")
@@ -73,12 +78,18 @@ def _check_layout(tool: str, config) -> None:
     if tool == DS and config.virtual_stages > 1:
         raise SpecError("space.virtual_stages: megatron-deepspeed's pipeline has no interleaved "
                         "schedule; use [1]")
+    refusal = layout_refusal(tool, spec.model, config, spec.gpus_per_node)
+    if refusal:
+        raise SpecError(f"layout {config.key()}: {refusal}")
 
 
-def _shape(model) -> list[str]:
-    return [f"--num-layers={model.num_layers}", f"--hidden-size={model.hidden}",
-            f"--ffn-hidden-size={model.ffn_hidden}", f"--num-attention-heads={model.num_heads}",
-            f"--seq-length={model.seq_len}", f"--max-position-embeddings={model.seq_len}"]
+def _shape(tool: str, model) -> list[str]:
+    args = [f"--num-layers={model.num_layers}", f"--hidden-size={model.hidden}",
+            f"--ffn-hidden-size={ffn_hidden(tool, model)}",
+            f"--num-attention-heads={model.num_heads}"]
+    if model.kv_channels is not None:
+        args.append(f"--kv-channels={model.kv_channels}")
+    return args + [f"--seq-length={model.seq_len}", f"--max-position-embeddings={model.seq_len}"]
 
 
 def _architecture(tool: str, model) -> list[str]:
@@ -120,7 +131,7 @@ def _recompute(tool: str, config) -> list[str]:
 def megatron_args(tool: str, spec, config, deepspeed_config_path: str = DEEPSPEED_CONFIG_FILE
                   ) -> list[str]:
     """The model shape and the layout as `tool`'s flags (`--flag=value`, switches bare)."""
-    _check_layout(tool, config)
+    _check_layout(tool, spec, config)
     args = [f"--tensor-model-parallel-size={config.tp}",
             f"--pipeline-model-parallel-size={config.pp}"]
     if tool == LM and config.virtual_stages > 1:
@@ -129,7 +140,8 @@ def megatron_args(tool: str, spec, config, deepspeed_config_path: str = DEEPSPEE
         args.append("--no-pipeline-parallel")
     args += [f"--micro-batch-size={config.micro_batch_size}",
              f"--global-batch-size={config.global_batch_size()}",
-             *_shape(spec.model), *_architecture(tool, spec.model)]
+             *_shape(tool, spec.model), *_architecture(tool, spec.model),
+             *moe_args(tool, spec, config)]
     if spec.cluster.device != "cpu":
         args.append("--bf16")
     if config.sequence_parallel:

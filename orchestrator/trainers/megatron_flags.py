@@ -4,10 +4,19 @@ as each tool's own argument parser declares them, and a check of an argument lis
 Each table maps a flag to its kind: a `store_true` switch (takes no value) or a value flag with
 its type and, where the parser restricts them, its choices. The tables were written by reading
 the parsers at the commits named in `MEGATRON_LM_SOURCE` and `MEGATRON_DEEPSPEED_SOURCE`.
+
+Megatron-LM now generates most flags from megatron-core's config dataclasses (TransformerConfig
+and the ModelParallelConfig it extends: field x_y becomes --x-y, megatron/training/
+argument_utils.py). The mixture-of-experts flags ParaTune renders that are generated so
+(`MEGATRON_LM_CONFIG_FLAGS`) have no row here: tests/test_moe_trainers.py checks them against
+the installed megatron-core's fields and types. Its MoE flags still written by hand
+(`_add_moe_args`: --num-experts, --moe-layer-freq) are in the table, read at the commit named
+and unchanged in megatron-core 0.19.2.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 MEGATRON_LM_REPO = "NVIDIA/Megatron-LM"
@@ -39,6 +48,28 @@ TIMING_LEVEL = Flag(type=int, choices=(0, 1, 2))  # choices=range(0, 3) in both 
 TIMING_OPTION = Flag(choices=("max", "minmax", "all"))
 RECOMPUTE_GRANULARITY = Flag(choices=("full", "selective"))
 RECOMPUTE_METHOD = Flag(choices=("uniform", "block"))
+PATTERN_CHARACTERS = re.compile(r"[,\d\[\]()+*]+")
+
+
+def moe_freq(text: str) -> int | str:
+    """Megatron-LM's moe_freq_type: an int, or a Python list expression of digits, commas,
+    brackets, parentheses, + and * (its _eval_pattern refuses any other character)."""
+    if "[" not in text:
+        return int(text)
+    if not PATTERN_CHARACTERS.fullmatch(text):
+        raise ValueError(text)
+    return text
+
+
+MOE_LAYER_FREQ = Flag(type=moe_freq)
+
+# Megatron-LM flags generated from TransformerConfig fields in megatron-core 0.19.2: the
+# renderer's MoE flags and --kv-channels.
+MEGATRON_LM_CONFIG_FLAGS = (
+    "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
+    "--expert-model-parallel-size", "--expert-tensor-parallel-size",
+    "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--kv-channels",
+)
 
 # Flags both parsers declare alike.
 _COMMON = {
@@ -63,6 +94,8 @@ _COMMON = {
 MEGATRON_LM_FLAGS: dict[str, Flag] = {
     **_COMMON,
     "--num-virtual-stages-per-pipeline-rank": INT,  # the parser also keeps the layers-per form
+    "--num-experts": INT,
+    "--moe-layer-freq": MOE_LAYER_FREQ,
     "--group-query-attention": SWITCH,
     "--num-query-groups": INT,
     "--normalization": Flag(choices=("LayerNorm", "RMSNorm")),
@@ -86,6 +119,15 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {
 MEGATRON_DEEPSPEED_FLAGS: dict[str, Flag] = {
     **_COMMON,
     "--num-key-value-heads": INT,
+    "--kv-channels": INT,
+    # DeepSpeed's MoE layer: --num-experts takes nargs='+' (one value per MoE layer or one for
+    # all), --topk its k, --expert-interval its layer spacing (default 2).
+    "--num-experts": INT,
+    "--topk": INT,
+    "--expert-interval": INT,
+    "--moe-expert-parallel-size": INT,
+    "--enable-expert-tensor-parallelism": SWITCH,
+    "--create-moe-param-group": SWITCH,
     "--normalization": Flag(choices=("layernorm", "rmsnorm")),
     # Its own (DeepSpeed-era) activation checkpointing, still read by the DeepSpeed pipeline.
     "--checkpoint-activations": SWITCH,

@@ -18,6 +18,12 @@ states sharded); ZeRO 0 and 1 -> `data_parallel_replicate_degree = dp` (replicat
 torchtitan has no optimizer-only sharding); AMSP factors equal for parameters, gradients and
 optimizer states over a group g < dp -> HSDP (shard g, replicate dp / g).
 
+Mixture of experts: an MoE campaign names one of torchtitan's MoE configs (deepseek_v3, qwen3's
+MoE ones, gpt_oss: spec/trainer_layouts.py) and gets the layout's
+`--parallelism.expert-parallel-degree` over the config's own. Expert parallelism borrows the
+dp_shard x cp x tp ranks and has no expert tensor parallelism; with ep > 1 CUDA graphs are off,
+as Trainer.Config refuses them with the all-to-all token dispatcher (and with pipelines).
+
 Log (torchtitan/components/metrics.py, MetricsProcessor.log; ANSI colours unless
 metrics.disable_color_printing; every rank logs its own line):
 
@@ -37,6 +43,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from orchestrator.common.errors import SpecError
+from orchestrator.spec.trainer_layouts import layout_refusal
+from orchestrator.spec.trainer_layouts import torchtitan_data_parallel as data_parallel
 from orchestrator.spec.trial import TorchtitanTrainerSpec
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
@@ -53,28 +61,14 @@ STEP = re.compile(
 EXCEPTION = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*?:\s")
 
 
-def data_parallel(config, gpus_per_node: int) -> tuple[int, int, str | None]:
-    """(data_parallel_shard_degree, data_parallel_replicate_degree, fsdp_reshard_after_forward)
-    of a layout; None for the reshard policy where nothing is sharded."""
-    dp, f = config.dp, config.factors(gpus_per_node)
-    if f.secondary == 1 and f.sp == f.sg == f.sos and dp % f.sp == 0:
-        group = f.sp  # DDP (1), ZeRO-3 / FSDP (dp), HSDP / MiCS (g)
-        return (1, dp, None) if group == 1 else (group, dp // group, "always")
-    if f.sp == 1 and f.sg == f.sos == dp:
-        return dp, 1, "never"  # ZeRO-2
-    if f.sp == f.sg == 1 and f.sos == dp:
-        return 1, dp, None  # ZeRO-1: torchtitan has no optimizer-only sharding
-    raise SpecError(
-        f"layout {config.key()}: torchtitan cannot shard parameters, gradients and optimizer "
-        f"states by {f.sp}, {f.sg} and {f.sos} (secondary {f.secondary}); it runs DDP, ZeRO-2 "
-        "(FSDP without resharding), FSDP and HSDP: use space.zero_stage, not AMSP factors")
-
-
 def layout_args(spec, config) -> list[str]:
     """The layout as torchtitan 0.3.0 overrides; the activation-checkpoint subcommand last."""
     if config.recompute_num_layers is not None:
         raise SpecError("space.recompute_num_layers: torchtitan recomputes every block or none; "
                         "remove it, or use trainer builtin or megatron-lm")
+    refusal = layout_refusal("torchtitan", spec.model, config, spec.gpus_per_node)
+    if refusal:
+        raise SpecError(f"layout {config.key()}: {refusal}")
     shard, replicate, reshard = data_parallel(config, spec.gpus_per_node)
     mbs, gas = config.micro_batch_size, config.grad_accum_steps
     local = mbs * gas if config.pp > 1 else mbs
@@ -88,15 +82,18 @@ def layout_args(spec, config) -> list[str]:
         args.append(f"--parallelism.fsdp-reshard-after-forward={reshard}")
     args.append("--parallelism.enable-sequence-parallel" if config.sequence_parallel
                 else "--parallelism.no-enable-sequence-parallel")
+    if spec.model.is_moe:  # the layout's degree over the registry config's own
+        args.append(f"--parallelism.expert-parallel-degree={config.ep}")
     if config.pp > 1:
         args += [f"--parallelism.pipeline-parallel-schedule={SCHEDULES[config.pp_schedule]}",
-                 f"--parallelism.pipeline-parallel-microbatch-size={mbs}",
-                 "--training.disable-cuda-graphs"]  # Trainer.Config refuses PP with them
+                 f"--parallelism.pipeline-parallel-microbatch-size={mbs}"]
         if config.pp_schedule == "interleaved":  # exactly pp x v stages of equal layers
             per_stage = spec.model.num_layers // (config.pp * config.virtual_stages)
             args += [f"--parallelism.pipeline-parallel-layers-per-stage={per_stage}",
                      "--parallelism.pipeline-parallel-first-stage-less-layers=0",
                      "--parallelism.pipeline-parallel-last-stage-less-layers=0"]
+    if config.pp > 1 or config.ep > 1:  # Trainer.Config refuses either with CUDA graphs
+        args.append("--training.disable-cuda-graphs")
     args += [
         f"--training.local-batch-size={local}",
         f"--training.global-batch-size={config.global_batch_size()}",
