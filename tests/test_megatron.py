@@ -350,3 +350,20 @@ def test_megatron_deepspeed_moe_layouts_it_cannot_run_are_dropped_with_the_reaso
     with pytest.raises(SpecError, match=r"no layout trainer megatron-deepspeed can run: "
                                         r"megatron-deepspeed: ep\(4\) must divide dp\(2\)"):
         moe_spec("mixtral-8x7b", tp=[8], pp=[4], ep=[4], etp=[1]).candidates()
+
+
+def test_the_long_context_example_renders_only_parser_flags():
+    """examples/megatron-long-context.yaml: every layout it keeps renders flags of Megatron-LM's
+    parser, with its context parallelism; the a2a layouts whose key/value heads do not split
+    over cp are dropped with the reason."""
+    spec = load_spec(EXAMPLES / "megatron-long-context.yaml")
+    assert problems(spec.trial.megatron.args, MEGATRON_LM_FLAGS) == []
+    refused: list[str] = []
+    kept = runnable(spec, spec.search_space().candidates(), refused)
+    assert {c.cp for c in kept} == {1, 2, 4} and kept == spec.candidates()
+    for config in kept:
+        args = megatron_args("megatron-lm", spec, config)
+        assert problems(args, MEGATRON_LM_FLAGS) == []
+        assert f"--context-parallel-size={config.cp}" in args
+    assert refused and all("cp_comm_type a2a splits the" in r for r in refused)
+    assert not any(c.tp == 8 and c.cp > 1 and c.cp_comm_type == "a2a" for c in kept)

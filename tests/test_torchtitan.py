@@ -307,3 +307,14 @@ def test_the_moe_config_table_is_torchtitans_registry():
             assert torchtitan_is_moe(module, name) == ("num_experts" in repr(config.model_spec))
             checked += 1
     assert checked >= 25
+
+
+def test_context_parallelism_is_what_torchtitan_parses(parse, tmp_path):
+    spec = _spec(tp=[2], pp=[1], cp=[2], zero_stage=[3], micro_batch_size=[1])
+    assert spec.space.cp_comm_type == ["allgather"]  # the one comm type torchtitan runs
+    config = _only(spec)
+    assert (config.cp, config.dp) == (2, 4)
+    for args in (_trial_args(spec, config, tmp_path), _export_args(spec, config, tmp_path)):
+        p = parse(args).parallelism
+        assert (p.context_parallel_degree, p.context_parallel_load_balancer) == (2, "headtail")
+        assert (p.tensor_parallel_degree, p.data_parallel_shard_degree) == (2, 4)

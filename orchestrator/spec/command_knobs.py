@@ -4,8 +4,10 @@ run the same program again under another name, so the spec pins it to one value 
 A knob reaches the command through its own `{knob}` placeholder, or through a value that
 follows from it: dp and the accumulation steps follow from tp, pp, cp and the micro-batch, and
 the DeepSpeed config written for each trial (at `{deepspeed_config}`, inside `{trial_dir}`)
-holds the batch split and the ZeRO stage; `{etp}`, the expert tensor-parallel degree, is tp's
-where etp is unset. `{global_batch_size}` is the same for every layout, so it carries no knob.
+holds the batch split, the ZeRO stage and, where cp > 1, `sequence_parallel_size`; `{etp}`, the
+expert tensor-parallel degree, is tp's where etp is unset. `{global_batch_size}` is the same for
+every layout, so it carries no knob. `{cp_comm_type}` reaches a command only as itself: a
+command that holds none is pinned to one type (p2p where the range lists it).
 """
 
 from __future__ import annotations

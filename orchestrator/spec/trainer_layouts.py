@@ -1,5 +1,6 @@
 """Mixture-of-experts layouts a trainer cannot run, refused before any trial with the trainer's
-own reason, in one line that names the field and the fix.
+own reason, in one line that names the field and the fix; context-parallel ones are
+context_layouts.py's, applied here beside them.
 
 Two kinds of rule. What a trainer cannot take at all (a model feature, a range, its model
 config) is refused as the spec is read (`check_trainer_space`, beside campaign.py's Megatron
@@ -29,6 +30,7 @@ from typing import Any
 
 from orchestrator.common.errors import SpecError
 from orchestrator.layout import expert_tp
+from orchestrator.spec.context_layouts import check_context_space, context_refusal
 
 # torchtitan 0.3.0's MoE configs, from each module's config_registry.py ("*": every config of
 # the module); the modules listed in DENSE build dense models only. A module named in neither
@@ -125,13 +127,13 @@ def _check_megatron_deepspeed(spec) -> None:
 
 
 def _check_deepspeed(spec) -> None:
-    """A DeepSpeed script sees ep and etp only through its own {placeholders}: a range of them
-    that no argument carries would run one program under several names (`space.kind: list`
-    names each layout itself, as for a command)."""
+    """A DeepSpeed script sees ep, etp and cp only through its own {placeholders} (they build
+    its MoE and Ulysses layers): a range of them that no argument carries would run one program
+    under several names (`space.kind: list` names each layout itself, as for a command)."""
     if spec.space.kind == "list":
         return
     args = " ".join(spec.trial.deepspeed.args) if spec.trial.deepspeed else ""
-    for name in ("ep", "etp"):
+    for name in ("ep", "etp", "cp"):
         values = list(dict.fromkeys(_values(spec.space, name)))
         if len(values) > 1 and "{" + name + "}" not in args:
             raise ValueError(f"space.{name}: trial.deepspeed.args hold no {{{name}}}, so its "
@@ -148,6 +150,7 @@ def check_trainer_space(spec) -> None:
     check = SPACE_CHECKS.get(spec.trial.trainer or "builtin")
     if check is not None:
         check(spec)
+    check_context_space(spec)
 
 
 def _megatron_lm(model, config, gpus_per_node: int) -> str | None:
@@ -199,13 +202,15 @@ LAYOUT_RULES = {"megatron-lm": _megatron_lm, "megatron-deepspeed": _megatron_dee
                 "torchtitan": _torchtitan}
 
 
-def layout_refusal(trainer: str | None, model, config, gpus_per_node: int) -> str | None:
-    """Why `trainer` cannot run this layout of `model`, or None: only mixture-of-experts rules
-    here; a dense model's layouts pass."""
+def layout_refusal(trainer: str | None, spec, config) -> str | None:
+    """Why `trainer` cannot run this layout of the spec's model, or None: the mixture-of-experts
+    rules where the model has experts, then the context-parallel ones where cp > 1."""
     rule = LAYOUT_RULES.get(trainer or "builtin")
-    if rule is None or not model.is_moe:
-        return None
-    return rule(model, config, gpus_per_node)
+    if rule is not None and spec.model.is_moe:
+        reason = rule(spec.model, config, spec.gpus_per_node)
+        if reason:
+            return reason
+    return context_refusal(trainer, spec, config)
 
 
 def runnable(spec, configs: list, refused: list[str] | None = None) -> list:
@@ -213,7 +218,7 @@ def runnable(spec, configs: list, refused: list[str] | None = None) -> list:
     `refused`. None left of some is a SpecError with the first reason."""
     kept, reasons = [], []
     for config in configs:
-        reason = layout_refusal(spec.trial.trainer, spec.model, config, spec.gpus_per_node)
+        reason = layout_refusal(spec.trial.trainer, spec, config)
         if reason:
             reasons.append(reason)
         else:
@@ -229,6 +234,6 @@ def runnable(spec, configs: list, refused: list[str] | None = None) -> list:
 def check_listed(spec, configs: list) -> None:
     """`space.kind: list` names each layout: one the trainer cannot run is the spec's error."""
     for index, config in enumerate(configs):
-        reason = layout_refusal(spec.trial.trainer, spec.model, config, spec.gpus_per_node)
+        reason = layout_refusal(spec.trial.trainer, spec, config)
         if reason:
             raise ValueError(f"space.configs[{index}]: {reason}")

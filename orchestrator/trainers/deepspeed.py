@@ -14,6 +14,11 @@ come from DeepSpeed's own ThroughputTimer lines, logged at every `steps_per_prin
 Mixture of experts: the expert layout is a model-construction argument of DeepSpeed's MoE
 layer (`ep_size`), not a config key, so it reaches the script through `{ep}` and `{etp}` in its
 args (examples/deepspeed-moe.yaml); a range of them its args never carry is refused.
+
+Context parallelism is DeepSpeed-Ulysses (`deepspeed.sequence.layer.DistributedAttention`,
+an all-to-all over heads: cp_comm_type a2a only). The script builds its sequence-parallel group
+of `{cp}` ranks itself (`{cp_comm_type}` is a placeholder too), and the config gets
+`sequence_parallel_size` (deepspeed_config.py), by which DeepSpeed counts data-parallel ranks.
 """
 
 from __future__ import annotations

@@ -1,9 +1,17 @@
 """The DeepSpeed config a layout runs with: the user's base config, changed only in documented
 keys, with every change and every contradiction said in words.
 
-ParaTune sets the layout's batch split and ZeRO stage, the precision the device trains in, and,
-for trials only, a throughput line at every step (DeepSpeed's ThroughputTimer, read back as the
-trial's result). Exports keep the user's own `steps_per_print` and `log_level`.
+ParaTune sets the layout's batch split and ZeRO stage, the precision the device trains in, the
+context-parallel degree where a layout has one, and, for trials only, a throughput line at every
+step (DeepSpeed's ThroughputTimer, read back as the trial's result). Exports keep the user's own
+`steps_per_print` and `log_level`.
+
+`sequence_parallel_size` is a top-level key DeepSpeed 0.19.8 reads from the raw config, with no
+field in its config classes: with no `mpu` DeepSpeedConfig counts its data-parallel ranks as the
+world over it, so a Ulysses script's batch (micro-batch x accumulation x dp) checks out
+(runtime/config.py); `deepspeed.initialize` builds a (data_parallel, sequence_parallel) mesh from
+it only beside a `data_parallel_size` key, which ParaTune leaves to the user, as a script given
+an mpu or a mesh makes its own groups.
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ LAYOUT_KEYS = {
     "train_micro_batch_size_per_gpu": "the layout's micro-batch",
     "gradient_accumulation_steps": "the layout's accumulation steps",
     "zero_optimization.stage": "the layout's ZeRO stage",
+    "sequence_parallel_size": "the layout's cp, the DeepSpeed-Ulysses degree: DeepSpeed counts "
+                              "world / sequence_parallel_size data-parallel ranks without an mpu",
     "bf16.enabled": "bf16 on GPUs unless the base chose fp16; off on CPU clusters, "
                     "whose trials the cost model prices in float32",
 }
@@ -67,7 +77,8 @@ def zero_stage(spec, config) -> int:
 
 def deepspeed_config(spec, config, base: dict[str, Any] | None = None) -> dict[str, Any]:
     """A trial's DeepSpeed config for a layout: the base config with LAYOUT_KEYS and
-    TRIAL_ONLY set, every other key as the user wrote it."""
+    TRIAL_ONLY set (sequence_parallel_size where cp > 1 or the base has it), every other key as
+    the user wrote it."""
     data = dict(base or {})
     data.update({
         "train_batch_size": config.global_batch_size(),
@@ -77,6 +88,8 @@ def deepspeed_config(spec, config, base: dict[str, Any] | None = None) -> dict[s
     })
     data["zero_optimization"] = {**data.get("zero_optimization", {}),
                                  "stage": zero_stage(spec, config)}
+    if config.cp > 1 or "sequence_parallel_size" in data:  # a base's value never outvotes cp
+        data["sequence_parallel_size"] = config.cp
     if not data.get("fp16", {}).get("enabled"):
         data["bf16"] = {**data.get("bf16", {}), "enabled": spec.cluster.device != "cpu"}
     return data

@@ -19,7 +19,11 @@ pipeline (--no-pipeline-parallel), as its examples do. Megatron-DeepSpeed has no
 schedule, and neither tool a GPipe one: the spec refuses those layouts for these trainers.
 
 Mixture of experts: the experts and their layout (ep, etp) as each tool's flags
-(megatron_moe.py); `--kv-channels` where the head dim is not hidden / heads.
+(megatron_moe.py); `--kv-channels` where the head dim is not hidden / heads. Context
+parallelism: `--context-parallel-size` and, with cp > 1, `--cp-comm-type` and TransformerEngine's
+attention on Megatron-LM; `--ds-sequence-parallel-size` (Ulysses) on Megatron-DeepSpeed
+(megatron_context.py). Megatron-LM's parser asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or
+CP on GPUs before Blackwell, so trials set it for either.
 
 `run` and the export formats `megatron-lm` and `megatron-deepspeed` render the same flags
 (`megatron_args`); a trial adds its length and logging (`trial_args`).
@@ -34,6 +38,7 @@ from orchestrator.spec.trainer_layouts import layout_refusal
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
 from orchestrator.trainers.deepspeed_config import trial_files
+from orchestrator.trainers.megatron_context import context_args
 from orchestrator.trainers.megatron_flags import (
     MEGATRON_DEEPSPEED_FLAGS,
     MEGATRON_DEEPSPEED_SOURCE,
@@ -78,7 +83,7 @@ def _check_layout(tool: str, spec, config) -> None:
     if tool == DS and config.virtual_stages > 1:
         raise SpecError("space.virtual_stages: megatron-deepspeed's pipeline has no interleaved "
                         "schedule; use [1]")
-    refusal = layout_refusal(tool, spec.model, config, spec.gpus_per_node)
+    refusal = layout_refusal(tool, spec, config)
     if refusal:
         raise SpecError(f"layout {config.key()}: {refusal}")
 
@@ -133,7 +138,7 @@ def megatron_args(tool: str, spec, config, deepspeed_config_path: str = DEEPSPEE
     """The model shape and the layout as `tool`'s flags (`--flag=value`, switches bare)."""
     _check_layout(tool, spec, config)
     args = [f"--tensor-model-parallel-size={config.tp}",
-            f"--pipeline-model-parallel-size={config.pp}"]
+            f"--pipeline-model-parallel-size={config.pp}", *context_args(tool, config)]
     if tool == LM and config.virtual_stages > 1:
         args.append(f"--num-virtual-stages-per-pipeline-rank={config.virtual_stages}")
     if tool == DS and config.pp == 1:
@@ -168,7 +173,8 @@ def trial_args(tool: str, total_steps: int) -> list[str]:
 
 def megatron_env(spec, config) -> dict[str, str]:
     env = {}
-    if config.tp > 1:  # both parsers refuse TP (or sequence parallelism) without it on GPUs
+    # Both parsers refuse TP (or sequence parallelism) without it on GPUs, Megatron-LM also CP.
+    if config.tp > 1 or config.cp > 1:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     if spec.cluster.device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"

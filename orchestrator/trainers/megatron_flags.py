@@ -11,7 +11,10 @@ argument_utils.py). The mixture-of-experts flags ParaTune renders that are gener
 (`MEGATRON_LM_CONFIG_FLAGS`) have no row here: tests/test_moe_trainers.py checks them against
 the installed megatron-core's fields and types. Its MoE flags still written by hand
 (`_add_moe_args`: --num-experts, --moe-layer-freq) are in the table, read at the commit named
-and unchanged in megatron-core 0.19.2.
+and unchanged in megatron-core 0.19.2. The context-parallel flags were written by hand at that
+commit (`_add_distributed_args`, `_add_transformer_engine_args`), so they have rows here;
+megatron-core 0.19.2 generates --context-parallel-size and --transformer-impl from its classes
+now (the tests check the rows against them) and still writes --cp-comm-type by hand.
 """
 
 from __future__ import annotations
@@ -102,6 +105,11 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {
     "--position-embedding-type": Flag(choices=("learned_absolute", "rope", "mrope", "relative",
                                                "none")),
     "--attention-backend": Flag(choices=("flash", "fused", "unfused", "local", "auto")),
+    "--context-parallel-size": INT,
+    # nargs="+", type=str, no choices (one type for every layer, or one per layer);
+    # TransformerEngine takes p2p, a2a, a2a+p2p and all_gather (megatron_context.py).
+    "--cp-comm-type": TEXT,
+    "--transformer-impl": Flag(choices=("local", "transformer_engine")),
     "--use-flash-attn": SWITCH,
     "--overlap-grad-reduce": SWITCH,  # read by the cost model from the base arguments
     "--log-throughput": SWITCH,
@@ -120,6 +128,7 @@ MEGATRON_DEEPSPEED_FLAGS: dict[str, Flag] = {
     **_COMMON,
     "--num-key-value-heads": INT,
     "--kv-channels": INT,
+    "--ds-sequence-parallel-size": INT,  # DeepSpeed-Ulysses; not with --sequence-parallel
     # DeepSpeed's MoE layer: --num-experts takes nargs='+' (one value per MoE layer or one for
     # all), --topk its k, --expert-interval its layer spacing (default 2).
     "--num-experts": INT,

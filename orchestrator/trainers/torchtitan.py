@@ -24,6 +24,13 @@ MoE ones, gpt_oss: spec/trainer_layouts.py) and gets the layout's
 dp_shard x cp x tp ranks and has no expert tensor parallelism; with ep > 1 CUDA graphs are off,
 as Trainer.Config refuses them with the all-to-all token dispatcher (and with pipelines).
 
+Context parallelism: `--parallelism.context-parallel-degree` on every layout and, with cp > 1,
+`--parallelism.context-parallel-load-balancer=headtail` (ParallelismConfig's default, stated:
+2 x cp chunks, an early and a late one per rank, the split ParaTune's layouts assume). torchtitan
+0.3 all-gathers keys and values (allgather; p2p and a2a are refused, as are its variable-length
+attention configs: spec/context_layouts.py). Its FSDP mesh is dp_shard x cp, so with cp > 1
+parameters are sharded over the cp ranks too, whatever the layout's ZeRO stage.
+
 Log (torchtitan/components/metrics.py, MetricsProcessor.log; ANSI colours unless
 metrics.disable_color_printing; every rank logs its own line):
 
@@ -66,7 +73,7 @@ def layout_args(spec, config) -> list[str]:
     if config.recompute_num_layers is not None:
         raise SpecError("space.recompute_num_layers: torchtitan recomputes every block or none; "
                         "remove it, or use trainer builtin or megatron-lm")
-    refusal = layout_refusal("torchtitan", spec.model, config, spec.gpus_per_node)
+    refusal = layout_refusal("torchtitan", spec, config)
     if refusal:
         raise SpecError(f"layout {config.key()}: {refusal}")
     shard, replicate, reshard = data_parallel(config, spec.gpus_per_node)
@@ -77,7 +84,10 @@ def layout_args(spec, config) -> list[str]:
         f"--parallelism.pipeline-parallel-degree={config.pp}",
         f"--parallelism.data-parallel-shard-degree={shard}",
         f"--parallelism.data-parallel-replicate-degree={replicate}",
+        f"--parallelism.context-parallel-degree={config.cp}",
     ]
+    if config.cp > 1:
+        args.append("--parallelism.context-parallel-load-balancer=headtail")
     if reshard:
         args.append(f"--parallelism.fsdp-reshard-after-forward={reshard}")
     args.append("--parallelism.enable-sequence-parallel" if config.sequence_parallel

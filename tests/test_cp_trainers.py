@@ -1,0 +1,382 @@
+"""Context-parallel layouts in every trainer: the flags each renders, checked against the tool's
+own classes and parsers (megatron-core 0.19.2's config dataclasses and Megatron-LM's parser,
+the Megatron-DeepSpeed parser table, torchtitan's config manager, DeepSpeed's DeepSpeedConfig);
+the layouts each refuses, with its reason in one line that names the field and the fix; `{cp}`
+and `{cp_comm_type}` for scripts and commands; exports that name the context-parallel layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES
+from test_moe_trainers import generated, mcore  # noqa: F401  (megatron-core's fixtures)
+from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
+
+from orchestrator.common.errors import SpecError
+from orchestrator.export import export
+from orchestrator.record.campaign import CampaignView
+from orchestrator.scheduling.controller import Controller
+from orchestrator.space import ParallelConfig
+from orchestrator.spec import load_spec, spec_from_dict
+from orchestrator.spec.context_layouts import TORCHTITAN_VARLEN_CONFIGS, VARLEN_CP
+from orchestrator.spec.trainer_layouts import runnable
+from orchestrator.trainers import trainer_for
+from orchestrator.trainers.deepspeed_config import deepspeed_config
+from orchestrator.trainers.megatron import megatron_args, megatron_env
+from orchestrator.trainers.megatron_context import MEGATRON_CP_COMM_TYPES
+from orchestrator.trainers.megatron_flags import (
+    MEGATRON_DEEPSPEED_FLAGS,
+    MEGATRON_LM_CONFIG_FLAGS,
+    MEGATRON_LM_FLAGS,
+    problems,
+)
+from orchestrator.trainers.torchtitan import layout_args
+from orchestrator.spec.notices import forget
+from orchestrator.trial.folder import DEEPSPEED_CHANGES_FILE, DEEPSPEED_CONFIG_FILE, TrialFolder
+
+LLAMA_LONG = {"preset": "llama-3.1-8b", "seq_len": 32768}  # 32 heads, 8 key/value heads
+COMMS = ("p2p", "a2a", "allgather")
+
+
+def make_spec(trainer: str, space=None, model=LLAMA_LONG, cluster="h100-80g", **trial):
+    return spec_from_dict({
+        "name": "cp", "model": model, "cluster": cluster,
+        "scale": {"nodes": 2, "global_batch_size": 16}, "space": space or {},
+        "trial": {"trainer": trainer, **trial}})
+
+
+def layout(**fields) -> ParallelConfig:
+    """A 16-rank layout: dp and the accumulation steps follow from tp, pp and cp."""
+    fields = {"tp": 2, "pp": 1, "cp": 2, "zero_stage": 1, "micro_batch_size": 1, **fields}
+    dp = 16 // (fields["tp"] * fields["pp"] * fields["cp"])
+    return ParallelConfig(dp=dp, grad_accum_steps=16 // dp, **fields)
+
+
+def one_line_refusal(spec, config) -> str:
+    """Why the spec's trainer drops `config` (beside a cp 1 layout it keeps), in one line."""
+    refused: list[str] = []
+    kept = runnable(spec, [config, layout(cp=1)], refused)
+    assert kept == [layout(cp=1)] and len(refused) == 1 and "\n" not in refused[0]
+    return refused[0]
+
+
+# --- Megatron-LM -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("comm", COMMS)
+@pytest.mark.parametrize("cp", [2, 4])
+def test_megatron_lm_cp_flags_are_megatron_cores(cp, comm, generated):  # noqa: F811
+    spec = make_spec("megatron-lm")
+    args = megatron_args("megatron-lm", spec, layout(cp=cp, cp_comm_type=comm))
+    assert problems(args, {**MEGATRON_LM_FLAGS, **generated}) == []
+    assert f"--context-parallel-size={cp}" in args
+    assert f"--cp-comm-type={MEGATRON_CP_COMM_TYPES[comm]}" in args
+    assert "--transformer-impl=transformer_engine" in args and "--attention-backend=flash" in args
+    assert megatron_env(spec, layout(tp=1, cp=cp))["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    plain = megatron_args("megatron-lm", spec, layout(cp=1))
+    assert "--context-parallel-size=1" in plain and not any(
+        a.startswith(("--cp-comm-type", "--transformer-impl")) for a in plain)
+
+
+def test_megatron_cores_classes_hold_the_cp_fields(mcore, generated):  # noqa: F811
+    """context_parallel_size is ModelParallelConfig's (a generated int flag), cp_comm_type
+    TransformerConfig's own and excluded from generation (the parser's --cp-comm-type is written
+    by hand), and the class names all_gather, not allgather, among its comm types."""
+    from megatron.core.model_parallel_config import ModelParallelConfig
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    parallel = {f.name: f for f in dataclasses.fields(ModelParallelConfig)}
+    assert parallel["context_parallel_size"].type is int
+    assert "cp_comm_type" not in parallel and "hierarchical_context_parallel_sizes" in parallel
+    assert "cp_comm_type" in {f.name for f in dataclasses.fields(TransformerConfig)}
+    assert generated["--context-parallel-size"].type is int
+    assert "transformer_engine" in generated["--transformer-impl"].choices
+    assert "--cp-comm-type" not in generated and "--cp-comm-type" in MEGATRON_LM_FLAGS
+    assert not {"--context-parallel-size", "--transformer-impl"} & set(MEGATRON_LM_CONFIG_FLAGS)
+    source = Path(sys.modules[TransformerConfig.__module__].__file__).read_text()
+    assert '"p2p" or "all_gather" or "a2a" or "a2a+p2p"' in source
+    TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4,
+                      context_parallel_size=2, cp_comm_type="all_gather")
+
+
+PARSE_CP = """
+import json, sys, typing, warnings, argparse
+warnings.filterwarnings("ignore")
+if not hasattr(typing, "override"):
+    import typing_extensions
+    typing.override = typing_extensions.override
+from megatron.training.arguments import add_megatron_arguments
+parser = add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
+keys = ("context_parallel_size", "cp_comm_type", "transformer_impl", "attention_backend")
+print(json.dumps([{k: str(getattr(parser.parse_args(a), k)) if k == "attention_backend"
+                   else getattr(parser.parse_args(a), k) for k in keys}
+                  for a in json.loads(sys.argv[1])]))
+"""
+
+
+def test_megatron_lms_own_parser_reads_the_cp_flags_after_the_base_args(mcore):  # noqa: F811
+    """The layout's flags come after the user's, so they win: a base --cp-comm-type
+    a2a+p2p and --context-parallel-size 8 give way to the layout's."""
+    base = ["--context-parallel-size=8", "--cp-comm-type", "a2a+p2p", "--transformer-impl=local"]
+    cases = [layout(cp=cp, cp_comm_type=comm) for cp in (1, 2, 4) for comm in COMMS]
+    spec = make_spec("megatron-lm")
+    rendered = [base + megatron_args("megatron-lm", spec, c) for c in cases]
+    done = subprocess.run([sys.executable, "-c", PARSE_CP, json.dumps(rendered)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for config, parsed in zip(cases, json.loads(done.stdout.splitlines()[-1])):
+        assert parsed["context_parallel_size"] == config.cp
+        if config.cp > 1:
+            assert parsed["cp_comm_type"] == [MEGATRON_CP_COMM_TYPES[config.cp_comm_type]]
+            assert parsed["transformer_impl"] == "transformer_engine"
+        assert parsed["attention_backend"].endswith("flash")
+
+
+def test_megatron_cores_local_attention_refuses_cp(mcore):  # noqa: F811
+    """Why cp > 1 renders TransformerEngine's attention: the local one asserts."""
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+    from megatron.core.transformer.enums import AttnMaskType
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    config = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4,
+                               context_parallel_size=2, use_cpu_initialization=True)
+    with pytest.raises(AssertionError, match="only supported by TEDotProductAttention"):
+        DotProductAttention(config, layer_number=1, attn_mask_type=AttnMaskType.causal,
+                            attention_type="self")
+
+
+def test_megatron_lm_refuses_cp_it_cannot_run():
+    cpu = make_spec("megatron-lm", cluster={"preset": "h100-80g", "device": "cpu"})
+    assert "space.cp [1]" in one_line_refusal(cpu, layout())
+    unfused = make_spec("megatron-lm", flash_attention=False)
+    assert "set trial.flash_attention to true" in one_line_refusal(unfused, layout())
+    # tp 4 leaves 2 key/value heads per rank: a2a over cp 4 cannot split them.
+    reason = one_line_refusal(make_spec("megatron-lm"), layout(tp=4, cp=4, cp_comm_type="a2a"))
+    assert reason.startswith("megatron-lm: cp(4) with cp_comm_type a2a splits the 2 key/value")
+    assert "use p2p or allgather" in reason
+    with pytest.raises(SpecError, match=r"space.configs\[0\]: megatron-lm: cp\(2\) with trial"):
+        make_spec("megatron-lm", {"kind": "list", "configs": [{"tp": 2, "cp": 2}]},
+                  flash_attention=False)
+    spec = make_spec("megatron-lm", {"tp": [2], "pp": [1], "cp": [2], "zero_stage": [1],
+                                     "micro_batch_size": [1]}, flash_attention=False)
+    with pytest.raises(SpecError, match="holds no layout trainer megatron-lm can run: megatron"):
+        spec.candidates()
+
+
+# --- Megatron-DeepSpeed ----------------------------------------------------------------------
+
+def test_megatron_deepspeed_renders_ulysses_and_refuses_what_it_cannot():
+    spec = make_spec("megatron-deepspeed", {"cp": [1, 2], "tp": [1, 2],
+                                            "sequence_parallel": [True, False]})
+    assert spec.space.cp_comm_type == ["a2a"]  # its one comm type, by default
+    refused: list[str] = []
+    kept = runnable(spec, spec.search_space().candidates(), refused)
+    assert all(not (c.cp > 1 and c.sequence_parallel) for c in kept)
+    assert any(c.cp == 2 for c in kept)
+    assert any("not compatible with Megatron-LM's sequence parallel" in r for r in refused)
+    for config in kept:
+        args = megatron_args("megatron-deepspeed", spec, config)
+        assert problems(args, MEGATRON_DEEPSPEED_FLAGS) == []
+        assert f"--ds-sequence-parallel-size={config.cp}" in args
+    with pytest.raises(SpecError, match=r"space.cp_comm_type: megatron-deepspeed cannot run "
+                                        r"p2p \(its context parallelism is DeepSpeed-Ulysses"):
+        make_spec("megatron-deepspeed", {"cp": [1, 2], "cp_comm_type": ["p2p", "a2a"]})
+    reason = one_line_refusal(spec, layout(tp=8, cp=2, cp_comm_type="a2a"))
+    assert "exceeds the 1 key/value heads of a tp rank" in reason
+
+
+# --- torchtitan ------------------------------------------------------------------------------
+
+def test_torchtitan_cp_is_what_torchtitan_parses(parse):  # noqa: F811
+    spec = make_spec("torchtitan", {"cp": [1, 2, 4]})
+    assert spec.space.cp_comm_type == ["allgather"]  # its one comm type, by default
+    for cp in (1, 2, 4):
+        config = layout(cp=cp, cp_comm_type="allgather", zero_stage=3)
+        cfg = parse(["--module", "llama3", "--config", "llama3_8b", *layout_args(spec, config)])
+        p = cfg.parallelism
+        assert p.context_parallel_degree == cp and p.context_parallel_load_balancer == "headtail"
+        assert (p.tensor_parallel_degree * p.data_parallel_shard_degree
+                * p.data_parallel_replicate_degree * cp) == 16
+    assert "--parallelism.context-parallel-load-balancer=headtail" not in layout_args(
+        spec, layout(cp=1))
+
+
+def test_torchtitan_runs_allgather_only_and_says_so():
+    """torchtitan sets no rotate method, so torch's context_parallel keeps its all-gather."""
+    import torchtitan
+    from torch.distributed.tensor.experimental._attention import _cp_options
+
+    assert _cp_options.rotate_method.name == "ALL_GATHER"
+    package = Path(torchtitan.__file__).parent
+    assert not [p for p in package.rglob("*.py") if "set_rotate_method" in p.read_text()]
+    with pytest.raises(SpecError, match=r"space.cp_comm_type: torchtitan cannot run p2p .*; "
+                                        r"use \[allgather\]"):
+        make_spec("torchtitan", {"cp": [2], "cp_comm_type": ["p2p"]})
+    reason = one_line_refusal(make_spec("torchtitan"), layout(cp=2, cp_comm_type="a2a"))
+    assert reason.startswith("torchtitan: cp_comm_type a2a: torchtitan 0.3 all-gathers")
+    odd = make_spec("torchtitan", model={**LLAMA_LONG, "seq_len": 32764})
+    reason = one_line_refusal(odd, layout(cp=2, cp_comm_type="allgather",
+                                          sequence_parallel=True))
+    assert reason.startswith("torchtitan: seq_len(32764) must divide by 8")
+
+
+def test_torchtitan_varlen_configs_refuse_cp_in_torchtitans_words():
+    import importlib
+    import inspect
+
+    import torch.nn as nn
+    from torchtitan.distributed.full_dtensor import validate_config
+    from torchtitan.models.common.attention import VarlenAttention
+
+    varlen = VarlenAttention.__new__(VarlenAttention)
+    nn.Module.__init__(varlen)
+    dims = type("Dims", (), {"cp_enabled": True, "spmd_backend": "spmd_types"})()
+    with pytest.raises(NotImplementedError) as caught:
+        validate_config(dims, nn.ModuleList([varlen]))
+    assert str(caught.value) in VARLEN_CP
+    with pytest.raises(SpecError, match="trial.torchtitan.config: torchtitan's gpt_oss "
+                                        "gpt_oss_20b uses variable-length attention"):
+        make_spec("torchtitan", {"cp": [1, 2]}, torchtitan={"module": "gpt_oss",
+                                                            "config": "gpt_oss_20b"})
+    checked = 0
+    for module in ("llama3", "qwen3", "deepseek_v3", "gpt_oss"):
+        registry = importlib.import_module(f"torchtitan.models.{module}.config_registry")
+        for name, function in inspect.getmembers(registry, inspect.isfunction):
+            if function.__module__ != registry.__name__ or inspect.signature(function).parameters:
+                continue
+            try:
+                config = function()
+            except (ImportError, ValueError):
+                continue
+            listed = name in TORCHTITAN_VARLEN_CONFIGS.get(module, ())
+            assert listed == ("VarlenAttention" in repr(config.model_spec)), (module, name)
+            checked += 1
+    assert checked >= 25
+
+
+# --- DeepSpeed and commands ------------------------------------------------------------------
+
+DS_SECTION = {"script": "train.py", "args": ["--sp", "{cp}", "--sp-comm={cp_comm_type}"]}
+
+
+def test_cp_reaches_a_deepspeed_script_and_its_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")
+    spec = make_spec("deepspeed", {"tp": [1], "pp": [1], "cp": [1, 2], "zero_stage": [1]},
+                     deepspeed=DS_SECTION)
+    assert spec.space.cp_comm_type == ["a2a"]
+    import deepspeed.runtime.config as ds_config
+
+    monkeypatch.setattr(ds_config.dist, "get_rank", lambda *a, **k: 0)
+    monkeypatch.setattr(ds_config.dist, "get_world_size", lambda *a, **k: spec.world_size)
+    for config in spec.candidates():
+        run = trainer_for(spec).run(spec, config, "t1", TrialFolder.of(tmp_path, "t1"), 3)
+        assert run.program[1:4] == ["--sp", str(config.cp), f"--sp-comm={config.cp_comm_type}"]
+        written = json.loads(run.files[DEEPSPEED_CONFIG_FILE])
+        assert written.get("sequence_parallel_size", 1) == config.cp
+        loaded = ds_config.DeepSpeedConfig(written)  # the batch checks out over world / cp
+        assert loaded.world_size == config.dp and loaded.train_batch_size == 16
+        if config.cp > 1:
+            assert "sequence_parallel_size: (unset) -> 2 (the layout's cp" in \
+                run.files[DEEPSPEED_CHANGES_FILE]
+    with pytest.raises(AssertionError, match="train_batch_size is not equal"):
+        ds_config.DeepSpeedConfig({k: v for k, v in deepspeed_config(
+            spec, layout(tp=1)).items() if k != "sequence_parallel_size"})
+
+
+def test_deepspeed_refuses_what_ulysses_cannot_run():
+    with pytest.raises(SpecError, match=r"space.cp: trial.deepspeed.args hold no \{cp\}"):
+        make_spec("deepspeed", {"cp": [1, 2]}, deepspeed={"script": "train.py"})
+    with pytest.raises(SpecError, match=r"space.cp_comm_type: deepspeed cannot run allgather .*"
+                                        r"DistributedAttention"):
+        make_spec("deepspeed", {"cp": [2], "cp_comm_type": ["allgather"]}, deepspeed=DS_SECTION)
+    with pytest.raises(SpecError, match=r"space.configs\[0\]: deepspeed: cp_comm_type p2p: "
+                                        r".*set space.cp_comm_type to \[a2a\]"):
+        make_spec("deepspeed", {"kind": "list", "configs": [{"tp": 1, "cp": 2}]},
+                  deepspeed=DS_SECTION)
+
+
+def test_a_command_sees_cp_or_has_it_pinned(tmp_path, caplog):
+    forget()
+    space = {"tp": [1], "pp": [1], "cp": [1, 2], "cp_comm_type": ["a2a", "p2p"],
+             "zero_stage": [0]}
+    spec = make_spec("command", space, command=["train.py", "--cp={cp}", "{cp_comm_type}"])
+    seen = {(c.cp, c.cp_comm_type) for c in spec.candidates()}
+    assert seen == {(1, "a2a"), (2, "a2a"), (2, "p2p")}
+    for config in spec.candidates():
+        run = trainer_for(spec).run(spec, config, "t1", TrialFolder.of(tmp_path, "t1"), 3)
+        assert run.program[1:3] == [f"--cp={config.cp}", config.cp_comm_type]
+    blind = make_spec("command", space, command=["train.py", "--steps", "{steps}"])
+    assert blind.space.cp == [1] and {c.cp for c in blind.candidates()} == {1}
+    assert "space.cp: trial.command holds none of {cp}, {dp}" in caplog.text
+
+
+# --- exports ---------------------------------------------------------------------------------
+
+def _best(spec):
+    Controller(spec).run()
+    view = CampaignView(spec)
+    best = view.best(view.records())
+    assert best is not None
+    return view, best
+
+
+def test_a_megatron_cp_campaigns_exports_name_its_context_parallel_layout(runs_dir, monkeypatch):
+    """examples/megatron-long-context.yaml, rehearsed with cp 2 or 4: the winner's launch files
+    in every format of its program carry the layout's context parallelism."""
+    monkeypatch.chdir(EXAMPLES.parent)
+    spec = load_spec(EXAMPLES / "megatron-long-context.yaml", [
+        "budget.max_trials=4", "tracking.enabled=false", "space.cp=[2, 4]", "space.tp=[2]",
+        "space.activation_checkpointing=[full]"])
+    view, best = _best(spec)
+    config = best.config
+    flags = [f"--context-parallel-size={config.cp}", "--transformer-impl=transformer_engine",
+             f"--cp-comm-type={MEGATRON_CP_COMM_TYPES[config.cp_comm_type]}"]
+    for fmt in ("megatron-lm", "torchrun", "sbatch"):
+        text = export(fmt, spec, best.trial_id, config, view.trial_dir(best.trial_id))
+        assert all(flag in text for flag in flags), (fmt, text)
+        assert fmt == "megatron-lm" or "CUDA_DEVICE_MAX_CONNECTIONS=1" in text
+    ds = export("megatron-deepspeed", spec, best.trial_id, config.__class__(
+        **{**config.to_dict(), "cp_comm_type": "a2a", "sequence_parallel": False}))
+    assert f"--ds-sequence-parallel-size={config.cp}" in ds
+    titan = config.__class__(**{**config.to_dict(), "cp_comm_type": "allgather"})
+    text = export("torchtitan", spec, best.trial_id, titan)
+    assert f"--parallelism.context-parallel-degree={config.cp}" in text
+    assert "--parallelism.context-parallel-load-balancer=headtail" in text
+
+
+def test_a_torchtitan_cp_campaigns_exports_carry_cp(runs_dir, monkeypatch):
+    monkeypatch.chdir(EXAMPLES.parent)
+    spec = load_spec(EXAMPLES / "torchtitan.yaml", [
+        "backend.kind=simulated", "budget.max_trials=3", "tracking.enabled=false",
+        "space.cp=[2]", "space.tp=[2]", "space.zero_stage=[3]"])
+    view, best = _best(spec)
+    assert (best.config.cp, best.config.cp_comm_type) == (2, "allgather")
+    for fmt in ("torchtitan", "torchrun", "sbatch"):
+        text = export(fmt, spec, best.trial_id, best.config, view.trial_dir(best.trial_id))
+        assert "--parallelism.context-parallel-degree=2" in text, (fmt, text)
+        assert "--parallelism.context-parallel-load-balancer=headtail" in text
+
+
+def test_a_builtin_cp_campaigns_exports_carry_cp_and_others_refuse_in_one_line(runs_dir):
+    spec = spec_from_dict({
+        "name": "cp-builtin", "model": "tiny", "cluster": "cpu-local",
+        "scale": {"nodes": 1, "gpus_per_node": 2, "global_batch_size": 4},
+        "space": {"cp": [2], "cp_comm_type": ["p2p"], "zero_stage": [0],
+                  "micro_batch_size": [2], "activation_checkpointing": ["none"]},
+        "backend": {"kind": "simulated"}, "tracking": {"enabled": False}})
+    _, best = _best(spec)
+    assert (best.config.cp, best.config.cp_comm_type) == (2, "p2p")
+    for fmt in ("torchrun", "sbatch"):
+        text = export(fmt, spec, best.trial_id, best.config)
+        assert "--cp 2" in text and "--cp-comm-type p2p" in text
+    assert "cp: 2" in export("yaml", spec, best.trial_id, best.config)
+    with pytest.raises(SpecError) as caught:
+        export("torchtitan", spec, best.trial_id, best.config)
+    assert "cp_comm_type p2p" in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(SpecError, match="--format megatron-lm: .*TransformerEngine"):
+        export("megatron-lm", spec, best.trial_id, best.config)  # a CPU cluster
