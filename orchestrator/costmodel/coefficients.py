@@ -17,6 +17,8 @@ The overlap model (how much communication hides behind compute), per engine:
   it on (dropping it cost 7B 5% MFU), behind the next step's first forward:
   `with_broadcast_overlap` gives it the share gradient reduction gets (the same contention).
 - TP collectives sit between dependent matmuls and are exposed; PP sends are small and counted.
+- MoE dispatch all-to-alls are exposed unless the trainer overlaps them (zero_engine.py), then
+  hidden behind up to `overlap_expert_comm` of the compute.
 Calibration scales each term (compute, bubble, TP/PP comm's bandwidth and latency apart),
 replaces the overlap model of DP communication by a measured exposed fraction, and fits a
 fixed cost per layer and micro-batch (kernel launches, Python); see calibration.py.
@@ -53,10 +55,22 @@ class Coefficients:
     # gathers (T_p) get their own, as their overlap is another mechanism (None = dp_exposure).
     dp_exposure: float | None = None
     dp_exposure_gathers: float | None = None
+    # Mixture of experts (moe_time.py). The busiest expert rank's load over the mean
+    # (max/mean) in dropless top-k routing with an auxiliary balancing loss: Megatron-Core's
+    # Mixtral 8x22B benchmark on H100 (Megatron-MoE-ModelZoo, best_practice/Mixtral) runs
+    # dropless at 455 TFLOPS per GPU and capacity-padded (every expert at the mean load) at
+    # 470: the dropless step is 3.3% longer, and the load-dependent part here (expert GEMMs
+    # with their bubble share, the dispatch) is 69% of that step: 1 + 0.033/0.69 = 1.05.
+    # docs/costmodel.md says what it is drawn from (the model of a published check).
+    expert_load_imbalance: float = 1.05
+    # Share of the step's compute that hides the dispatch when the trainer overlaps it
+    # (Megatron-LM's --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe): the
+    # gradient-reduction share above, for the same reason (the kernels contend for SMs).
+    overlap_expert_comm: float = 0.6
     # Multipliers fitted by calibration (1.0 = the analytic model as it is).
     scale_compute: float = 1.0
     scale_bubble: float = 1.0
-    scale_model_parallel_comm: float = 1.0  # TP/PP collectives' bandwidth part
+    scale_model_parallel_comm: float = 1.0  # TP/PP/EP collectives' bandwidth part
     scale_model_parallel_latency: float = 1.0  # their per-step latency part
     scale_data_parallel_comm: float = 1.0
 

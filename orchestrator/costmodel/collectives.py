@@ -20,6 +20,9 @@ curves reach half their plateau at tens to hundreds of KB per rank), i.e. step t
 and protocol set-up, NCCL's baseLat).
 Sources: Thakur et al., Optimization of Collective Communication in MPICH (2005); NCCL
 src/graph/tuning.cc; nccl-tests PERFORMANCE.md (bus bandwidth).
+All-to-all (the expert dispatch): every rank sends (p-1)/p of its buffer, the part for its
+node's p0 - 1 peers over the node's fabric and the rest through its share of the NICs, both
+at once; nothing is relayed, so unlike a ring it pays each level's latency once.
 """
 
 from __future__ import annotations
@@ -109,6 +112,24 @@ class Fabric:
             return 0.0
         bw = self.inter_bw_per_device if p1 > 1 else self.intra_bw
         return self.call_alpha + nbytes / bw + self._steps(nbytes, p0, p1)
+
+    def all_to_all(self, nbytes: float, p0: int, p1: int = 1) -> float:
+        """Each rank sends 1/p of its `nbytes` buffer to every other rank (p0 in its node,
+        the rest in p1 - 1 other nodes) at once: NCCL posts the p - 1 sends together, so
+        the two levels run in parallel and the slower one sets the time; each peer's
+        message pays the chunk cost, and each level its step latency once."""
+        p = p0 * p1
+        if p <= 1 or nbytes <= 0:
+            return 0.0
+        chunk = nbytes / p
+        intra = 0.0
+        if p0 > 1:
+            intra = self.intra_alpha + (p0 - 1) * (chunk + self.msg_half_bytes) / self.intra_bw
+        inter = 0.0
+        if p1 > 1:
+            inter = self.inter_alpha + (p - p0) * (chunk + self.msg_half_bytes) \
+                / self.inter_bw_per_device
+        return self.call_alpha + max(intra, inter)
 
     def send(self, nbytes: float, crosses_nodes: bool) -> float:
         if nbytes <= 0:

@@ -7,7 +7,9 @@ launch and memory-bound epilogues), so efficiency rises with both dimensions and
     efficiency = compute_efficiency · m/(m + gemm_half_m) · n/(n + gemm_half_n)
 with one set of the three constants per cluster preset (sources in presets/clusters.py).
 This is what makes micro-batch size and TP real knobs: a larger micro-batch runs faster
-GEMMs but leaves fewer micro-batches to fill the pipeline; a larger TP splits n.
+GEMMs but leaves fewer micro-batches to fill the pipeline; a larger TP splits n. The routed
+experts' grouped GEMMs have their own shape (moe_time.py): the tokens each local expert
+receives as m, the expert's hidden size over ETP as n.
 
 Modules: ZeRO-3, MiCS, ZeRO++ and AMSP gather and reduce-scatter weights per module, not per
 step (DeepSpeed's ZeRO-3 fetches each submodule's parameters in its pre-forward hook; AMSP
@@ -25,8 +27,12 @@ from orchestrator.space import ParallelConfig
 
 def gemm_efficiency(cluster: Cluster, model: ModelShape, config: ParallelConfig) -> float:
     """Fraction of peak the step's kernels reach at this layout's per-device GEMM shape."""
-    m = config.micro_batch_size * model.seq_len
-    n = model.hidden / config.tp
+    return shape_efficiency(cluster, config.micro_batch_size * model.seq_len,
+                            model.hidden / config.tp)
+
+
+def shape_efficiency(cluster: Cluster, m: float, n: float) -> float:
+    """The shape rule on a GEMM of m rows and n columns (an expert's grouped GEMM too)."""
     eff = cluster.compute_efficiency
     if cluster.gemm_half_m:
         eff *= m / (m + cluster.gemm_half_m)
@@ -40,3 +46,11 @@ def modules_per_layer(model: ModelShape, engine: str) -> int:
     if engine == "torch":  # FSDP and HSDP: one unit per transformer block
         return 1
     return 7 if model.gated_mlp else 4
+
+
+def causal_attention_discount(model: ModelShape, tokens: int) -> float:
+    """Model FLOPs a causal mask spares: half the attention scores and values (Q·Kᵀ and
+    softmax·V, forward and backward), which `model_flops_per_iteration` counts whole.
+    Megatron-LM counts them half since March 2025 (MoE Parallel Folding's MFU)."""
+    query = model.num_heads * model.head_dim
+    return 0.5 * 3 * 4 * model.seq_len * query * model.num_layers * tokens

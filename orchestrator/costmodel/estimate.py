@@ -10,8 +10,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from orchestrator.costmodel.coefficients import Coefficients
-from orchestrator.costmodel.compute import gemm_efficiency
+from orchestrator.costmodel.compute import causal_attention_discount, gemm_efficiency
 from orchestrator.costmodel.memory import GB, MemoryBreakdown, fits, memory_per_device
+from orchestrator.costmodel.moe_time import step_efficiency
 from orchestrator.costmodel.performance import StepTime, model_flops, step_time
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
@@ -35,6 +36,8 @@ class Estimate:
     peak_tflops: float
     # Fraction of peak the kernels reach at this layout's GEMM shape (costmodel/compute.py).
     compute_efficiency: float = 1.0
+    # Model FLOPs a causal mask spares (compute.py), for the MFU Megatron-LM prints now.
+    causal_discount: float = 0.0
 
     @property
     def memory_gb(self) -> float:
@@ -71,6 +74,13 @@ class Estimate:
         return self.tflops_per_gpu / self.peak_tflops
 
     @property
+    def mfu_causal(self) -> float:
+        """MFU with causal attention counted half: Megatron-LM's convention since March
+        2025, which MoE Parallel Folding's figures use."""
+        flops = self.model_flops_per_step - self.causal_discount
+        return flops / self.step_time_s / self.config.world_size / 1e12 / self.peak_tflops
+
+    @property
     def hfu(self) -> float:
         """Hardware FLOPs utilization: recompute counted, as Megatron-LM reports TFLOPS."""
         hw = self.hardware_flops_per_step / self.step_time_s / self.config.world_size / 1e12
@@ -87,6 +97,7 @@ class Estimate:
             "tokens_per_s_per_gpu": self.tokens_per_s / self.config.world_size,
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
+            "mfu_causal": self.mfu_causal,
             "hfu": self.hfu,
             "compute_efficiency": self.compute_efficiency,
         }
@@ -116,7 +127,7 @@ class CostModel:
             capacity_gb=self.cluster.memory_gb,
             runtime_overhead_gb=self.cluster.runtime_overhead_gb, precision=self.precision,
             flash_attention=self.flash_attention, bucket_bytes=self.coefficients.bucket_bytes,
-            runtime=self.runtime,
+            runtime=self.runtime, imbalance=self.coefficients.expert_load_imbalance,
         )
 
     def estimate(self, config: ParallelConfig) -> Estimate:
@@ -134,7 +145,11 @@ class CostModel:
             model_flops_per_step=model_flops(self.model, tokens),
             hardware_flops_per_step=model_flops(self.model, tokens, config),
             peak_tflops=self.cluster.peak_tflops,
-            compute_efficiency=gemm_efficiency(self.cluster, self.model, config),
+            compute_efficiency=step_efficiency(
+                self.cluster, self.model, config, model_flops(self.model, tokens, config),
+                gemm_efficiency(self.cluster, self.model, config),
+                self.coefficients.expert_load_imbalance),
+            causal_discount=causal_attention_discount(self.model, tokens),
         )
 
     def with_coefficients(self, coefficients: Coefficients) -> "CostModel":

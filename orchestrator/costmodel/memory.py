@@ -12,12 +12,22 @@ Pure arithmetic, in bytes. Sources:
   and InternEvo allocate), two gathered layers of weights when weights are sharded (current
   and prefetched), fp32 logits and their gradient, two gradient buckets.
 - reserve: FRAGMENTATION_RESERVE of the device for the caching allocator's fragmentation.
+- mixture of experts: experts.py (expert weights over ep x etp, ZeRO over expert-DP; the
+  router's, dispatch's and experts' activations in place of the dense MLP's).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from orchestrator.costmodel.experts import (
+    dispatch_buffer_bytes,
+    expert_factors,
+    expert_params_per_rank,
+    gathered_expert_bytes,
+    moe_activation_extra,
+    moe_layers_per_rank,
+)
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import ModelShape
 from orchestrator.space import ParallelConfig, ShardingFactors
@@ -106,11 +116,12 @@ def in_flight_micro_batches(config: ParallelConfig) -> float:
 
 
 def params_on_first_stage(model: ModelShape, config: ParallelConfig) -> float:
-    """Parameters one rank of the first stage holds: its layers and the embedding, over tp."""
+    """Parameters outside the routed experts one rank of the first stage holds: its layers
+    and the embedding, over tp (experts.py prices the experts; a dense model has none)."""
     layers = model.num_layers // config.pp
-    stage = layers * model.params_per_layer + model.embedding_params
+    stage = layers * model.params_per_layer_outside_experts + model.embedding_params
     if config.pp == 1:
-        stage = model.num_params
+        stage = model.num_params - model.expert_params_total
     return stage / config.tp
 
 
@@ -166,17 +177,41 @@ def memory_per_device(
     flash_attention: bool = True,
     bucket_bytes: float = 25e6,
     runtime: ZeroEngine = DEEPSPEED,
+    imbalance: float = 1.0,
 ) -> MemoryBreakdown:
-    """Peak bytes on the busiest device (a rank of the first pipeline stage)."""
+    """Peak bytes on the busiest device (a rank of the first pipeline stage, with the most
+    expert-laden stage's experts when they differ); `imbalance`: the busiest expert rank's
+    load over the mean (coefficients.py)."""
     params = params_on_first_stage(model, config)
     factors = config.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
     states = model_state_bytes_sharded(params, factors, precision)
+    experts = expert_params_per_rank(model, config)
+    expert_f = expert_factors(config, gpus_per_node, runtime.engine_of) if experts else factors
+    if experts:
+        own = model_state_bytes_sharded(experts, expert_f, precision)
+        states = ModelStates(states.params + own.params, states.grads + own.grads,
+                             states.optimizer + own.optimizer)
     if (factors.engine == "torch" and runtime.grads_once_per_step and factors.sg > 1
             and config.grad_accum_steps > 1):
         # FSDP2 with gradient sync off keeps each unit's unsharded gradient until the last
         # micro-batch reduce-scatters it (runtime.py): the whole gradient at the peak.
-        states = replace(states, grads=PRECISION_BYTES[precision][1] * params)
+        states = replace(states, grads=PRECISION_BYTES[precision][1] * (params + experts))
+    return MemoryBreakdown(
+        params=states.params,
+        grads=states.grads,
+        optimizer=states.optimizer,
+        activations=activation_bytes(model, config, precision, flash_attention, imbalance),
+        buffers=buffer_bytes(model, config, precision, bucket_bytes, (params, factors),
+                             (experts, expert_f), imbalance),
+        overhead=runtime_overhead_gb * GB,
+        reserve=FRAGMENTATION_RESERVE * capacity_gb * GB,
+    )
 
+
+def activation_bytes(model: ModelShape, config: ParallelConfig, precision: str,
+                     flash_attention: bool, imbalance: float = 1.0) -> float:
+    """Activations the first stage holds at its peak: each layer's, by its recompute, times
+    the micro-batches in flight; MoE layers keep their experts' instead of a dense MLP's."""
     def per_layer(checkpointing: str) -> float:
         return activation_bytes_per_layer(
             model, config.micro_batch_size, config.tp, checkpointing, precision,
@@ -185,30 +220,43 @@ def memory_per_device(
 
     layers = model.num_layers // config.pp
     recomputed = config.recompute_fraction(model.num_layers) * layers
-    kept = per_layer("none" if config.activation_checkpointing == "full"
-                     else config.activation_checkpointing)
+    mode = "none" if config.activation_checkpointing == "full" else config.activation_checkpointing
+    kept = per_layer(mode)
     stored = recomputed * per_layer("full") + (layers - recomputed) * kept
+    moe_layers = moe_layers_per_rank(model, config)
+    act_bytes = ACTIVATION_BYTES[precision]
+    if moe_layers:
+        extra = moe_activation_extra(model, config, mode, act_bytes, imbalance)
+        stored += extra * moe_layers * (layers - recomputed) / layers
     activations = stored * in_flight_micro_batches(config)
     if recomputed:
         # Backward recomputes one layer at a time; its full activations are live then.
         activations += per_layer("none")
+        if moe_layers:
+            activations += max(0.0, moe_activation_extra(model, config, "none", act_bytes,
+                                                         imbalance))
+    return activations
 
+
+def buffer_bytes(model: ModelShape, config: ParallelConfig, precision: str,
+                 bucket_bytes: float, dense: tuple, experts: tuple, imbalance: float) -> float:
+    """Transients at the peak. `dense` and `experts` are (parameters, sharding factors) of
+    the weights outside the routed experts and of the rank's experts (module docstring)."""
+    (params, factors), (expert_params, expert_f) = dense, experts
     act_bytes = ACTIVATION_BYTES[precision]
     buffers = 2 * bucket_bytes
     if precision == "bf16-mixed":
         buffers += 4 * params / factors.sos  # fp32 gradient of the owned optimizer shard
-    if factors.sp > 1:
-        buffers += 2 * act_bytes * model.params_per_layer / config.tp  # gathered + prefetched
+        if expert_params:
+            buffers += 4 * expert_params / expert_f.sos
+    if factors.sp > 1:  # gathered + prefetched
+        buffers += 2 * act_bytes * model.params_per_layer_outside_experts / config.tp
+    if expert_params and expert_f.sp > 1:
+        buffers += gathered_expert_bytes(model, config, act_bytes)
     if factors.secondary > 1:  # ZeRO++ hpZ keeps a second, node-local weight shard
         buffers += PRECISION_BYTES[precision][0] * params / factors.secondary
     if config.pp == 1:  # the last stage's logits share the device
         buffers += 2 * 4 * model.seq_len * config.micro_batch_size * model.vocab_size / config.tp
-    return MemoryBreakdown(
-        params=states.params,
-        grads=states.grads,
-        optimizer=states.optimizer,
-        activations=activations,
-        buffers=buffers,
-        overhead=runtime_overhead_gb * GB,
-        reserve=FRAGMENTATION_RESERVE * capacity_gb * GB,
-    )
+    if expert_params:
+        buffers += dispatch_buffer_bytes(model, config, act_bytes, imbalance)
+    return buffers

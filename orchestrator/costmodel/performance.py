@@ -23,16 +23,25 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
   Overlap: see coefficients.py.
 - Optimizer: one AdamW pass over the rank's shard of the weights (Ψ/s_os parameters) at the
   cluster's measured time per parameter (0 in the stock presets: unpriced).
+- Mixture of experts (moe_time.py): the routed experts' GEMMs at their own shape and the
+  busiest expert rank's load; the dispatch and combine all-to-alls; the experts' gradients
+  and optimizer states over expert-DP, added to the terms above.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.collectives import Fabric
 from orchestrator.costmodel.compute import gemm_efficiency, modules_per_layer
+from orchestrator.costmodel.experts import (
+    expert_factors,
+    expert_layout,
+    expert_params_per_rank,
+    moe_layers_per_rank,
+)
 from orchestrator.costmodel.memory import ACTIVATION_BYTES, params_on_first_stage
+from orchestrator.costmodel.moe_time import compute_seconds, exposed_dispatch, moe_tp_layers
+from orchestrator.costmodel.step_terms import DataParallelComm, StepTime
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
 from orchestrator.result import model_flops_per_iteration
@@ -47,51 +56,6 @@ def model_flops(model: ModelShape, tokens: int, config: ParallelConfig | None = 
     recompute = config.activation_checkpointing if config is not None else "none"
     fraction = config.recompute_fraction(model.num_layers) if config is not None else 1.0
     return model_flops_per_iteration(model, tokens, recompute, fraction)
-
-
-@dataclass(frozen=True)
-class DataParallelComm:
-    """AMSP's four terms, raw (before overlap), in seconds."""
-
-    t_p: float
-    t_g: float
-    t_os0: float
-    t_os1: float
-
-    @property
-    def total(self) -> float:
-        return self.t_p + self.t_g + self.t_os0 + self.t_os1
-
-
-@dataclass(frozen=True)
-class StepTime:
-    compute_s: float
-    bubble_s: float
-    overhead_s: float
-    tp_comm_s: float
-    pp_comm_s: float
-    dp_comm: DataParallelComm
-    dp_exposed_s: float
-    # The optimizer step over this rank's shard of the weights (scaled with compute).
-    optimizer_s: float = 0.0
-    # The part of tp_comm_s + pp_comm_s that is per-step latency, not bandwidth.
-    model_parallel_latency_s: float = 0.0
-
-    @property
-    def total_s(self) -> float:
-        return (self.compute_s + self.bubble_s + self.overhead_s + self.tp_comm_s
-                + self.pp_comm_s + self.dp_exposed_s + self.optimizer_s)
-
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "compute_s": self.compute_s, "bubble_s": self.bubble_s, "overhead_s": self.overhead_s,
-            "tp_comm_s": self.tp_comm_s, "pp_comm_s": self.pp_comm_s,
-            "model_parallel_latency_s": self.model_parallel_latency_s,
-            "dp_t_p_s": self.dp_comm.t_p, "dp_t_g_s": self.dp_comm.t_g,
-            "dp_t_os0_s": self.dp_comm.t_os0, "dp_t_os1_s": self.dp_comm.t_os1,
-            "dp_comm_s": self.dp_comm.total, "dp_exposed_s": self.dp_exposed_s,
-            "optimizer_s": self.optimizer_s, "step_time_s": self.total_s,
-        }
 
 
 def data_parallel_comm(
@@ -195,13 +159,12 @@ def model_parallel_comm(
     """Seconds of TP collectives and of PP sends per step (raw, before calibration); each TP
     collective with its runtime's software cost (`tp_call_s`: DTensor's, in the torch engine)."""
     m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
-    layers = model.num_layers // p
     layer_io = config.micro_batch_size * model.seq_len * model.hidden * act_bytes
     tp_calls = 4 + 2 * config.recompute_fraction(model.num_layers)
     tp_nodes = -(-config.tp // gpus_per_node)
     tp_comm = 0.0
     if config.tp > 1:
-        tp_comm = tp_calls * layers * m * (
+        tp_comm = tp_calls * moe_tp_layers(model, config) * m * (
             fabric.all_reduce(layer_io, min(config.tp, gpus_per_node), tp_nodes) + tp_call_s)
     pp_comm = 0.0
     if p > 1:
@@ -231,7 +194,7 @@ def step_time(
 
     flops = model_flops(model, tokens, config)
     efficiency = gemm_efficiency(cluster, model, config)
-    compute = flops / config.world_size / (cluster.peak_tflops * 1e12 * efficiency)
+    compute = compute_seconds(cluster, model, config, flops, efficiency, c.expert_load_imbalance)
     bubble = compute * (p - 1) / (v * m)
     overhead = c.launch_overhead_s * layers * m
 
@@ -245,16 +208,13 @@ def step_time(
     tp_bw, pp_bw = model_parallel_comm(model, config, fabric.bandwidth_only(), gpus_per_node,
                                        act_bytes)
     bw_scale, lat_scale = c.scale_model_parallel_comm, c.scale_model_parallel_latency
+    hidden = c.overlap_expert_comm * compute if runtime.overlaps_expert_comm else 0.0
+    ep = exposed_dispatch(model, config, fabric, gpus_per_node, act_bytes,
+                          c.expert_load_imbalance, hidden)
 
-    params = params_on_first_stage(model, config)
     weight_bytes = 2 if precision == "bf16-mixed" else 4
-    factors = config.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
-    engine = factors.engine
-    # Each rank updates the optimizer shard it holds (every ZeRO scheme has s_os >= s_g >= s_p).
-    optimizer = cluster.optimizer_ns_per_param * 1e-9 * params / factors.sos
-    dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c, layers,
-                            modules_per_layer(model, engine), runtime,
-                            cluster.fsdp_call_overhead_us * 1e-6)
+    dp, optimizer, engine = _data_parallel(model, config, cluster, fabric, gpus_per_node,
+                                           weight_bytes, c, runtime)
     exposed = _exposed_dp(dp, compute, config, c, runtime, engine)
     return StepTime(
         compute_s=compute * c.scale_compute,
@@ -262,11 +222,47 @@ def step_time(
         overhead_s=overhead,
         tp_comm_s=tp_bw * bw_scale + (tp_comm - tp_bw) * lat_scale,
         pp_comm_s=pp_bw * bw_scale + (pp_comm - pp_bw) * lat_scale,
-        model_parallel_latency_s=(tp_comm - tp_bw + pp_comm - pp_bw) * lat_scale,
+        model_parallel_latency_s=(tp_comm - tp_bw + pp_comm - pp_bw + ep.latency_s) * lat_scale,
         dp_comm=dp,
         dp_exposed_s=exposed * c.scale_data_parallel_comm,
         optimizer_s=optimizer * c.scale_compute,
+        ep_comm_s=ep.bandwidth_s * bw_scale + ep.latency_s * lat_scale,
     )
+
+
+def _data_parallel(model: ModelShape, config: ParallelConfig, cluster: Cluster, fabric: Fabric,
+                   gpus_per_node: int, weight_bytes: int, c: Coefficients, runtime: ZeroEngine
+                   ) -> tuple[DataParallelComm, float, str]:
+    """The data-parallel terms, the optimizer step and the engine that runs them: the weights
+    outside the routed experts over dp, the experts' over expert-DP."""
+    params = params_on_first_stage(model, config)
+    factors = config.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
+    # Each rank updates the optimizer shard it holds (every ZeRO scheme has s_os >= s_g >= s_p).
+    optimizer = cluster.optimizer_ns_per_param * 1e-9 * params / factors.sos
+    dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c,
+                            model.num_layers // config.pp,
+                            modules_per_layer(model, factors.engine), runtime,
+                            cluster.fsdp_call_overhead_us * 1e-6)
+    if model.is_moe:
+        expert_dp, expert_optimizer = _expert_gradients(model, config, cluster, fabric,
+                                                        gpus_per_node, weight_bytes, c, runtime)
+        dp, optimizer = dp + expert_dp, optimizer + expert_optimizer
+    return dp, optimizer, factors.engine
+
+
+def _expert_gradients(model: ModelShape, config: ParallelConfig, cluster: Cluster,
+                      fabric: Fabric, gpus_per_node: int, weight_bytes: int, c: Coefficients,
+                      runtime: ZeroEngine) -> tuple[DataParallelComm, float]:
+    """The routed experts' data-parallel terms, over expert-DP (their gradients reduce there,
+    not over dp), and their optimizer step over the expert shard."""
+    experts = expert_params_per_rank(model, config)
+    layout = expert_layout(config)
+    f = expert_factors(config, gpus_per_node, runtime.engine_of)
+    modules = 1 if f.engine == "torch" else (3 if model.gated_mlp else 2)  # fc1 pair, fc2
+    comm = data_parallel_comm(experts, layout, fabric, gpus_per_node, weight_bytes, c,
+                              moe_layers_per_rank(model, config), modules, runtime,
+                              cluster.fsdp_call_overhead_us * 1e-6)
+    return comm, cluster.optimizer_ns_per_param * 1e-9 * experts / f.sos
 
 
 def _exposed_dp(dp, compute: float, config: ParallelConfig, c: Coefficients,

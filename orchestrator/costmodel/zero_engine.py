@@ -37,6 +37,9 @@ class ZeroEngine:
     ddp_engine: str = "torch"
     # Whether a "torch" DDP reduction hides behind the backward (coefficients.py's overlap).
     ddp_overlaps: bool = True
+    # Whether the MoE dispatch all-to-alls overlap compute (moe_time.py): Megatron-LM's
+    # batch-level overlap, off by default; none of the other trainers does it.
+    overlaps_expert_comm: bool = False
 
     def engine_of(self, zero_stage: int) -> str:
         """The engine that runs `zero_stage` in this trainer."""
@@ -53,12 +56,14 @@ RUNTIME_OF_TRAINER = {
 
 
 MEGATRON_OVERLAP_FLAG = "--overlap-grad-reduce"
+MEGATRON_EP_OVERLAP_FLAG = "--overlap-moe-expert-parallel-comm"
 
 
 def zero_engine_of_trainer(trainer: str | None, args: list[str] | tuple[str, ...] = ()) -> ZeroEngine:
     """The runtime of a spec's `trial.trainer` (DeepSpeed's for the others and the command
     trainer, whose code the model cannot see); `args`, the trainer's base arguments, say
-    whether Megatron-LM overlaps its DDP reduction."""
+    whether Megatron-LM overlaps its DDP reduction and its expert dispatch."""
     if trainer == "megatron-lm":
-        return ZeroEngine(ddp_overlaps=MEGATRON_OVERLAP_FLAG in args)
+        return ZeroEngine(ddp_overlaps=MEGATRON_OVERLAP_FLAG in args,
+                          overlaps_expert_comm=MEGATRON_EP_OVERLAP_FLAG in args)
     return RUNTIME_OF_TRAINER.get(trainer or "builtin", DEEPSPEED)

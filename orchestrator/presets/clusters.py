@@ -121,6 +121,16 @@ CLUSTER_PRESETS: dict[str, Cluster] = {
         name="h100-80g", device="H100-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
         peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0, **NCCL,
     ),
+    # NVIDIA H800 SXM: the H100's compute (989 TFLOPS BF16 dense) with NVLink capped at
+    # 400 GB/s bidirectional per GPU. DeepSeek-V3's cluster (DeepSeek-V3 report, arXiv
+    # 2412.19437, §3.1 and §3.2.2): 8 GPUs per node over NVLink/NVSwitch, one 400 Gb/s
+    # InfiniBand NIC per GPU (8 × 50 GB/s = 400 GB/s per node); the report measures 160 GB/s
+    # over NVLink and 50 GB/s over IB, which the 0.8 bus-bandwidth efficiency
+    # (coefficients.py) gives from these link rates on NVLink (200 × 0.8).
+    "h800-80g": Cluster(
+        name="h800-80g", device="H800-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
+        peak_tflops=989.0, intra_node_gbps=200.0, inter_node_gbps=400.0, **NCCL,
+    ),
     # NVIDIA H200 SXM: the H100's compute with 141 GB HBM3e (NVIDIA H200 datasheet).
     "h200-141g": Cluster(
         name="h200-141g", device="H200-SXM-141GB", gpus_per_node=8, memory_gb=141.0,

@@ -1,0 +1,149 @@
+"""Where a mixture-of-experts layout puts its experts, and the memory they take on a rank.
+
+Megatron-Core folds expert parallelism into the tp x cp x dp ranks of a pipeline stage (MoE
+Parallel Folding, arXiv 2504.14960; parallel_state.py): within a stage the expert ranks are
+ordered etp fastest, then ep, then the experts' data-parallel group, so an EP group holds
+ep ranks `etp` apart inside ep x etp consecutive ranks, and the expert-DP group the ranks
+ep x etp apart. Per rank:
+- weights, gradients, optimizer states: the stage's routed-expert parameters over ep x etp,
+  sharded by ZeRO/FSDP over expert-DP = tp x cp x dp / (ep x etp), not dp; the rest of the model
+  (attention, router, shared experts, dense layers, embeddings) over tp, sharded over dp.
+- activations of an MoE layer for one micro-batch, in place of the dense MLP's: the router's
+  fp32 logits and probabilities, the permuted tokens entering the experts (T x k x h, gathered
+  over etp with sequence parallelism), the experts' hidden activations (gate and up outputs,
+  the activation's output: 3 tensors of ffn/etp per token for a gated MLP, 2 otherwise, as
+  Korthikanti et al. count the dense MLP) and the expert outputs kept for the weighted
+  combine; T = micro-batch x sequence / cp, over tp with sequence parallelism. The busiest rank
+  receives `imbalance` times the mean load (moe_time.py).
+- transients: the dispatch's send and receive buffers of one layer, and under ZeRO-3 the
+  gathered weights of one layer's local experts (current and prefetched), not all experts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from orchestrator.presets import ModelShape
+from orchestrator.space import ParallelConfig, ShardingFactors
+
+# Bytes per routed token per expert the router keeps: fp32 logits and probabilities.
+ROUTER_BYTES = 8
+
+
+def expert_tp(config: ParallelConfig) -> int:
+    """ETP: etp, or tp when unset (Megatron-Core's default)."""
+    return config.tp if config.etp is None else config.etp
+
+
+def expert_dp(config: ParallelConfig) -> int:
+    """The experts' data-parallel degree within a stage: tp x cp x dp / (ep x etp)."""
+    return config.tp * config.cp * config.dp // (config.ep * expert_tp(config))
+
+
+def is_moe_layer(model: ModelShape, i: int) -> bool:
+    """Megatron's --moe-layer-freq after DeepSeek's first dense layers (result.py counts alike)."""
+    return model.is_moe and i >= model.first_dense_layers and i % model.moe_layer_freq == 0
+
+
+def moe_layers_per_rank(model: ModelShape, config: ParallelConfig) -> int:
+    """MoE layers on the rank holding the most: all of them without a pipeline, else the
+    largest count over pipeline ranks (each holds every p-th of the p x v model chunks)."""
+    if not model.is_moe:
+        return 0
+    p, chunks = config.pp, config.pp * config.virtual_stages
+    if p == 1:
+        return model.moe_layers
+    size = max(1, model.num_layers // chunks)
+    counts = [0] * p
+    for i in range(model.num_layers):
+        if is_moe_layer(model, i):
+            counts[min(i // size, chunks - 1) % p] += 1
+    return max(counts)
+
+
+def expert_params_per_rank(model: ModelShape, config: ParallelConfig) -> float:
+    """Routed-expert parameters a rank holds: its stage's experts over ep x etp."""
+    layers = moe_layers_per_rank(model, config)
+    return layers * model.num_experts * model.expert_params / (config.ep * expert_tp(config))
+
+
+def expert_layout(config: ParallelConfig) -> ParallelConfig:
+    """The layout the expert weights' data parallelism sees: expert-DP replicas ep x etp
+    ranks apart, so `dp_mesh` and the ZeRO factors of this config are the experts'. An AMSP
+    factor set on the dense mesh becomes the ZeRO stage it amounts to (what it shards)."""
+    stage = config.zero_stage
+    if config.sharding is not None:
+        f = config.sharding
+        stage = 3 if f.sp > 1 else 2 if f.sg > 1 else 1 if f.sos > 1 else 0
+    return dataclasses.replace(
+        config, tp=config.ep * expert_tp(config), cp=1, dp=expert_dp(config), ep=1, etp=None,
+        sequence_parallel=False, sharding=None, zero_stage=stage)
+
+
+def expert_factors(config: ParallelConfig, gpus_per_node: int, engine_of) -> ShardingFactors:
+    """The ZeRO/FSDP factors of the expert weights, over expert-DP."""
+    layout = expert_layout(config)
+    return layout.factors(gpus_per_node, engine_of(layout.zero_stage))
+
+
+def tokens_per_rank(model: ModelShape, config: ParallelConfig) -> float:
+    """T: tokens a rank routes per micro-batch (its 1/cp of each sequence, split over tp
+    with sequence parallelism)."""
+    tokens = config.micro_batch_size * model.seq_len / config.cp
+    return tokens / config.tp if config.sequence_parallel else tokens
+
+
+def gathered(config: ParallelConfig) -> int:
+    """How many ranks' tokens an expert rank processes: its ETP group's with sequence
+    parallelism (all-gathered after the dispatch), else its own (every TP rank has them)."""
+    return expert_tp(config) if config.sequence_parallel else 1
+
+
+def dense_mlp_activation_bytes(model: ModelShape, config: ParallelConfig, scale: float) -> float:
+    """The MLP's share of Korthikanti's per-layer figure (19 of 34 sbh with sequence
+    parallelism; 3 + 16/t of 10 + 24/t without): what an MoE layer keeps instead."""
+    sbh = model.seq_len / config.cp * config.micro_batch_size * model.hidden
+    if config.sequence_parallel:
+        return 19 * sbh / config.tp * scale
+    return sbh * (3 + 16 / config.tp) * scale
+
+
+def moe_mlp_activation_bytes(model: ModelShape, config: ParallelConfig, act_bytes: int,
+                             imbalance: float) -> float:
+    """What an MoE layer's router, experts and shared experts keep for the backward, for one
+    micro-batch on the busiest rank (see the module docstring)."""
+    h, t = model.hidden, tokens_per_rank(model, config)
+    etp, g = expert_tp(config), gathered(config)
+    tensors = 3 if model.gated_mlp else 2
+    routed = t * model.experts_per_token * imbalance
+    experts = routed * (g * h + h + g * tensors * model.expert_ffn_hidden / etp) * act_bytes
+    io = t * h * (act_bytes + 1)  # the MLP's input and its dropout mask, as in Korthikanti
+    router = t * model.num_experts * ROUTER_BYTES
+    shared = (config.micro_batch_size * model.seq_len * tensors
+              * model.shared_expert_ffn_hidden / config.tp * act_bytes)
+    return experts + io + router + shared
+
+
+def moe_activation_extra(model: ModelShape, config: ParallelConfig, checkpointing: str,
+                         act_bytes: int, imbalance: float) -> float:
+    """Bytes an MoE layer keeps beyond the dense layer `activation_bytes_per_layer` prices
+    (negative when its experts keep less); none under full recompute, which keeps the input."""
+    if checkpointing == "full" or not model.is_moe:
+        return 0.0
+    return (moe_mlp_activation_bytes(model, config, act_bytes, imbalance)
+            - dense_mlp_activation_bytes(model, config, act_bytes / 2))
+
+
+def dispatch_buffer_bytes(model: ModelShape, config: ParallelConfig, act_bytes: int,
+                          imbalance: float) -> float:
+    """One MoE layer's dispatch send and receive buffers: the permuted tokens, twice."""
+    if not model.is_moe:
+        return 0.0
+    routed = tokens_per_rank(model, config) * model.experts_per_token * imbalance
+    return 2 * routed * gathered(config) * model.hidden * act_bytes
+
+
+def gathered_expert_bytes(model: ModelShape, config: ParallelConfig, act_bytes: int) -> float:
+    """ZeRO-3's gathered weights of one MoE layer's local experts, current and prefetched."""
+    local = model.num_experts / config.ep * model.expert_params / expert_tp(config)
+    return 2 * act_bytes * local

@@ -1,0 +1,142 @@
+"""Step time of a mixture-of-experts layout: expert compute, token dispatch, overlap.
+
+Pure arithmetic, in seconds; a dense model gets nothing from here. Per MoE layer and
+micro-batch on a rank (layout in experts.py, T tokens a rank routes, k experts per token):
+- compute: the routed experts' FLOPs run as grouped GEMMs whose shape is the expert's, not
+  the layer's: m = tokens per local expert = T x k x ep / num_experts (x etp gathered with
+  sequence parallelism), n = the expert's hidden size / etp, through compute.py's shape rule;
+  the rest of the layer at the dense shape. The busiest expert rank sets the pace, so the
+  expert part takes `imbalance` (max/mean expert load, coefficients.py) times the mean.
+- dispatch and combine: an all-to-all each way forward and backward (4 x T x k x h bytes x
+  (ep-1)/ep per rank, times the imbalance: the busiest rank receives the most), 2 more when
+  full recompute replays the forward; priced by collectives.py where the EP group lands: ep
+  ranks etp apart inside ep x etp consecutive ranks, so a node holds gpus_per_node / etp of
+  them and the rest are across nodes. With ETP > 1 and sequence parallelism the dispatched
+  tokens are all-gathered over the ETP group and the outputs reduce-scattered back.
+- tensor parallelism: an MoE layer's routed experts run over the EP and ETP groups, so only
+  its attention (and shared experts) keep the TP collectives (`moe_tp_layers`).
+- overlap: none by default: Megatron-LM's alltoall dispatcher waits for each all-to-all
+  (its MoE guide: unoptimised all-to-all takes 30-40% of a step). A trainer that overlaps it
+  (`--overlap-moe-expert-parallel-comm`, zero_engine.py) hides it behind up to
+  `overlap_expert_comm` of the step's compute (coefficients.py).
+- expert gradients reduce over expert-DP (performance.py, with experts.expert_layout).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.costmodel.collectives import Fabric
+from orchestrator.costmodel.compute import shape_efficiency
+from orchestrator.costmodel.experts import (
+    expert_tp,
+    gathered,
+    moe_layers_per_rank,
+    tokens_per_rank,
+)
+from orchestrator.presets import Cluster, ModelShape
+from orchestrator.space import ParallelConfig
+
+
+def routed_expert_flops(model: ModelShape, tokens: int, config: ParallelConfig) -> float:
+    """FLOPs of the routed experts' matrices in one step (forward, backward, and the forward
+    full recompute replays), as `model_flops_per_iteration` counts them."""
+    if not model.is_moe:
+        return 0.0
+    matrices = 3 if model.gated_mlp else 2
+    forward = 2 * matrices * model.hidden * model.experts_per_token * model.expert_ffn_hidden
+    passes = 3 + config.recompute_fraction(model.num_layers)
+    return forward * model.moe_layers * tokens * passes
+
+
+def expert_gemm_efficiency(cluster: Cluster, model: ModelShape, config: ParallelConfig) -> float:
+    """The shape rule at a local expert's grouped GEMM: m its tokens, n its hidden / etp."""
+    routed = tokens_per_rank(model, config) * model.experts_per_token * gathered(config)
+    per_expert = routed * config.ep / model.num_experts
+    return shape_efficiency(cluster, per_expert, model.expert_ffn_hidden / expert_tp(config))
+
+
+def compute_seconds(cluster: Cluster, model: ModelShape, config: ParallelConfig, flops: float,
+                    dense_efficiency: float, imbalance: float) -> float:
+    """Seconds of a step's `flops` on a rank: the routed experts at their own shape and the
+    busiest rank's load, the rest at the dense shape."""
+    peak = cluster.peak_tflops * 1e12 * config.world_size
+    if not model.is_moe:
+        return flops / config.world_size / (cluster.peak_tflops * 1e12 * dense_efficiency)
+    experts = routed_expert_flops(model, config.global_batch_size() * model.seq_len, config)
+    expert_eff = expert_gemm_efficiency(cluster, model, config)
+    return (flops - experts) / (peak * dense_efficiency) + experts * imbalance / (peak * expert_eff)
+
+
+def ep_mesh(config: ParallelConfig, gpus_per_node: int) -> tuple[int, int]:
+    """(EP ranks in a node, nodes) of an EP group: ep ranks etp apart, consecutive blocks."""
+    per_node = max(1, gpus_per_node // expert_tp(config))
+    p0 = min(config.ep, per_node)
+    while config.ep % p0:
+        p0 -= 1
+    return p0, config.ep // p0
+
+
+def dispatch_comm(model: ModelShape, config: ParallelConfig, fabric: Fabric,
+                  gpus_per_node: int, act_bytes: int, imbalance: float) -> float:
+    """Seconds per step of the dispatch and combine collectives (raw, before overlap)."""
+    etp = expert_tp(config)
+    if not model.is_moe or (config.ep == 1 and etp == 1):
+        return 0.0
+    routed = tokens_per_rank(model, config) * model.experts_per_token * imbalance
+    buffer = routed * model.hidden * act_bytes
+    per_call = fabric.all_to_all(buffer, *ep_mesh(config, gpus_per_node))
+    if etp > 1 and config.sequence_parallel:  # all-gather in, reduce-scatter out
+        in_node = min(etp, gpus_per_node)
+        per_call += fabric.all_gather(buffer * etp, in_node, -(-etp // in_node))
+    calls = 4 + 2 * config.recompute_fraction(model.num_layers)
+    return moe_layers_per_rank(model, config) * config.grad_accum_steps * calls * per_call
+
+
+@dataclass(frozen=True)
+class ExpertComm:
+    """The dispatch time the step waits for, its bandwidth part and its latency part."""
+
+    bandwidth_s: float
+    latency_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.bandwidth_s + self.latency_s
+
+
+def exposed_dispatch(model: ModelShape, config: ParallelConfig, fabric: Fabric,
+                     gpus_per_node: int, act_bytes: int, imbalance: float, hidden_by: float
+                     ) -> ExpertComm:
+    """The dispatch left on the critical path after `hidden_by` seconds of compute cover it,
+    split as calibration scales it (bandwidth apart from per-call latency, as TP's)."""
+    raw = dispatch_comm(model, config, fabric, gpus_per_node, act_bytes, imbalance)
+    if raw <= 0:
+        return ExpertComm(0.0, 0.0)
+    bandwidth = dispatch_comm(model, config, fabric.bandwidth_only(), gpus_per_node,
+                              act_bytes, imbalance)
+    left = max(0.0, raw - hidden_by) / raw
+    return ExpertComm(bandwidth * left, (raw - bandwidth) * left)
+
+
+def moe_tp_layers(model: ModelShape, config: ParallelConfig) -> float:
+    """Layers' worth of TP collectives per rank: an MoE layer's routed experts leave the TP
+    group (for the EP and ETP groups' collectives, priced above), so it keeps half a dense
+    layer's, its attention's; shared experts are split over TP like a dense MLP and keep
+    theirs. Without sequence parallelism ETP > 1 reduces over TP as a dense MLP does."""
+    layers = model.num_layers // config.pp
+    moe = moe_layers_per_rank(model, config)
+    leaves = config.sequence_parallel or expert_tp(config) == 1
+    if not moe or model.shared_expert_ffn_hidden or not leaves:
+        return layers
+    return layers - moe / 2
+
+
+def step_efficiency(cluster: Cluster, model: ModelShape, config: ParallelConfig, flops: float,
+                    dense_efficiency: float, imbalance: float) -> float:
+    """The fraction of peak a step's compute reaches: the dense shape's, or for MoE the
+    blend of the dense and the expert shapes with the busiest rank's load."""
+    if not model.is_moe:
+        return dense_efficiency
+    seconds = compute_seconds(cluster, model, config, flops, dense_efficiency, imbalance)
+    return flops / (config.world_size * cluster.peak_tflops * 1e12 * seconds)
