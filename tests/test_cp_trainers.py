@@ -17,14 +17,14 @@ import pytest
 from conftest import EXAMPLES
 from test_moe_trainers import generated, mcore  # noqa: F401  (megatron-core's fixtures)
 from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
+from trainer_checks import run_and_best, torchtitan_registry_configs
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export import export
-from orchestrator.record.campaign import CampaignView
-from orchestrator.scheduling.controller import Controller
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec, spec_from_dict
 from orchestrator.spec.context_layouts import TORCHTITAN_VARLEN_CONFIGS, VARLEN_CP
+from orchestrator.spec.notices import forget
 from orchestrator.spec.trainer_layouts import runnable
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.deepspeed_config import deepspeed_config
@@ -37,7 +37,6 @@ from orchestrator.trainers.megatron_flags import (
     problems,
 )
 from orchestrator.trainers.torchtitan import layout_args
-from orchestrator.spec.notices import forget
 from orchestrator.trial.folder import DEEPSPEED_CHANGES_FILE, DEEPSPEED_CONFIG_FILE, TrialFolder
 
 LLAMA_LONG = {"preset": "llama-3.1-8b", "seq_len": 32768}  # 32 heads, 8 key/value heads
@@ -226,9 +225,6 @@ def test_torchtitan_runs_allgather_only_and_says_so():
 
 
 def test_torchtitan_varlen_configs_refuse_cp_in_torchtitans_words():
-    import importlib
-    import inspect
-
     import torch.nn as nn
     from torchtitan.distributed.full_dtensor import validate_config
     from torchtitan.models.common.attention import VarlenAttention
@@ -244,18 +240,10 @@ def test_torchtitan_varlen_configs_refuse_cp_in_torchtitans_words():
         make_spec("torchtitan", {"cp": [1, 2]}, torchtitan={"module": "gpt_oss",
                                                             "config": "gpt_oss_20b"})
     checked = 0
-    for module in ("llama3", "qwen3", "deepseek_v3", "gpt_oss"):
-        registry = importlib.import_module(f"torchtitan.models.{module}.config_registry")
-        for name, function in inspect.getmembers(registry, inspect.isfunction):
-            if function.__module__ != registry.__name__ or inspect.signature(function).parameters:
-                continue
-            try:
-                config = function()
-            except (ImportError, ValueError):
-                continue
-            listed = name in TORCHTITAN_VARLEN_CONFIGS.get(module, ())
-            assert listed == ("VarlenAttention" in repr(config.model_spec)), (module, name)
-            checked += 1
+    for module, name, config in torchtitan_registry_configs():
+        listed = name in TORCHTITAN_VARLEN_CONFIGS.get(module, ())
+        assert listed == ("VarlenAttention" in repr(config.model_spec)), (module, name)
+        checked += 1
     assert checked >= 25
 
 
@@ -317,14 +305,6 @@ def test_a_command_sees_cp_or_has_it_pinned(tmp_path, caplog):
 
 # --- exports ---------------------------------------------------------------------------------
 
-def _best(spec):
-    Controller(spec).run()
-    view = CampaignView(spec)
-    best = view.best(view.records())
-    assert best is not None
-    return view, best
-
-
 def test_a_megatron_cp_campaigns_exports_name_its_context_parallel_layout(runs_dir, monkeypatch):
     """examples/megatron-long-context.yaml, rehearsed with cp 2 or 4: the winner's launch files
     in every format of its program carry the layout's context parallelism."""
@@ -332,7 +312,7 @@ def test_a_megatron_cp_campaigns_exports_name_its_context_parallel_layout(runs_d
     spec = load_spec(EXAMPLES / "megatron-long-context.yaml", [
         "budget.max_trials=4", "tracking.enabled=false", "space.cp=[2, 4]", "space.tp=[2]",
         "space.activation_checkpointing=[full]"])
-    view, best = _best(spec)
+    view, best = run_and_best(spec)
     config = best.config
     flags = [f"--context-parallel-size={config.cp}", "--transformer-impl=transformer_engine",
              f"--cp-comm-type={MEGATRON_CP_COMM_TYPES[config.cp_comm_type]}"]
@@ -354,7 +334,7 @@ def test_a_torchtitan_cp_campaigns_exports_carry_cp(runs_dir, monkeypatch):
     spec = load_spec(EXAMPLES / "torchtitan.yaml", [
         "backend.kind=simulated", "budget.max_trials=3", "tracking.enabled=false",
         "space.cp=[2]", "space.tp=[2]", "space.zero_stage=[3]"])
-    view, best = _best(spec)
+    view, best = run_and_best(spec)
     assert (best.config.cp, best.config.cp_comm_type) == (2, "allgather")
     for fmt in ("torchtitan", "torchrun", "sbatch"):
         text = export(fmt, spec, best.trial_id, best.config, view.trial_dir(best.trial_id))
@@ -369,7 +349,7 @@ def test_a_builtin_cp_campaigns_exports_carry_cp_and_others_refuse_in_one_line(r
         "space": {"cp": [2], "cp_comm_type": ["p2p"], "zero_stage": [0],
                   "micro_batch_size": [2], "activation_checkpointing": ["none"]},
         "backend": {"kind": "simulated"}, "tracking": {"enabled": False}})
-    _, best = _best(spec)
+    _, best = run_and_best(spec)
     assert (best.config.cp, best.config.cp_comm_type) == (2, "p2p")
     for fmt in ("torchrun", "sbatch"):
         text = export(fmt, spec, best.trial_id, best.config)

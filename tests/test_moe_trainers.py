@@ -26,12 +26,11 @@ import warnings
 
 import pytest
 from conftest import EXAMPLES
+from trainer_checks import run_and_best
 
 from orchestrator.common.errors import SpecError
 from orchestrator.common.placeholders import PLACEHOLDERS
 from orchestrator.export import export
-from orchestrator.record.campaign import CampaignView
-from orchestrator.scheduling.controller import Controller
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec, spec_from_dict
 from orchestrator.spec.trainer_layouts import runnable
@@ -311,21 +310,13 @@ def test_a_deepspeed_script_that_takes_no_ep_is_refused():
 
 # --- exports -----------------------------------------------------------------------------
 
-def _best(spec):
-    Controller(spec).run()
-    view = CampaignView(spec)
-    best = view.best(view.records())
-    assert best is not None
-    return view, best
-
-
 def test_a_megatron_moe_campaigns_exports_name_its_expert_layout(runs_dir, monkeypatch):
     """examples/megatron-moe.yaml, rehearsed: the winner's launch files in every format of its
     program carry its experts and their layout, as the trials rendered them."""
     monkeypatch.chdir(EXAMPLES.parent)
     spec = load_spec(EXAMPLES / "megatron-moe.yaml", ["budget.max_trials=6",
                                                       "tracking.enabled=false"])
-    view, best = _best(spec)
+    view, best = run_and_best(spec)
     config = best.config
     flags = ["--num-experts=8", "--moe-router-topk=2", f"--expert-model-parallel-size={config.ep}",
              f"--expert-tensor-parallel-size={config.etp or config.tp}",
@@ -343,7 +334,7 @@ def test_a_builtin_moe_campaigns_exports_carry_ep(runs_dir):
         "space": {"ep": [2], "zero_stage": [0], "micro_batch_size": [2],
                   "activation_checkpointing": ["none"]},
         "backend": {"kind": "simulated"}, "tracking": {"enabled": False}})
-    _, best = _best(spec)
+    _, best = run_and_best(spec)
     assert best.config.ep == 2
     for fmt in ("torchrun", "sbatch"):
         assert "--ep 2" in export(fmt, spec, best.trial_id, best.config)

@@ -16,6 +16,7 @@ import shlex
 import subprocess
 
 import pytest
+from trainer_checks import torchtitan_registry_configs
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export.scripts import export_torchtitan
@@ -289,23 +290,12 @@ def test_the_moe_config_table_is_torchtitans_registry():
     """TORCHTITAN_MOE_CONFIGS against torchtitan 0.3.0's own registry functions: a config is an
     MoE one exactly when its model has experts (configs that need packages this machine lacks,
     torchao and the like, are passed over)."""
-    import importlib
-    import inspect
-
     from orchestrator.spec.trainer_layouts import torchtitan_is_moe
 
     checked = 0
-    for module in ("llama3", "qwen3", "deepseek_v3", "gpt_oss"):
-        registry = importlib.import_module(f"torchtitan.models.{module}.config_registry")
-        for name, function in inspect.getmembers(registry, inspect.isfunction):
-            if function.__module__ != registry.__name__ or inspect.signature(function).parameters:
-                continue
-            try:
-                config = function()
-            except (ImportError, ValueError):
-                continue
-            assert torchtitan_is_moe(module, name) == ("num_experts" in repr(config.model_spec))
-            checked += 1
+    for module, name, config in torchtitan_registry_configs():
+        assert torchtitan_is_moe(module, name) == ("num_experts" in repr(config.model_spec))
+        checked += 1
     assert checked >= 25
 
 

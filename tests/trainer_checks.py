@@ -1,0 +1,37 @@
+"""Shared by the trainer tests: a rehearsed campaign's winner, and the configs torchtitan's own
+registries build (to check ParaTune's tables of them against the installed release)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Iterator
+
+from orchestrator.record.campaign import CampaignView
+from orchestrator.scheduling.controller import Controller
+
+TORCHTITAN_MODULES = ("llama3", "qwen3", "deepseek_v3", "gpt_oss")
+
+
+def run_and_best(spec):
+    """Run a (simulated) campaign to its end; its view and winner."""
+    Controller(spec).run()
+    view = CampaignView(spec)
+    best = view.best(view.records())
+    assert best is not None
+    return view, best
+
+
+def torchtitan_registry_configs(modules=TORCHTITAN_MODULES) -> Iterator[tuple[str, str, object]]:
+    """(module, registry function name, its config) for every argument-free config function
+    torchtitan registers; those that need what this machine lacks are skipped."""
+    for module in modules:
+        registry = importlib.import_module(f"torchtitan.models.{module}.config_registry")
+        for name, function in inspect.getmembers(registry, inspect.isfunction):
+            if function.__module__ != registry.__name__ or inspect.signature(function).parameters:
+                continue
+            try:
+                config = function()
+            except (ImportError, ValueError):
+                continue
+            yield module, name, config
