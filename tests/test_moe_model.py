@@ -132,3 +132,15 @@ def test_llama_31_presets_have_their_published_sizes():
     for name, billions in (("llama-3.1-8b", 8.03), ("llama-3.1-70b", 70.6),
                            ("llama-3.1-405b", 405.9)):
         assert MODEL_PRESETS[name].num_params / 1e9 == pytest.approx(billions, rel=0.005)
+
+
+def test_the_builtin_trainer_is_offered_only_whole_experts():
+    """jobs/ keeps experts whole (etp 1); etp left unset means tp's, so at tp 2 the spec must
+    say etp 1 for those layouts to run."""
+    spec = load_spec("examples/moe-cpu.yaml", ["space.tp=[1, 2]"])
+    assert {c.tp for c in spec.candidates()} == {1}
+    spec = load_spec("examples/moe-cpu.yaml", ["space.tp=[1, 2]", "space.etp=[1]"])
+    assert {c.tp for c in spec.candidates()} == {1, 2}
+    with pytest.raises(SpecError, match=r"builtin: etp\(2, tp's when unset\): the built-in "
+                                        r"trainer keeps experts whole; set space.etp to \[1\]"):
+        load_spec("examples/moe-cpu.yaml", ["space.tp=[2]"]).candidates()

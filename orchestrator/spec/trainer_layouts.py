@@ -198,7 +198,20 @@ def _torchtitan(model, config, gpus_per_node: int) -> str | None:
     return None
 
 
-LAYOUT_RULES = {"megatron-lm": _megatron_lm, "megatron-deepspeed": _megatron_deepspeed,
+def _builtin(model, config, gpus_per_node: int) -> str | None:
+    """What jobs/ implements (its `check_experts_feasible`), refused before any trial."""
+    etp = expert_tp(config.knob_values())
+    if etp != 1:
+        unset = ", tp's when unset" if config.etp is None else ""
+        return (f"builtin: etp({etp}{unset}): the built-in trainer keeps experts whole; set "
+                "space.etp to [1]")
+    if config.cp > 1:
+        return (f"builtin: cp({config.cp}) with MoE layers: experts over context-parallel ranks "
+                "are not implemented; set space.cp to [1]")
+    return None
+
+
+LAYOUT_RULES = {"builtin": _builtin, "megatron-lm": _megatron_lm, "megatron-deepspeed": _megatron_deepspeed,
                 "torchtitan": _torchtitan}
 
 
