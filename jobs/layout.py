@@ -15,8 +15,16 @@ How AMSP's (s_p, s_g, s_os) choices map onto PyTorch modes (dp = data-parallel s
 | ZeRO++ secondary shard h  | FSDP2 reshard_after_forward=h                         | yes (hpZ without quantization) |
 
 zero_stage 0-3 are the rows with s = dp. Mesh dimensions, outermost first:
-("pp", "dp_replicate", "dp_shard", "tp"), so TP ranks are neighbours (inside a node) and
-pipeline stages are farthest apart (across nodes), as Megatron lays them out.
+("pp", "dp_replicate", "dp_shard", "cp", "tp"), so TP ranks are neighbours (inside a node), then
+the context-parallel ranks of a sequence, and pipeline stages are farthest apart (across nodes),
+as Megatron lays them out.
+
+Context parallelism (jobs/context_parallel.py) gives the cp ranks of a dp replica the same rows,
+each a 1/cp share of every sequence, so parameters see gradients from dp x cp ranks: they
+reduce over the flattened "dp_cp" (DDP, the manual all-reduce, the loss), and every sharded
+mode takes the cp ranks into its shard group, "dp_shard_cp" (torchtitan's mesh; Megatron's
+distributed optimizer shards over data x context ranks alike). "dp" still says which rows a
+rank trains on. With dp 1 and cp > 1, zero_stage 1-3 shard over the cp ranks alone.
 
 A model with MoE layers gets a second mesh over the same ranks, ("pp", "edp", "ep", "etp"):
 Megatron-Core's MoE parallel folding. The tp x dp ranks of a pipeline stage, in rank order,
@@ -31,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
+MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 EXPERT_MESH_DIMS = ("pp", "edp", "ep", "etp")
 
 
@@ -47,15 +55,12 @@ class DataParallelPlan:
 def data_parallel_plan(config) -> DataParallelPlan:
     """The mode for a JobConfig: from its AMSP factors when set, else from zero_stage."""
     dp = config.dp
-    if config.s0p is not None:
-        sp = config.s0p * config.s1p
-        sg = config.s0g * config.s1g
-        sos = config.s0os * config.s1os
-        secondary = config.secondary or 1
-    else:
-        stage = config.zero_stage
-        sp, sg, sos = (dp if stage >= 3 else 1), (dp if stage >= 2 else 1), (dp if stage >= 1 else 1)
-        secondary = 1
+    if config.s0p is None:
+        return _stage_plan(config.zero_stage, dp, dp * config.cp > 1)
+    sp = config.s0p * config.s1p
+    sg = config.s0g * config.s1g
+    sos = config.s0os * config.s1os
+    secondary = config.secondary or 1
     if dp == 1 or sos == 1:
         return DataParallelPlan("ddp", 1, dp)
     if sp == sg == 1:
@@ -64,10 +69,7 @@ def data_parallel_plan(config) -> DataParallelPlan:
     if sp == sg == sos:
         return DataParallelPlan("fsdp", sp, dp // sp, reshard)
     if sp == 1:
-        return DataParallelPlan(
-            "fsdp", sg, dp // sg, False,
-            approximation="ZeRO-2 as FSDP2 reshard_after_forward=False: weights also sharded at rest",
-        )
+        return DataParallelPlan("fsdp", sg, dp // sg, False, approximation=ZERO2_AS_FSDP)
     return DataParallelPlan(
         "fsdp", sp, dp // sp, reshard,
         approximation=f"HSDP over shard groups of {sp}: gradients and optimizer states sharded "
@@ -75,8 +77,22 @@ def data_parallel_plan(config) -> DataParallelPlan:
     )
 
 
-def mesh_shape(config, plan: DataParallelPlan) -> tuple[int, int, int, int]:
-    return (config.pp, plan.replicate, plan.shard, config.tp)
+ZERO2_AS_FSDP = "ZeRO-2 as FSDP2 reshard_after_forward=False: weights also sharded at rest"
+
+
+def _stage_plan(stage: int, dp: int, shared: bool) -> DataParallelPlan:
+    """ZeRO stage 1-3 over all dp (x cp) ranks; `shared`: more than one rank holds a copy."""
+    if stage == 0 or not shared:
+        return DataParallelPlan("ddp", 1, dp)
+    if stage == 1:
+        return DataParallelPlan("zero1", dp, 1)
+    if stage == 2:
+        return DataParallelPlan("fsdp", dp, 1, False, approximation=ZERO2_AS_FSDP)
+    return DataParallelPlan("fsdp", dp, 1, True)
+
+
+def mesh_shape(config, plan: DataParallelPlan) -> tuple[int, int, int, int, int]:
+    return (config.pp, plan.replicate, plan.shard, config.cp, config.tp)
 
 
 def build_mesh(config, plan: DataParallelPlan, device_type: str):
@@ -84,6 +100,8 @@ def build_mesh(config, plan: DataParallelPlan, device_type: str):
 
     mesh = init_device_mesh(device_type, mesh_shape(config, plan), mesh_dim_names=MESH_DIMS)
     mesh["dp_replicate", "dp_shard"]._flatten("dp")  # one group over all data-parallel ranks
+    mesh["dp_replicate", "dp_shard", "cp"]._flatten("dp_cp")  # ranks that sum gradients
+    mesh["dp_shard", "cp"]._flatten("dp_shard_cp")  # ranks that shard states
     return mesh
 
 

@@ -1,7 +1,7 @@
 """What a layout really does on this rank, measured rather than assumed: how much optimizer
 state it holds (ZeRO shards it), how often each attention layer runs forward per micro-batch
-(activation checkpointing runs it again in backward), and how many graphs torch.compile
-built. The mode tests check these, so a mode that silently became a no-op fails them even
+(activation checkpointing runs it again in backward), how long a sequence it sees (1/cp of
+one under context parallelism), and how many graphs torch.compile built. The mode tests check these, so a mode that silently became a no-op fails them even
 where its losses still match."""
 
 from __future__ import annotations
@@ -30,14 +30,16 @@ def optimizer_state_fraction(optimizer: torch.optim.Optimizer, whole_params: int
 
 @contextmanager
 def attention_forwards(modules: list[nn.Module]) -> Iterator[list[int]]:
-    """Count forward passes of this rank's attention layers while the block runs; yields
-    [calls, layers]. Counted on entry: a recomputation may stop as soon as it has what the
-    backward needs, before the layer's forward returns."""
+    """Count forward passes of this rank's attention layers while the block runs, and the
+    longest sequence one was given; yields [calls, layers, tokens]. Counted on entry: a
+    recomputation may stop as soon as it has what the backward needs, before the layer's
+    forward returns."""
     layers = [m for module in modules for m in module.modules() if isinstance(m, Attention)]
-    counted = [0, len(layers)]
+    counted = [0, len(layers), 0]
 
-    def count(*_: object) -> None:
+    def count(_: nn.Module, args: tuple) -> None:
         counted[0] += 1
+        counted[2] = max(counted[2], args[0].shape[1])
 
     hooks = [layer.register_forward_pre_hook(count) for layer in layers]
     try:

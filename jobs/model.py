@@ -81,6 +81,9 @@ class Attention(nn.Module):
         self.wk = nn.Linear(args.hidden, args.kv_heads * args.head_dim, bias=False)
         self.wv = nn.Linear(args.hidden, args.kv_heads * args.head_dim, bias=False)
         self.wo = nn.Linear(args.num_heads * args.head_dim, args.hidden, bias=False)
+        # Context parallelism (jobs/context_layout.py) sets the attention across a sequence's
+        # shards: (batch, seq, heads, head_dim) q, k, v in, the same layout out.
+        self.attention_fn = None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
@@ -89,6 +92,8 @@ class Attention(nn.Module):
         k = self.wk(x).view(b, s, -1, self.head_dim)
         v = self.wv(x).view(b, s, -1, self.head_dim)
         q, k = apply_rotary(q, cos[:s], sin[:s]), apply_rotary(k, cos[:s], sin[:s])
+        if self.attention_fn is not None:
+            return self.wo(self.attention_fn(q, k, v).reshape(b, s, -1))
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         if k.shape[1] != q.shape[1]:  # grouped-query attention
             repeat = q.shape[1] // k.shape[1]
@@ -125,6 +130,8 @@ class Transformer(nn.Module):
         cos, sin = rotary_tables(args.head_dim, args.seq_len, args.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        # Under context parallelism: the global positions of this rank's tokens.
+        self.rope_positions: torch.Tensor | None = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -141,8 +148,11 @@ class Transformer(nn.Module):
         """Tokens to logits. A pipeline stage lacks the parts it does not own (set to None):
         then it takes or returns hidden states instead."""
         h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
+        cos, sin = self.rope_cos, self.rope_sin
+        if self.rope_positions is not None:
+            cos, sin = cos[self.rope_positions], sin[self.rope_positions]
         for layer in self.layers.values():
-            h = layer(h, self.rope_cos, self.rope_sin)
+            h = layer(h, cos, sin)
         if self.norm is not None:
             h = self.norm(h)
         return self.output(h) if self.output is not None else h

@@ -99,7 +99,7 @@ def train(config: JobConfig, plan, device: torch.device) -> TrialResult:
     trainer = build_trainer(config, plan, device)
     held = trainer.held_parameter_fraction()
     step_times, losses = [], []
-    forwards, last = [0, 0], config.warmup_steps + config.steps - 1
+    forwards, last = [0, 0, 0], config.warmup_steps + config.steps - 1
     for step in range(last + 1):
         if phase := phase_at(config, step):
             say_phase(phase)
@@ -133,13 +133,13 @@ def train(config: JobConfig, plan, device: torch.device) -> TrialResult:
 
 def measured_mechanisms(config: JobConfig, trainer, forwards: list[int]) -> dict[str, float]:
     """What the layout did on this rank (jobs/mechanisms.py), for the mode tests."""
-    calls, layers = forwards
+    calls, layers, tokens = forwards
     with torch.device("meta"):
         whole = num_params(Transformer(config.model))
     return {"optimizer_state_fraction": optimizer_state_fraction(trainer.optimizer, whole),
             "attention_forwards_per_microbatch":
                 calls / (layers * config.grad_accum_steps) if layers else 0.0,
-            "compiled_graphs": compiled_graphs()}
+            "compiled_graphs": compiled_graphs(), "attention_sequence_length": tokens}
 
 
 def summarize(
@@ -148,6 +148,8 @@ def summarize(
     median = statistics.median(step_times)
     p90 = sorted(step_times)[min(len(step_times) - 1, int(0.9 * len(step_times)))]
     m = config.model
+    # Whole sequences of the global batch: context parallelism splits each over cp ranks, who
+    # are in `world` (tp x pp x cp x dp), so a rank's share of the FLOPs stays flops / world.
     tokens = config.global_batch_size * m.seq_len
     flops = model_flops_per_iteration(m, tokens)
     tflops = flops / median / world / 1e12

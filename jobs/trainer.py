@@ -10,6 +10,7 @@ import torch.distributed as dist
 from torch import nn
 
 from jobs.config import JobConfig
+from jobs.context_layout import apply_context_parallel, context_problem, shard_tokens
 from jobs.expert_parallel import apply_ep, sync_expert_gradients
 from jobs.layout import DataParallelPlan, build_expert_mesh, build_mesh, data_parallel_plan
 from jobs.model import Transformer, num_params
@@ -38,10 +39,9 @@ def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     m = config.model
     if config.zero_stage not in (0, 1, 2, 3):
         raise Infeasible(f"zero_stage({config.zero_stage}) must be 0, 1, 2 or 3")
-    if config.tp * config.pp * config.dp != world_size:
-        raise Infeasible(
-            f"tp({config.tp}) * pp({config.pp}) * dp({config.dp}) != WORLD_SIZE({world_size})"
-        )
+    if config.tp * config.pp * config.cp * config.dp != world_size:
+        raise Infeasible(f"tp({config.tp}) * pp({config.pp}) * cp({config.cp}) * "
+                         f"dp({config.dp}) != WORLD_SIZE({world_size})")
     if m.num_heads % config.tp or m.kv_heads % config.tp:
         raise Infeasible(f"tp({config.tp}) must divide num_heads({m.num_heads}) and "
                          f"num_kv_heads({m.kv_heads})")
@@ -64,6 +64,8 @@ def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     if (config.virtual_stages > 1) != (config.pp_schedule == "interleaved" and config.pp > 1):
         raise Infeasible(f"virtual_stages({config.virtual_stages}) > 1 goes with pp > 1 and "
                          "pp_schedule 'interleaved'")
+    if reason := context_problem(config):
+        raise Infeasible(reason)
     plan = data_parallel_plan(config)
     if plan.kind == "zero1" and config.tp > 1:
         raise Infeasible("ZeroRedundancyOptimizer takes no tensor-parallel (DTensor) "
@@ -136,22 +138,24 @@ class Trainer:
         c = self.config
         rows = c.micro_batch_size * c.grad_accum_steps
         mine = batch[self.dp_rank * rows:(self.dp_rank + 1) * rows].to(self.device)
-        inputs, targets = mine[:, :-1], mine[:, 1:]
+        # Under context parallelism, this rank's share of each sequence.
+        inputs, targets = (shard_tokens(t, self.mesh, c.cp) for t in (mine[:, :-1], mine[:, 1:]))
         autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
         with autocast:
             loss = self._pipeline(inputs, targets) if self.schedule else self._accumulate(inputs, targets)
         if self.manual_grad_sync:
             for module in self.modules:
-                all_reduce_gradients(module, self.mesh["dp"].get_group())
+                all_reduce_gradients(module, self.mesh["dp_cp"].get_group())
         if self.expert_mesh is not None and self.plan.kind != "fsdp":  # FSDP reduces them
             for module in self.modules:
                 sync_expert_gradients(module, self.expert_mesh["edp"].get_group(), c.dp)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        # Sum the contributions (one per data-parallel replica) over the world.
+        # Sum the contributions over the world: one per data-parallel replica and cp rank,
+        # each the mean over the same number of tokens.
         total = torch.tensor([loss], dtype=torch.float64, device=self.device)
         dist.all_reduce(total)
-        return total.item() / c.dp
+        return total.item() / (c.dp * c.cp)
 
     def _accumulate(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:
         c = self.config
@@ -195,6 +199,7 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
     else:
         ids, modules = [0], [model]
     del model
+    apply_context_parallel(modules, config, mesh, device)
 
     for module in modules:
         module.to(device)
@@ -206,17 +211,19 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
         if config.compile:
             apply_compile(module)
         if plan.kind == "fsdp":
-            dp_mesh = mesh["dp_replicate", "dp_shard"] if plan.replicate > 1 else mesh["dp_shard"]
+            dp_mesh = (mesh["dp_replicate", "dp_shard_cp"] if plan.replicate > 1
+                       else mesh["dp_shard_cp"])
             apply_fsdp(module, dp_mesh, plan, mixed_precision=device.type == "cuda",
                        expert_mesh=edp, dp=config.dp)
 
     ddp = None
-    if plan.kind in ("ddp", "zero1") and config.dp > 1 and config.tp == 1 and config.pp == 1:
-        ddp = apply_ddp(modules[0], mesh["dp"].get_group(), device)
-    manual = plan.kind in ("ddp", "zero1") and config.dp > 1 and ddp is None
+    replicas = config.dp * config.cp  # ranks whose gradients average
+    if plan.kind in ("ddp", "zero1") and replicas > 1 and config.tp == 1 and config.pp == 1:
+        ddp = apply_ddp(modules[0], mesh["dp_cp"].get_group(), device)
+    manual = plan.kind in ("ddp", "zero1") and replicas > 1 and ddp is None
 
     params = nn.ModuleList(modules)
-    optimizer = build_optimizer(params, plan, config.lr, mesh["dp_shard"].get_group(),
+    optimizer = build_optimizer(params, plan, config.lr, mesh["dp_shard_cp"].get_group(),
                                 None if edp is None else edp.get_group())
 
     schedule = None

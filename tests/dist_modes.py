@@ -24,7 +24,8 @@ from jobs.train import pick_device, train
 from jobs.trainer import Infeasible, check_feasible
 
 
-MECHANISMS = ("optimizer_state_fraction", "attention_forwards_per_microbatch", "compiled_graphs")
+MECHANISMS = ("optimizer_state_fraction", "attention_forwards_per_microbatch", "compiled_graphs",
+              "attention_sequence_length")
 
 
 def fault(patch: str | None):
