@@ -26,8 +26,9 @@ from orchestrator.space import ParallelConfig
 
 
 def gemm_efficiency(cluster: Cluster, model: ModelShape, config: ParallelConfig) -> float:
-    """Fraction of peak the step's kernels reach at this layout's per-device GEMM shape."""
-    return shape_efficiency(cluster, config.micro_batch_size * model.seq_len,
+    """Fraction of peak the step's kernels reach at this layout's per-device GEMM shape
+    (a cp rank's GEMMs have seq_len/cp rows per sequence)."""
+    return shape_efficiency(cluster, config.micro_batch_size * model.seq_len / config.cp,
                             model.hidden / config.tp)
 
 

@@ -11,6 +11,8 @@ Pure arithmetic, in bytes. Sources:
 - temporaries: the optimizer step's fp32 gradient of the owned shard (4Ψ/s_os, as DeepSpeed
   and InternEvo allocate), two gathered layers of weights when weights are sharded (current
   and prefetched), fp32 logits and their gradient, two gradient buckets.
+- context parallelism: a rank's activations are those of seq_len/cp tokens, plus the K/V
+  buffers of its exchange (context_parallel.py).
 - reserve: FRAGMENTATION_RESERVE of the device for the caching allocator's fragmentation.
 - mixture of experts: experts.py (expert weights over ep x etp, ZeRO over expert-DP; the
   router's, dispatch's and experts' activations in place of the dense MLP's).
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from orchestrator.costmodel.context_parallel import gradient_group, kv_buffer_bytes
 from orchestrator.costmodel.experts import (
     dispatch_buffer_bytes,
     expert_factors,
@@ -183,7 +186,9 @@ def memory_per_device(
     expert-laden stage's experts when they differ); `imbalance`: the busiest expert rank's
     load over the mean (coefficients.py)."""
     params = params_on_first_stage(model, config)
-    factors = config.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
+    # The distributed optimizer shards over dp x cp, where the gradients reduce.
+    factors = gradient_group(config).factors(gpus_per_node,
+                                             runtime.engine_of(config.zero_stage))
     states = model_state_bytes_sharded(params, factors, precision)
     experts = expert_params_per_rank(model, config)
     expert_f = expert_factors(config, gpus_per_node, runtime.engine_of) if experts else factors
@@ -212,11 +217,11 @@ def activation_bytes(model: ModelShape, config: ParallelConfig, precision: str,
                      flash_attention: bool, imbalance: float = 1.0) -> float:
     """Activations the first stage holds at its peak: each layer's, by its recompute, times
     the micro-batches in flight; MoE layers keep their experts' instead of a dense MLP's."""
-    def per_layer(checkpointing: str) -> float:
+    def per_layer(checkpointing: str) -> float:  # a rank holds seq_len/cp tokens
         return activation_bytes_per_layer(
             model, config.micro_batch_size, config.tp, checkpointing, precision,
             sequence_parallel=config.sequence_parallel, flash_attention=flash_attention,
-        )
+        ) / config.cp
 
     layers = model.num_layers // config.pp
     recomputed = config.recompute_fraction(model.num_layers) * layers
@@ -256,7 +261,10 @@ def buffer_bytes(model: ModelShape, config: ParallelConfig, precision: str,
     if factors.secondary > 1:  # ZeRO++ hpZ keeps a second, node-local weight shard
         buffers += PRECISION_BYTES[precision][0] * params / factors.secondary
     if config.pp == 1:  # the last stage's logits share the device
-        buffers += 2 * 4 * model.seq_len * config.micro_batch_size * model.vocab_size / config.tp
+        buffers += (2 * 4 * model.seq_len * config.micro_batch_size * model.vocab_size
+                    / config.tp / config.cp)
+    if config.cp > 1:  # keys and values of the cp exchange (context_parallel.py)
+        buffers += kv_buffer_bytes(model, config, act_bytes)
     if expert_params:
         buffers += dispatch_buffer_bytes(model, config, act_bytes, imbalance)
     return buffers

@@ -26,12 +26,15 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
 - Mixture of experts (moe_time.py): the routed experts' GEMMs at their own shape and the
   busiest expert rank's load; the dispatch and combine all-to-alls; the experts' gradients
   and optimizer states over expert-DP, added to the terms above.
+- Context parallelism (context_parallel.py): GEMMs of seq_len/cp rows per sequence, TP and
+  PP moving a cp rank's tokens, the exposed K/V exchange, gradients over dp x cp.
 """
 
 from __future__ import annotations
 
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.collectives import Fabric
+from orchestrator.costmodel.context_parallel import cp_comm, gradient_group
 from orchestrator.costmodel.compute import gemm_efficiency, modules_per_layer
 from orchestrator.costmodel.experts import (
     expert_factors,
@@ -159,7 +162,8 @@ def model_parallel_comm(
     """Seconds of TP collectives and of PP sends per step (raw, before calibration); each TP
     collective with its runtime's software cost (`tp_call_s`: DTensor's, in the torch engine)."""
     m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
-    layer_io = config.micro_batch_size * model.seq_len * model.hidden * act_bytes
+    # A cp rank's activations are those of seq_len/cp tokens.
+    layer_io = config.micro_batch_size * model.seq_len * model.hidden * act_bytes / config.cp
     tp_calls = 4 + 2 * config.recompute_fraction(model.num_layers)
     tp_nodes = -(-config.tp // gpus_per_node)
     tp_comm = 0.0
@@ -168,7 +172,7 @@ def model_parallel_comm(
             fabric.all_reduce(layer_io, min(config.tp, gpus_per_node), tp_nodes) + tp_call_s)
     pp_comm = 0.0
     if p > 1:
-        crosses = config.tp * config.dp >= gpus_per_node
+        crosses = config.tp * config.cp * config.dp >= gpus_per_node
         send = layer_io / config.tp  # Megatron's scatter/gather: each TP rank sends 1/t
         pp_comm = 2 * v * m * fabric.send(send, crosses)
     return tp_comm, pp_comm
@@ -212,6 +216,8 @@ def step_time(
     ep = exposed_dispatch(model, config, fabric, gpus_per_node, act_bytes,
                           c.expert_load_imbalance, hidden)
 
+    flops_per_s = cluster.peak_tflops * 1e12 * efficiency
+    context = cp_comm(model, config, fabric, gpus_per_node, act_bytes, flops_per_s)
     weight_bytes = 2 if precision == "bf16-mixed" else 4
     dp, optimizer, engine = _data_parallel(model, config, cluster, fabric, gpus_per_node,
                                            weight_bytes, c, runtime)
@@ -227,6 +233,7 @@ def step_time(
         dp_exposed_s=exposed * c.scale_data_parallel_comm,
         optimizer_s=optimizer * c.scale_compute,
         ep_comm_s=ep.bandwidth_s * bw_scale + ep.latency_s * lat_scale,
+        cp_comm_s=context * bw_scale,
     )
 
 
@@ -236,10 +243,11 @@ def _data_parallel(model: ModelShape, config: ParallelConfig, cluster: Cluster, 
     """The data-parallel terms, the optimizer step and the engine that runs them: the weights
     outside the routed experts over dp, the experts' over expert-DP."""
     params = params_on_first_stage(model, config)
-    factors = config.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
+    dense = gradient_group(config)  # gradients reduce over dp x cp (context_parallel.py)
+    factors = dense.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
     # Each rank updates the optimizer shard it holds (every ZeRO scheme has s_os >= s_g >= s_p).
     optimizer = cluster.optimizer_ns_per_param * 1e-9 * params / factors.sos
-    dp = data_parallel_comm(params, config, fabric, gpus_per_node, weight_bytes, c,
+    dp = data_parallel_comm(params, dense, fabric, gpus_per_node, weight_bytes, c,
                             model.num_layers // config.pp,
                             modules_per_layer(model, factors.engine), runtime,
                             cluster.fsdp_call_overhead_us * 1e-6)

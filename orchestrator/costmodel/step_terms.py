@@ -40,17 +40,20 @@ class StepTime:
     model_parallel_latency_s: float = 0.0
     # Mixture of experts: the token dispatch and combine the step waits for (moe_time.py).
     ep_comm_s: float = 0.0
+    # Context parallelism: the exposed K/V exchange of attention (context_parallel.py).
+    cp_comm_s: float = 0.0
 
     @property
     def total_s(self) -> float:
         return (self.compute_s + self.bubble_s + self.overhead_s + self.tp_comm_s
-                + self.pp_comm_s + self.dp_exposed_s + self.optimizer_s + self.ep_comm_s)
+                + self.pp_comm_s + self.dp_exposed_s + self.optimizer_s + self.ep_comm_s
+                + self.cp_comm_s)
 
     def as_dict(self) -> dict[str, float]:
         return {
             "compute_s": self.compute_s, "bubble_s": self.bubble_s, "overhead_s": self.overhead_s,
             "tp_comm_s": self.tp_comm_s, "pp_comm_s": self.pp_comm_s,
-            "ep_comm_s": self.ep_comm_s,
+            "ep_comm_s": self.ep_comm_s, "cp_comm_s": self.cp_comm_s,
             "model_parallel_latency_s": self.model_parallel_latency_s,
             "dp_t_p_s": self.dp_comm.t_p, "dp_t_g_s": self.dp_comm.t_g,
             "dp_t_os0_s": self.dp_comm.t_os0, "dp_t_os1_s": self.dp_comm.t_os1,
