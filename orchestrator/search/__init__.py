@@ -1,7 +1,8 @@
 """Searchers behind one ask/tell interface (base.py); `make_searcher` builds the one a spec names.
 
 grid and random walk the candidate list; deephyper-cbo, optuna and hyperopt wrap those
-libraries' Bayesian optimisers; cost-guided is ParaTune's own, led by the calibrated cost model.
+libraries' Bayesian optimisers (optuna driven directly, hyperopt through Ray Tune); cost-guided
+is ParaTune's own, led by the calibrated cost model.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ def make_searcher(
         from orchestrator.search.deephyper_cbo import DeepHyperCBOSearcher
 
         return DeepHyperCBOSearcher(candidates, objective, seed=seed)
-    if algorithm in ("optuna", "hyperopt"):
+    if algorithm == "optuna":
+        from orchestrator.search.optuna_tpe import OptunaTPESearcher
+
+        return OptunaTPESearcher(candidates, objective, seed=seed)
+    if algorithm == "hyperopt":
         from orchestrator.search.ray_tune import RayTuneSearcher
 
         return RayTuneSearcher(candidates, objective, algorithm=algorithm, seed=seed)

@@ -4,12 +4,15 @@ A model-based searcher proposes a point of the knob grid (one value per knob); n
 is a valid layout (tp · pp must divide the world, ...), so `nearest` maps a point to the closest
 valid candidate not yet taken: ordinal distance on numeric knobs, 0/1 on categorical ones.
 `key` and `matching` tell whether a suggestion was a valid layout at all, so a searcher can
-teach its library the layout that ran and mark an invalid suggestion as such.
+teach its library the layout that ran and mark an invalid suggestion as such. `shared` and
+`forbidden` let a library that can take conditional choices or forbidden combinations
+suggest valid layouts up front.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import combinations, product
 from typing import Any
 
 from orchestrator.layout import searched_knobs
@@ -37,6 +40,7 @@ class KnobSpace:
     values: dict[str, list]  # knob -> its distinct values, sorted; only knobs that vary
     _index: dict[tuple, list[ParallelConfig]] | None = field(default=None, repr=False,
                                                               compare=False)
+    _points: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, candidates: list[ParallelConfig]) -> "KnobSpace":
@@ -51,6 +55,49 @@ class KnobSpace:
     def point(self, config: ParallelConfig) -> dict[str, Any]:
         values = knob_values(config)
         return {k: values[k] for k in self.values}
+
+    def points(self) -> list[dict[str, Any]]:
+        if self._points is None:
+            self._points = [self.point(config) for config in self.candidates]
+        return self._points
+
+    def shared(self, knob: str, chosen: dict[str, Any]) -> list:
+        """The values of `knob` that some candidate shares with the values `chosen` so far, in
+        order: choosing knob after knob from these always ends on a valid layout."""
+        found = {p[knob] for p in self.points() if all(p[k] == v for k, v in chosen.items())}
+        return [value for value in self.values[knob] if value in found]
+
+    def forbidden(self, order: int = 3) -> list[tuple[tuple[str, Any], ...]]:
+        """The smallest combinations of values of up to `order` knobs that no candidate has
+        (tp 4 with pp 2 in a world of 4; tp, pp and a micro-batch that does not divide the
+        global batch): a point holding one is no layout. Only combinations whose knobs all
+        matter wherever they hold, so that one never matches a value a library left in a
+        moot knob; rules over more knobs are left to `nearest`."""
+        seen: set[tuple] = set()  # combinations some candidate has, their knobs all mattering
+        for point in self.points():
+            active = [k for k in self.values if self._matters(k, point)]
+            for size in range(1, order + 1):
+                seen.update(tuple((k, point[k]) for k in knobs)
+                            for knobs in combinations(active, size))
+        found: set[tuple] = set()
+        for size in range(1, order + 1):
+            for knobs in combinations(self.values, size):
+                for values in product(*(self.values[k] for k in knobs)):
+                    combo = tuple(zip(knobs, values))
+                    if combo not in seen and all(self._surely(k, dict(combo)) for k in knobs) \
+                            and not any(part in found for n in range(1, size)
+                                        for part in combinations(combo, n)):
+                        found.add(combo)
+        return sorted(found, key=lambda combo: (len(combo), str(combo)))
+
+    def _surely(self, knob: str, where: dict[str, Any]) -> bool:
+        """Whether `knob` matters at every point holding the values `where`."""
+        if knob not in CONDITIONS or CONDITIONS[knob][0] not in self.values:
+            return True
+        parent, when = CONDITIONS[knob]
+        if parent in where:
+            return when(where[parent]) and self._surely(parent, where)
+        return all(when(v) for v in self.values[parent]) and self._surely(parent, where)
 
     def _matters(self, knob: str, point: dict[str, Any]) -> bool:
         if knob not in CONDITIONS:

@@ -1,17 +1,22 @@
-"""Ray Tune's searchers (Optuna TPE, HyperOpt) driven through their own suggest /
+"""HyperOpt's TPE through Ray Tune's HyperOptSearch, driven by its own suggest /
 on_trial_complete interface, so the controller, not a Tune run loop, keeps scheduling.
+(Optuna is driven directly, define-by-run: optuna_tpe.py.)
 
-Each knob becomes a categorical choice; a suggestion is mapped to the nearest valid candidate
-not yet taken. Both samplers fit what they are told, so they are told what ran:
+Each knob is a categorical choice of its own, so a suggestion may be no valid layout; it is
+mapped to the nearest valid candidate not yet taken. HyperOpt can express conditional choices
+only as a fixed tree of nested `hp.choice`, whose labels must each belong to one node: a space
+of valid layouts alone is the candidates' trie, a label for every distinct subtree, each
+learning only from the trials that pass through it, and an evaluated point added to its
+`Trials` must then list every label, active or not. So the space stays flat, and the sampler
+is told what ran:
 - a suggestion that is a valid untaken layout is completed with that layout's result;
 - one that is no valid layout is completed at once with a gain of 0, below any measured gain
-  (both TPEs rank their trials, so the region sinks), and the layout run in its place is
-  added as an evaluated point of its own when its result comes;
+  (TPE ranks its trials, so the region sinks), and the layout run in its place is added as an
+  evaluated point of its own when its result comes;
 - one of a layout already taken is completed with that layout's result (now or when it comes).
-Results the samplers did not suggest (a resumed campaign's journal, another proposer's trials)
-are added as evaluated points too: Optuna through `add_evaluated_point`, HyperOpt as a done
-document in its `Trials`. A failed trial is reported as an error, which both samplers record
-as a failure and do not fit on.
+Results the sampler did not suggest (a resumed campaign's journal, another proposer's trials)
+are added as evaluated points too, as done documents in its `Trials`. A failed trial is
+reported as an error, which the sampler records as a failure and does not fit on.
 """
 
 from __future__ import annotations
@@ -25,13 +30,13 @@ from orchestrator.search.base import Searcher
 from orchestrator.search.encoding import KnobSpace
 from orchestrator.space import ParallelConfig
 
-METRIC = "objective"  # the objective's gain, which both samplers maximise
+METRIC = "objective"  # the objective's gain, which the sampler maximises
 INFEASIBLE = 0.0  # the gain told for a suggestion that is no valid layout: gains are positive
 
 
 class RayTuneSearcher(Searcher):
     def __init__(self, candidates: list[ParallelConfig], objective: Objective, *,
-                 algorithm: str = "optuna", seed: int = 0):
+                 algorithm: str = "hyperopt", seed: int = 0):
         self.space = KnobSpace.of(candidates)
         self.objective = objective
         self._ids = itertools.count()
@@ -41,22 +46,13 @@ class RayTuneSearcher(Searcher):
         # gains (None: failed) of the layouts told so far.
         self._waiting: dict[ParallelConfig, list[str]] = {}
         self._gains: dict[ParallelConfig, float | None] = {}
-        choices = {knob: list(range(len(values))) for knob, values in self.space.values.items()}
-        if algorithm == "optuna":  # the sampler's own distributions: TPE by default
-            import optuna
-            from ray.tune.search.optuna import OptunaSearch
+        if algorithm != "hyperopt":
+            raise ValueError(f"unknown Ray Tune searcher {algorithm!r}; use hyperopt")
+        from hyperopt import hp
+        from ray.tune.search.hyperopt import HyperOptSearch
 
-            optuna.logging.set_verbosity(optuna.logging.WARNING)
-            space = {k: optuna.distributions.CategoricalDistribution(v) for k, v in choices.items()}
-            self.searcher = OptunaSearch(space, metric=METRIC, mode="max", seed=seed)
-        elif algorithm == "hyperopt":
-            from hyperopt import hp
-            from ray.tune.search.hyperopt import HyperOptSearch
-
-            space = {k: hp.choice(k, v) for k, v in choices.items()}
-            self.searcher = HyperOptSearch(space, metric=METRIC, mode="max", random_state_seed=seed)
-        else:
-            raise ValueError(f"unknown Ray Tune searcher {algorithm!r}; use optuna or hyperopt")
+        space = {k: hp.choice(k, list(range(len(v)))) for k, v in self.space.values.items()}
+        self.searcher = HyperOptSearch(space, metric=METRIC, mode="max", random_state_seed=seed)
 
     def _point(self, suggestion: dict[str, Any]) -> dict[str, Any]:
         return {knob: values[int(suggestion[knob])] for knob, values in self.space.values.items()}
@@ -117,13 +113,10 @@ class RayTuneSearcher(Searcher):
         """Add the layout as an evaluated point. Ray's HyperOptSearch has no
         `add_evaluated_point`, so the point goes into its hyperopt `Trials` as a finished
         document, as hyperopt's own `generate_trial` lays one out."""
-        indices = {k: self.space.values[k].index(v) for k, v in self.space.point(config).items()}
-        if self.algorithm != "hyperopt":
-            self.searcher.add_evaluated_point(indices, value, error=value is None)
-            return
         import hyperopt
         from hyperopt.fmin import generate_trial
 
+        indices = {k: self.space.values[k].index(v) for k, v in self.space.point(config).items()}
         trials = self.searcher.get_state()["hyperopt_trials"]
         (tid,) = trials.new_trial_ids(1)
         doc = generate_trial(tid, indices)
