@@ -36,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/tabulated.py
 
+from landscapes_moe_cp import LONG_CONTEXT_LANDSCAPES, MOE_LANDSCAPES
 from tabulated import TabulatedLandscape
 
 from orchestrator.backends.simulated import SimulatedBackend
@@ -62,6 +63,7 @@ LANDSCAPES = {  # name: (spec, overrides, per-knob perturbation, interaction str
     "frontier-1t-interactions": ("examples/frontier-1t.yaml", [], 0.0, 1.0),
     "amsp-llama-7b-interactions": ("examples/amsp-llama-7b.yaml", AMSP_SPACE, 0.0, 1.0),
     "amsp-llama-30b-interactions": ("examples/amsp-llama-30b.yaml", AMSP_SPACE, 0.0, 1.0),
+    **MOE_LANDSCAPES, **LONG_CONTEXT_LANDSCAPES,
 }
 
 

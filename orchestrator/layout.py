@@ -27,6 +27,14 @@ CHECKPOINT_MODES = ("none", "selective", "full")
 # heads (a2a, DeepSpeed-Ulysses), or all-gathered K/V (allgather).
 CP_COMM_TYPES = ("p2p", "a2a", "allgather")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
+# GEMM precision: bf16 mixed precision (float32 on CPU clusters), or an FP8 recipe as the trainers
+# name its scaling: per tensor (Megatron-Core and torchtitan "tensorwise"), per row (torchtitan
+# "rowwise"), per tensor from an amax history (Megatron-Core "delayed"), per 128-wide block
+# (Megatron-Core "blockwise", DeepSeek-V3's recipe), or MXFP8's 32-element blocks.
+PRECISIONS = ("bf16", "fp8-tensorwise", "fp8-rowwise", "fp8-delayed", "fp8-blockwise", "mxfp8")
+# Model states kept in host memory: the optimizer states (their step runs on the host), or those
+# and the weights (DeepSpeed's offload_optimizer / offload_param, FSDP2's CPU offload).
+OFFLOADS = ("none", "optimizer", "optimizer+params")
 # AMSP's six sharding factors and ZeRO++'s secondary shard, flattened as the job's flags.
 SHARDING_FACTORS = ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
 
@@ -93,10 +101,10 @@ class Knob:
 
     def parse(self, text: str) -> Any:
         """A value back from its text (MLflow params, flags)."""
-        if self.kind is bool:
-            return text.lower() in ("true", "1", "yes")
         if self.nullable and text in ("None", "", "null"):
             return None
+        if self.kind is bool:
+            return text.lower() in ("true", "1", "yes")
         return self.kind(text)
 
     def key_part(self, values: Values) -> str:
@@ -124,6 +132,14 @@ def _expert_ranks_fit(values: Values) -> str | None:
         cp = f"cp({values['cp']}) x " if values["cp"] > 1 else ""
         return (f"ep({ep}) x etp({etp}) must divide tp({values['tp']}) x {cp}dp({values['dp']}), "
                 "the ranks of a pipeline stage the experts are laid out on")
+    return None
+
+
+def _offload_needs_sharding(values: Values) -> str | None:
+    if values["offload"] == "optimizer+params" and values["zero_stage"] != 3:
+        return (f"offload 'optimizer+params' needs zero_stage 3 (zero_stage "
+                f"{values['zero_stage']}): weights live on the host only when sharded "
+                "(DeepSpeed's offload_param, FSDP2's CPU offload)")
     return None
 
 
@@ -199,6 +215,27 @@ _KNOBS: list[Knob] = [
     Knob("etp", int, None, "expert tensor-parallel degree: each expert's matrices split over "
          "etp ranks", nullable=True, none_means="for the same as tp", space=(None,),
          key=lambda v: "" if v["etp"] is None else f"-etp{v['etp']}"),
+    Knob("precision", str, "bf16", "GEMM precision: bf16 mixed precision (float32 on CPU "
+         "clusters) or an FP8 recipe", choices=PRECISIONS, space=("bf16",),
+         key=lambda v: "" if v["precision"] == "bf16" else f"-{v['precision']}"),
+    Knob("offload", str, "none", "model states kept in host memory: none, the optimizer states "
+         "(stepped on the host), or those and the weights", choices=OFFLOADS, space=("none",),
+         rule=_offload_needs_sharding, redundant=lambda v, r: bool(_offload_needs_sharding(v)),
+         key=lambda v: {"none": "", "optimizer": "-offopt"}.get(v["offload"], "-offall")),
+    # Overlap and bucket sizes: what DeepSpeed's autotuner searches besides the layout. None
+    # keeps what the trainer's own base config says (DeepSpeed overlaps by default at ZeRO-3
+    # only; Megatron-LM only with its overlap flags; PyTorch's DDP and FSDP2 always overlap).
+    Knob("overlap_comm", bool, None, "overlap gradient reduction and weight gathers with "
+         "compute: DeepSpeed's overlap_comm, Megatron-LM's --overlap-grad-reduce and "
+         "--overlap-param-gather", nullable=True, none_means="for the trainer's own setting",
+         space=(None,),
+         key=lambda v: {None: "", True: "-ovl", False: "-noovl"}[v["overlap_comm"]]),
+    Knob("bucket_size", int, None, "elements per gradient-reduction and weight-gather bucket: "
+         "DeepSpeed's reduce_bucket_size and allgather_bucket_size, Megatron-LM's "
+         "--ddp-bucket-size", nullable=True, none_means="for the trainer's default",
+         maximum=10**12, space=(None,),
+         key=lambda v: "" if v["bucket_size"] is None else f"-bkt{v['bucket_size']:.0e}"
+         .replace("e+0", "e").replace("e+", "e")),
 ]
 _derived = False
 

@@ -106,11 +106,11 @@ def test_every_example_still_loads():
 
 
 @pytest.mark.parametrize("override, key, feature", [
-    ("space.precision=[bf16, fp8]", "space.precision", "precision"),
-    ("trial.precision=fp8", "trial.precision", "precision"),
-    ("trial.fp8=true", "trial.fp8", "FP8"),
-    ("space.offload=[true]", "space.offload", "offload"),
-    ("trial.offload_optimizer=true", "trial.offload_optimizer", "offload"),
+    ("space.nvfp4=[true]", "space.nvfp4", "FP4"),
+    ("trial.fp4_recipe=nvfp4", "trial.fp4_recipe", "FP4"),
+    ("space.tp_comm_overlap=[true]", "space.tp_comm_overlap", "tensor-parallel communication"),
+    ("space.decoder_first_pipeline_num_layers=[4]", "space.decoder_first_pipeline_num_layers",
+     "uneven pipeline stages"),
 ])
 def test_a_feature_not_modelled_yet_is_named_not_called_a_typo(override, key, feature):
     with pytest.raises(SpecError) as err:
@@ -119,6 +119,30 @@ def test_a_feature_not_modelled_yet_is_named_not_called_a_typo(override, key, fe
     assert f"{QUICKSTART}: {key}: " in line and feature in line
     assert "not supported yet" in line and "remove the key" in line
     assert "unknown key" not in line and "\n" not in line
+
+
+@pytest.mark.parametrize("override, key, ours", [
+    ("space.fp8_recipe=[delayed]", "space.fp8_recipe", "precision"),
+    ("trial.precision=fp8", "trial.precision", "precision, a space knob"),
+    ("space.offload_optimizer=[true]", "space.offload_optimizer", "offload"),
+    ("space.reduce_bucket_size=[5e8]", "space.reduce_bucket_size", "bucket_size"),
+    ("space.overlap_grad_reduce=[true]", "space.overlap_grad_reduce", "overlap_comm"),
+])
+def test_deepspeed_and_megatron_names_for_the_new_knobs_name_ours(override, key, ours):
+    with pytest.raises(SpecError, match=rf"{key}: unknown key; ParaTune calls it {ours}$"):
+        load_spec(QUICKSTART, [override])
+
+
+def test_precision_offload_overlap_and_bucket_are_space_knobs():
+    spec = load_spec(QUICKSTART, ["space.precision=[bf16, fp8-tensorwise]",
+                                  "space.offload=[none, optimizer]",
+                                  "space.overlap_comm=[null, true]",
+                                  "space.bucket_size=[null, 50000000]"])
+    assert spec.space.precision == ["bf16", "fp8-tensorwise"]
+    assert spec.space.offload == ["none", "optimizer"]
+    assert spec.space.overlap_comm == [None, True] and spec.space.bucket_size == [None, 50000000]
+    with pytest.raises(SpecError, match=r"space\.precision.*fp8-tensorwise"):
+        load_spec(QUICKSTART, ["space.precision=[fp8]"])
 
 
 def test_other_tools_names_for_a_knob_are_answered_with_ours():

@@ -73,7 +73,7 @@ def _range_validators() -> dict[str, Any]:
     for k in searched_knobs():
         if _numeric_choices(k):
             found[f"_{k.name}_numbers"] = field_validator(k.name, mode="before")(no_bools)
-        elif k.nullable or k.range_words:
+        elif (k.nullable or k.range_words) and k.kind is int:
             found[f"_{k.name}_values"] = field_validator(k.name, mode="before")(
                 _values_in_range(k))
         elif k.ordinal:

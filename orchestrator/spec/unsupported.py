@@ -14,13 +14,10 @@ from fnmatch import fnmatchcase
 # A glob over the key path as a user writes it; a `space.configs[N]` entry's key reads as the
 # same key of `space`.
 NOT_SUPPORTED_YET: dict[str, str] = {
-    "space.precision": "choosing the training precision",
-    "trial.precision": "choosing the training precision",
-    "*fp8*": "FP8 training",
-    "space.offload*": "offloading to CPU memory",
-    "trial.offload*": "offloading to CPU memory",
-    "*.offload_optimizer": "offloading to CPU memory",
-    "*.offload_param*": "offloading to CPU memory",
+    "*fp4*": "FP4 training (NVFP4, MXFP4)",
+    "space.tp_comm_overlap": "overlapping tensor-parallel communication with its GEMMs",
+    "*first_pipeline_num_layers": "uneven pipeline stages",
+    "*last_pipeline_num_layers": "uneven pipeline stages",
 }
 
 # Other tools' names for a key ParaTune has (Megatron-LM's flags, Hugging Face configs), so
@@ -40,6 +37,17 @@ OTHER_NAMES: dict[str, str] = {
     "space.expert_parallel*": "ep",
     "space.expert_model_parallel*": "ep",
     "space.expert_tensor_parallel*": "etp",
+    "*.fp8*": "precision",
+    "trial.precision": "precision, a space knob",
+    "space.offload_optimizer*": "offload",
+    "space.offload_param*": "offload",
+    "space.*cpu_offload": "offload",
+    "space.reduce_bucket_size": "bucket_size",
+    "space.allgather_bucket_size": "bucket_size",
+    "space.ddp_bucket_size": "bucket_size",
+    "space.bucket_cap_mb": "bucket_size",
+    "space.overlap_grad_reduce": "overlap_comm",
+    "space.overlap_param_gather": "overlap_comm",
 }
 
 _INDEX = re.compile(r"\[\d+\]$")

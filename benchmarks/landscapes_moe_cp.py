@@ -1,0 +1,43 @@
+"""Cost-model landscapes for the search benchmark over expert and context parallelism.
+
+Mixture of experts: Mixtral 8x22B on 128 H100s and DeepSeek-V3 on 2,048 H800s, searched over
+ep, etp, tp, pp, ZeRO, micro-batch, recomputation and the pipeline schedule. Long context:
+Llama 3 405B on 16,384 H100s at 128k tokens (the published setup) and at 32k (the same
+16M-token batch as 512 sequences), searched over cp, cp_comm_type, tp, pp and recomputation.
+Each entry reads as benchmarks/search_efficiency.py's LANDSCAPES: (spec, overrides, per-knob
+perturbation, interaction strength).
+"""
+
+from __future__ import annotations
+
+MIXTRAL = "examples/mixtral-8x22b.yaml"
+DEEPSEEK = "examples/deepseek-v3.yaml"
+LLAMA3_405B = "examples/llama3-405b-128k.yaml"
+
+# ep 1-8 (8 experts), etp unset or 1, tp 1-8, pp 2-8, ZeRO 0-1, micro-batch 1-4: 2,448 layouts.
+MIXTRAL_SPACE = ["space.pp=[2, 4, 8]", "space.micro_batch_size=[1, 2, 4]",
+                 "space.zero_stage=[0, 1]"]
+# ep 4-64 (256 experts), etp unset or 1, tp 1-4, pp 4-16, micro-batch 1-4: 1,542 layouts.
+DEEPSEEK_SPACE = ["space.tp=[1, 2, 4]", "space.pp=[4, 8, 16]", "space.ep=[4, 8, 16, 32, 64]",
+                  "space.etp=[null, 1]", "space.micro_batch_size=[1, 2, 4]",
+                  "space.activation_checkpointing=[none, selective, full]",
+                  "space.pp_schedule=[1f1b, interleaved]", "space.virtual_stages=[1, 2]"]
+# cp 1-32 × p2p, a2a or allgather × tp 2-8 × pp 8-16 × recomputation: 462 layouts.
+LLAMA3_128K_SPACE = ["space.tp=[2, 4, 8]", "space.cp_comm_type=[allgather, p2p, a2a]"]
+# 32k tokens, 512 sequences a batch; cp 1-16, micro-batch 1-2, recomputation: 1,341 layouts.
+LLAMA3_32K_SPACE = ["model.seq_len=32768", "scale.global_batch_size=512",
+                    "space.cp=[1, 2, 4, 8, 16]", "space.micro_batch_size=[1, 2]",
+                    *LLAMA3_128K_SPACE, "space.activation_checkpointing=[none, selective, full]"]
+
+MOE_LANDSCAPES = {
+    "mixtral-8x22b": (MIXTRAL, MIXTRAL_SPACE, 0.0, 0.0),
+    "deepseek-v3": (DEEPSEEK, DEEPSEEK_SPACE, 0.0, 0.0),
+    "mixtral-8x22b-perturbed": (MIXTRAL, MIXTRAL_SPACE, 0.2, 0.0),
+    "deepseek-v3-interactions": (DEEPSEEK, DEEPSEEK_SPACE, 0.0, 1.0),
+}
+LONG_CONTEXT_LANDSCAPES = {
+    "llama3-405b-128k": (LLAMA3_405B, LLAMA3_128K_SPACE, 0.0, 0.0),
+    "llama3-405b-32k": (LLAMA3_405B, LLAMA3_32K_SPACE, 0.0, 0.0),
+    "llama3-405b-128k-interactions": (LLAMA3_405B, LLAMA3_128K_SPACE, 0.0, 1.0),
+    "llama3-405b-32k-perturbed": (LLAMA3_405B, LLAMA3_32K_SPACE, 0.2, 0.0),
+}
