@@ -13,6 +13,8 @@ from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.compute import causal_attention_discount, gemm_efficiency
 from orchestrator.costmodel.memory import GB, MemoryBreakdown, fits, memory_per_device
 from orchestrator.costmodel.moe_time import step_efficiency
+from orchestrator.costmodel.offload import host_capacity_bytes
+from orchestrator.costmodel.precision import fp8_unsupported
 from orchestrator.costmodel.performance import StepTime, model_flops, step_time
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
@@ -38,6 +40,8 @@ class Estimate:
     compute_efficiency: float = 1.0
     # Model FLOPs a causal mask spares (compute.py), for the MFU Megatron-LM prints now.
     causal_discount: float = 0.0
+    # Why the cluster cannot run this layout at all (an FP8 recipe without FP8 cores), or None.
+    unsupported: str | None = None
 
     @property
     def memory_gb(self) -> float:
@@ -50,11 +54,11 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
-        return fits(self.memory, self.capacity_gb)
+        return self.unsupported is None and fits(self.memory, self.capacity_gb)
 
     def fits_scaled(self, memory_scale: float) -> bool:
         """Fit with used memory scaled by a calibrated ratio of measured to predicted."""
-        return fits(self.memory, self.capacity_gb, memory_scale)
+        return self.unsupported is None and fits(self.memory, self.capacity_gb, memory_scale)
 
     @property
     def step_time_s(self) -> float:
@@ -119,15 +123,22 @@ class CostModel:
 
     def fits(self, config: ParallelConfig, memory_scale: float = 1.0) -> bool:
         """`Estimate.fits` without the step time, for callers that only ask about memory."""
+        if fp8_unsupported(self.cluster, config):
+            return False
         return fits(self.memory(config), self.cluster.memory_gb, memory_scale)
 
     def memory(self, config: ParallelConfig) -> MemoryBreakdown:
+        bucket = self.coefficients.bucket_bytes
+        if config.bucket_size is not None:  # elements of the gradients' dtype
+            bucket = config.bucket_size * (4 if self.precision == "fp32" else 2)
         return memory_per_device(
             self.model, config, gpus_per_node=self.gpus_per_node,
             capacity_gb=self.cluster.memory_gb,
             runtime_overhead_gb=self.cluster.runtime_overhead_gb, precision=self.precision,
-            flash_attention=self.flash_attention, bucket_bytes=self.coefficients.bucket_bytes,
+            flash_attention=self.flash_attention, bucket_bytes=bucket,
             runtime=self.runtime, imbalance=self.coefficients.expert_load_imbalance,
+            host=(self.cluster.device != "cpu",
+                  host_capacity_bytes(self.cluster, self.gpus_per_node)),
         )
 
     def estimate(self, config: ParallelConfig) -> Estimate:
@@ -150,6 +161,7 @@ class CostModel:
                 gemm_efficiency(self.cluster, self.model, config),
                 self.coefficients.expert_load_imbalance),
             causal_discount=causal_attention_discount(self.model, tokens),
+            unsupported=fp8_unsupported(self.cluster, config),
         )
 
     def with_coefficients(self, coefficients: Coefficients) -> "CostModel":

@@ -16,6 +16,9 @@ Pure arithmetic, in bytes. Sources:
 - reserve: FRAGMENTATION_RESERVE of the device for the caching allocator's fragmentation.
 - mixture of experts: experts.py (expert weights over ep x etp, ZeRO over expert-DP; the
   router's, dispatch's and experts' activations in place of the dense MLP's).
+- offload (offload.py): the optimizer shard and its fp32 gradient (and with optimizer+params the
+  weight shard) move to `host`, bounded by the rank's share of its node's host memory.
+- FP8 (precision.py): the cast weights of the layer in flight.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from orchestrator.costmodel.experts import (
     moe_activation_extra,
     moe_layers_per_rank,
 )
+from orchestrator.costmodel.offload import offloads_optimizer, offloads_params
+from orchestrator.costmodel.precision import cast_weight_bytes
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import ModelShape
 from orchestrator.space import ParallelConfig, ShardingFactors
@@ -137,6 +142,9 @@ class MemoryBreakdown:
     buffers: float
     overhead: float
     reserve: float
+    # Offloaded states in host memory, and the host memory this rank may fill (0: unbounded).
+    host: float = 0.0
+    host_capacity: float = 0.0
 
     @property
     def total(self) -> float:
@@ -147,6 +155,8 @@ class MemoryBreakdown:
         parts = ("params", "grads", "optimizer", "activations", "buffers", "overhead", "reserve")
         out = {f"{k}_gb": getattr(self, k) / GB for k in parts}
         out["total_gb"] = self.total / GB
+        if self.host:
+            out["host_gb"] = self.host / GB
         return out
 
 
@@ -154,7 +164,9 @@ def fits(memory: MemoryBreakdown, capacity_gb: float, used_scale: float = 1.0) -
     """Whether a device of `capacity_gb` holds `memory`: the one test of fit. What a
     measurement would see (all but the fragmentation reserve) may be scaled by a measured
     ratio (calibration) or a simulated one; the reserve is lost to fragmentation all the
-    same."""
+    same. Offloaded states must fit the rank's share of its node's host memory."""
+    if memory.host_capacity and memory.host > memory.host_capacity:
+        return False
     return fits_bytes(memory.total - memory.reserve, memory.reserve, capacity_gb, used_scale)
 
 
@@ -181,6 +193,7 @@ def memory_per_device(
     bucket_bytes: float = 25e6,
     runtime: ZeroEngine = DEEPSPEED,
     imbalance: float = 1.0,
+    host: tuple[bool, float] = (True, 0.0),
 ) -> MemoryBreakdown:
     """Peak bytes on the busiest device (a rank of the first pipeline stage, with the most
     expert-laden stage's experts when they differ); `imbalance`: the busiest expert rank's
@@ -201,15 +214,32 @@ def memory_per_device(
         # FSDP2 with gradient sync off keeps each unit's unsharded gradient until the last
         # micro-batch reduce-scatters it (runtime.py): the whole gradient at the peak.
         states = replace(states, grads=PRECISION_BYTES[precision][1] * (params + experts))
+    buffers = buffer_bytes(model, config, precision, bucket_bytes, (params, factors),
+                           (experts, expert_f), imbalance) + cast_weight_bytes(model, config)
+    on_host = 0.0
+    separate_host, host_capacity = host
+    if offloads_optimizer(config) and separate_host:
+        fp32_grads = (4 * params / factors.sos + (4 * experts / expert_f.sos if experts else 0)
+                      if precision == "bf16-mixed" else 0.0)
+        on_host = states.optimizer + fp32_grads
+        buffers -= fp32_grads
+        # DeepSpeed's ZeRO-Offload streams each bucket of gradients to the host as it is
+        # reduced; PyTorch's trainers keep theirs until the step.
+        grads = 0.0 if factors.engine == "deepspeed" else states.grads
+        states = replace(states, optimizer=0.0, grads=grads)
+        if offloads_params(config):
+            on_host += states.params
+            states = replace(states, params=0.0)
     return MemoryBreakdown(
         params=states.params,
         grads=states.grads,
         optimizer=states.optimizer,
         activations=activation_bytes(model, config, precision, flash_attention, imbalance),
-        buffers=buffer_bytes(model, config, precision, bucket_bytes, (params, factors),
-                             (experts, expert_f), imbalance),
+        buffers=buffers,
         overhead=runtime_overhead_gb * GB,
         reserve=FRAGMENTATION_RESERVE * capacity_gb * GB,
+        host=on_host,
+        host_capacity=host_capacity,
     )
 
 

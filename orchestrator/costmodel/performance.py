@@ -28,6 +28,11 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
   and optimizer states over expert-DP, added to the terms above.
 - Context parallelism (context_parallel.py): GEMMs of seq_len/cp rows per sequence, TP and
   PP moving a cp rank's tokens, the exposed K/V exchange, gradients over dp x cp.
+- FP8 (precision.py): the linear GEMMs' share of compute at the FP8 peak, plus the casts.
+- Offload (offload.py): the host transfers and host optimizer step, in place of the device's.
+- Overlap and buckets: a layout's `overlap_comm` switches the trainer's gradient-reduction
+  overlap on or off (None keeps the trainer's own); its `bucket_size` (elements) replaces the
+  default gradient and gather buckets, each bucket one collective with its latency.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ from orchestrator.costmodel.experts import (
 )
 from orchestrator.costmodel.memory import ACTIVATION_BYTES, params_on_first_stage
 from orchestrator.costmodel.moe_time import compute_seconds, exposed_dispatch, moe_tp_layers
+from orchestrator.costmodel.layout_terms import layout_coefficients, offloaded_params
+from orchestrator.costmodel.offload import offload_seconds, offloads_optimizer
+from orchestrator.costmodel.precision import compute_with_fp8, is_fp8
 from orchestrator.costmodel.step_terms import DataParallelComm, StepTime
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
@@ -189,7 +197,7 @@ def step_time(
     runtime: ZeroEngine = DEEPSPEED,
 ) -> StepTime:
     """Time of one optimizer step. Ranks are laid out tp fastest, then dp, then pp."""
-    c = coefficients
+    c = layout_coefficients(coefficients, config, precision)
     fabric = Fabric.of(cluster, gpus_per_node, c.bandwidth_efficiency)
     act_bytes = ACTIVATION_BYTES[precision]
     m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
@@ -199,6 +207,9 @@ def step_time(
     flops = model_flops(model, tokens, config)
     efficiency = gemm_efficiency(cluster, model, config)
     compute = compute_seconds(cluster, model, config, flops, efficiency, c.expert_load_imbalance)
+    if is_fp8(config):
+        stage_params = params_on_first_stage(model, config) + expert_params_per_rank(model, config)
+        compute = compute_with_fp8(model, config, cluster, compute, flops, stage_params)
     bubble = compute * (p - 1) / (v * m)
     overhead = c.launch_overhead_s * layers * m
 
@@ -222,6 +233,11 @@ def step_time(
     dp, optimizer, engine = _data_parallel(model, config, cluster, fabric, gpus_per_node,
                                            weight_bytes, c, runtime)
     exposed = _exposed_dp(dp, compute, config, c, runtime, engine)
+    offload = 0.0
+    if offloads_optimizer(config):
+        offload = offload_seconds(config, cluster, c, gpus_per_node, *offloaded_params(
+            model, config, gpus_per_node, runtime), compute)
+        optimizer = 0.0  # the host steps instead
     return StepTime(
         compute_s=compute * c.scale_compute,
         bubble_s=bubble * c.scale_bubble,
@@ -234,6 +250,7 @@ def step_time(
         optimizer_s=optimizer * c.scale_compute,
         ep_comm_s=ep.bandwidth_s * bw_scale + ep.latency_s * lat_scale,
         cp_comm_s=context * bw_scale,
+        offload_s=offload,
     )
 
 
@@ -280,6 +297,7 @@ def _exposed_dp(dp, compute: float, config: ParallelConfig, c: Coefficients,
     if c.dp_exposure is not None:
         gathers = c.dp_exposure if c.dp_exposure_gathers is None else c.dp_exposure_gathers
         return c.dp_exposure * (dp.total - dp.t_p) + gathers * dp.t_p
-    hidden = (c if runtime.ddp_overlaps or config.zero_stage or config.sharding
+    overlaps = runtime.ddp_overlaps or bool(config.overlap_comm)
+    hidden = (c if overlaps or config.zero_stage or config.sharding
               else c.with_(overlap_grad=0.0))  # a DDP reduced after the backward
     return exposed_data_parallel(dp, compute, config.grad_accum_steps, hidden, engine)

@@ -42,12 +42,14 @@ class StepTime:
     ep_comm_s: float = 0.0
     # Context parallelism: the exposed K/V exchange of attention (context_parallel.py).
     cp_comm_s: float = 0.0
+    # Offload: the exposed host transfers and the host optimizer step (offload.py).
+    offload_s: float = 0.0
 
     @property
     def total_s(self) -> float:
         return (self.compute_s + self.bubble_s + self.overhead_s + self.tp_comm_s
                 + self.pp_comm_s + self.dp_exposed_s + self.optimizer_s + self.ep_comm_s
-                + self.cp_comm_s)
+                + self.cp_comm_s + self.offload_s)
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -58,5 +60,6 @@ class StepTime:
             "dp_t_p_s": self.dp_comm.t_p, "dp_t_g_s": self.dp_comm.t_g,
             "dp_t_os0_s": self.dp_comm.t_os0, "dp_t_os1_s": self.dp_comm.t_os1,
             "dp_comm_s": self.dp_comm.total, "dp_exposed_s": self.dp_exposed_s,
-            "optimizer_s": self.optimizer_s, "step_time_s": self.total_s,
+            "optimizer_s": self.optimizer_s, "offload_s": self.offload_s,
+            "step_time_s": self.total_s,
         }

@@ -3,6 +3,10 @@
 Bandwidths are unidirectional GB/s (1e9 bytes/s): `intra_node_gbps` per device over the
 node's fabric (NVLink, Infinity Fabric), `inter_node_gbps` per node over the network.
 `peak_tflops` is the dense 16-bit peak of one device; MFU is measured against it.
+`fp8_peak_tflops` is its dense FP8 peak (0: no FP8 tensor cores, so an FP8 layout cannot run);
+`hbm_gbps` its memory bandwidth, which FP8's casts are bound by. The host side, for offload:
+`host_memory_gb` per node, `host_link_gbps` per device (PCIe, or the CPU-GPU fabric) and
+`host_adam_ns_per_param`, the node's CPU time of one AdamW update per parameter.
 """
 
 from __future__ import annotations
@@ -52,6 +56,12 @@ class Cluster(BaseModel):
     # priced (the stock presets); `paratune profile` measures it on the trainer's own steps.
     fsdp_call_overhead_us: float = Field(default=0.0, ge=0, le=1e9)
     tp_call_overhead_us: float = Field(default=0.0, ge=0, le=1e9)
+    # FP8 and the host side (module docstring); 0 = none or unknown.
+    fp8_peak_tflops: float = Field(default=0.0, ge=0, le=1e6)
+    hbm_gbps: float = Field(default=0.0, ge=0, le=1e6)
+    host_memory_gb: float = Field(default=0.0, ge=0, le=1e7)
+    host_link_gbps: float = Field(default=0.0, ge=0, le=1e6)
+    host_adam_ns_per_param: float = Field(default=0.0, ge=0, le=1e9)
     # Memory a process holds before the model exists (CUDA context, allocator, torch itself).
     runtime_overhead_gb: float = Field(default=1.0, ge=0, le=1e6)
     # Communication backend the built-in trial job uses on this cluster.
@@ -77,20 +87,32 @@ NCCL = dict(intra_node_latency_us=3.4, inter_node_latency_us=14.0, collective_ba
             msg_half_bytes=16384.0, compute_efficiency=0.72, gemm_half_m=128.0,
             gemm_half_n=256.0)
 
+# Hosts (offload). DGX A100: 2x AMD EPYC 7742 (128 cores), 1 or 2 TB (the 80 GB model ships 2 TB),
+# PCIe Gen4 x16 per GPU, 32 GB/s each way. DGX H100: 2x Xeon Platinum 8480C (112 cores), 2 TB,
+# PCIe Gen5 x16, 64 GB/s each way (NVIDIA DGX A100 and DGX H100 user guides). CPU AdamW per
+# parameter: the DGX-2's measured 0.257 ns (v100-32g below) scaled by host memory bandwidth, as
+# AdamW streams 16 bytes of state per parameter each way: 2x 6 channels of DDR4-2666 (256 GB/s)
+# there, 2x 8 of DDR4-3200 (410 GB/s) on a DGX A100, 2x 8 of DDR5-4800 (614 GB/s) on a DGX H100.
+DGX_A100_HOST = dict(host_memory_gb=2048.0, host_link_gbps=32.0, host_adam_ns_per_param=0.16)
+DGX_H100_HOST = dict(host_memory_gb=2048.0, host_link_gbps=64.0, host_adam_ns_per_param=0.11)
+
 CLUSTER_PRESETS: dict[str, Cluster] = {
     # This kind of machine: 2 cores, one trial rank per core, gloo over loopback.
     # peak: 2 AVX2 FMA units × 8 fp32 lanes × 2 FLOPs × ~3 GHz ≈ 0.1 TFLOPS per core.
     # Bandwidth: gloo all-reduce on loopback measured at ~1-3 GB/s. Overhead: `import torch`
-    # and gloo hold ~0.4 GB RSS per rank (shared/research notes, §2).
+    # and gloo hold ~0.4 GB RSS per rank (shared/research notes, §2). Host: the same 24 GB; an
+    # offload copy is a memcpy within it (~5 GB/s on one core).
     "cpu-local": Cluster(
         name="cpu-local", device="cpu", gpus_per_node=2, memory_gb=8.0, peak_tflops=0.1,
         intra_node_gbps=2.0, inter_node_gbps=1.0, intra_node_latency_us=50.0,
         inter_node_latency_us=100.0, compute_efficiency=0.3, runtime_overhead_gb=0.4,
-        dist_backend="gloo",
+        dist_backend="gloo", host_memory_gb=24.0, host_link_gbps=5.0,
     ),
     # OLCF Frontier: 4× MI250X = 8 GCDs of 64 GB HBM2E per node; 191.5 TFLOPS FP16/BF16 per
     # GCD (383 per MI250X); GCD↔GCD Infinity Fabric 50-100 GB/s (50 GB/s per x16 link);
-    # 4× Slingshot-11 200 Gb/s = 100 GB/s per node (docs.olcf.ornl.gov, Frontier user guide).
+    # 4× Slingshot-11 200 Gb/s = 100 GB/s per node; 1.6 TB/s HBM2E per GCD; host: one 64-core
+    # EPYC 7A53 with 512 GB DDR4, 36 GB/s each way to each GCD over Infinity Fabric; no FP8
+    # (docs.olcf.ornl.gov, Frontier user guide).
     # Compute: an assumption until `paratune profile` runs on Frontier. rocBLAS/hipBLASLt BF16
     # GEMMs on MI250X reach about 3/4 of peak only on large square shapes (AMD ROCm blog,
     # "Measuring Max-Achievable FLOPs"), and the GCD needs larger tiles than an A100 to fill
@@ -101,25 +123,44 @@ CLUSTER_PRESETS: dict[str, Cluster] = {
         peak_tflops=191.5, intra_node_gbps=50.0, inter_node_gbps=100.0,
         intra_node_latency_us=10.0, inter_node_latency_us=20.0, compute_efficiency=0.75,
         gemm_half_m=1024.0, gemm_half_n=128.0, msg_half_bytes=65536.0,
-        dist_backend="nccl",
+        dist_backend="nccl", hbm_gbps=1600.0, host_memory_gb=512.0, host_link_gbps=36.0,
+    ),
+    # NVIDIA DGX-2 (ZeRO-Offload's test bed, arXiv 2101.06840, Table 2): 16 V100-SXM3 32 GB
+    # (125 TFLOPS FP16 tensor-core peak, 900 GB/s HBM2) on NVSwitch (300 GB/s bidirectional per
+    # GPU); 8x 100 Gb/s InfiniBand = 100 GB/s per node; host: 2x Xeon Platinum 8168 (48 cores),
+    # 1.5 TB DDR4-2666, PCIe Gen3 x16 per GPU (32 GB/s bidirectional, 16 each way). CPU AdamW:
+    # DeepSpeed's CPU-Adam updates 10B parameters in 2.57 s on this host (ZeRO-Offload, Table 4).
+    # Compute: V100 kernels reach far less of peak than the A100/H100 asymptote above;
+    # Megatron-LM's single-V100 baseline, a 1.2B GPT at 39 TFLOPS, is 30% of peak end to end
+    # (Shoeybi et al., arXiv 1909.08053, §5), which the shape rule reaches (hidden 1,536, 8
+    # sequences of 1,024) with an asymptote of 0.355.
+    "v100-32g": Cluster(
+        name="v100-32g", device="V100-SXM3-32GB", gpus_per_node=16, memory_gb=32.0,
+        peak_tflops=125.0, intra_node_gbps=150.0, inter_node_gbps=100.0,
+        **{**NCCL, "compute_efficiency": 0.355}, hbm_gbps=900.0, host_memory_gb=1536.0,
+        host_link_gbps=16.0, host_adam_ns_per_param=0.257,
     ),
     # NVIDIA A100 SXM 80GB: 312 TFLOPS BF16 dense; NVLink3 600 GB/s bidirectional per GPU;
     # DGX A100: 8× HDR 200 Gb/s = 200 GB/s per node (NVIDIA A100 datasheet, DGX A100 guide).
     "a100-80g": Cluster(
         name="a100-80g", device="A100-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
         peak_tflops=312.0, intra_node_gbps=300.0, inter_node_gbps=200.0, **NCCL,
+        hbm_gbps=2039.0, **DGX_A100_HOST,
     ),
     # A800: the A100 with NVLink capped at 400 GB/s bidirectional; AMSP's test-bed has
     # 4× HDR InfiniBand = 800 Gb/s = 100 GB/s per node (AMSP, arXiv 2311.00257, §VI-A).
     "a800-80g": Cluster(
         name="a800-80g", device="A800-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
         peak_tflops=312.0, intra_node_gbps=200.0, inter_node_gbps=100.0, **NCCL,
+        hbm_gbps=2039.0, **DGX_A100_HOST,
     ),
     # NVIDIA H100 SXM: 989 TFLOPS BF16 dense; NVLink4 900 GB/s bidirectional per GPU;
-    # DGX H100: 8× NDR 400 Gb/s = 400 GB/s per node (NVIDIA H100 datasheet).
+    # DGX H100: 8× NDR 400 Gb/s = 400 GB/s per node; 1,979 TFLOPS FP8 dense, 3.35 TB/s HBM3
+    # (NVIDIA H100 datasheet).
     "h100-80g": Cluster(
         name="h100-80g", device="H100-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
         peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0, **NCCL,
+        fp8_peak_tflops=1979.0, hbm_gbps=3350.0, **DGX_H100_HOST,
     ),
     # NVIDIA H800 SXM: the H100's compute (989 TFLOPS BF16 dense) with NVLink capped at
     # 400 GB/s bidirectional per GPU. DeepSeek-V3's cluster (DeepSeek-V3 report, arXiv
@@ -130,10 +171,13 @@ CLUSTER_PRESETS: dict[str, Cluster] = {
     "h800-80g": Cluster(
         name="h800-80g", device="H800-SXM-80GB", gpus_per_node=8, memory_gb=80.0,
         peak_tflops=989.0, intra_node_gbps=200.0, inter_node_gbps=400.0, **NCCL,
+        fp8_peak_tflops=1979.0, hbm_gbps=3350.0, **DGX_H100_HOST,
     ),
-    # NVIDIA H200 SXM: the H100's compute with 141 GB HBM3e (NVIDIA H200 datasheet).
+    # NVIDIA H200 SXM: the H100's compute (FP8 too) with 141 GB HBM3e at 4.8 TB/s (NVIDIA H200
+    # datasheet).
     "h200-141g": Cluster(
         name="h200-141g", device="H200-SXM-141GB", gpus_per_node=8, memory_gb=141.0,
         peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0, **NCCL,
+        fp8_peak_tflops=1979.0, hbm_gbps=4800.0, **DGX_H100_HOST,
     ),
 }

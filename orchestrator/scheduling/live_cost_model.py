@@ -35,13 +35,21 @@ class LiveCostModel:
                 self.current = self.calibration.model
 
     def infeasible(self, config: ParallelConfig) -> TrialResult | None:
-        """The `infeasible` result of a layout the memory model (scaled by calibration) says
-        cannot fit, or None if it may."""
+        """The `infeasible` result of a layout the cluster cannot run (an FP8 recipe without FP8
+        cores) or the memory model (scaled by calibration) says cannot fit, or None if it may."""
         prediction = self.current.estimate(config)
+        if prediction.unsupported:
+            return TrialResult(status="infeasible", world_size=config.world_size,
+                               error=prediction.unsupported)
         scale = self.calibration.memory_scale if self.calibration else 1.0
         if prediction.fits_scaled(scale):
             return None
         memory = prediction.memory
+        if memory.host_capacity and memory.host > memory.host_capacity:
+            return TrialResult(status="infeasible", world_size=config.world_size,
+                               error=f"predicted {memory.host / GB:.2f} GB of offloaded states "
+                                     f"per rank > {memory.host_capacity / GB:.2f} GB, its share of "
+                                     "the node's host memory")
         predicted_gb = ((memory.total - memory.reserve) * scale + memory.reserve) / GB
         return TrialResult(
             status="infeasible", world_size=config.world_size,

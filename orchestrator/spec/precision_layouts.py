@@ -11,9 +11,14 @@ What each trainer has, read in the releases ParaTune renders for:
   collectives, and DDP's bucket is `bucket_cap_mb` (FSDP2 reduces per unit, with no bucket).
 - Megatron-LM (megatron-core 0.19.2): `--fp8-recipe` tensorwise, delayed, blockwise, mxfp8;
   `--optimizer-cpu-offload` offloads the distributed optimizer's states (ZeRO-1 and up), never the
-  weights; `--overlap-grad-reduce`, `--overlap-param-gather`, `--ddp-bucket-size`.
-- torchtitan 0.3.0: Float8 (tensorwise, rowwise) and MX (mxfp8) converters from its config
-  registry; `training.enable_cpu_offload` puts FSDP2's weights, gradients and optimizer states
+  weights; `--overlap-grad-reduce`, `--overlap-param-gather`, `--ddp-bucket-size`, the
+  bucket used only while it overlaps (megatron/training/training.py, resolve_ddp_bucket_size:
+  "if ``overlap_grad_reduce`` is False: ``None`` (overrides the above)"), so a bucket size with
+  overlap_comm false is refused.
+- torchtitan 0.3.0: Float8 (rowwise) and MX (mxfp8) converters from its config registry.
+  Its Float8 converter has no tensorwise recipe (components/quantization/float8.py,
+  Float8LinearConverter.Config: `recipe_name: Literal["rowwise", "rowwise_with_gw_hp"] =
+  "rowwise"`), so fp8-tensorwise is refused there. `training.enable_cpu_offload` puts FSDP2's weights, gradients and optimizer states
   on the host (FSDP only, all of them or nothing); FSDP2 and DDP overlap by themselves.
 - DeepSpeed 0.19.8 and Megatron-DeepSpeed: ZeRO's offload_optimizer (stages 1-3) and
   offload_param (stage 3), overlap_comm, reduce_bucket_size and allgather_bucket_size; no FP8
@@ -26,14 +31,14 @@ from __future__ import annotations
 FP8_RECIPES: dict[str, tuple[str, ...]] = {
     "builtin": ("fp8-tensorwise", "fp8-rowwise"),
     "megatron-lm": ("fp8-tensorwise", "fp8-delayed", "fp8-blockwise", "mxfp8"),
-    "torchtitan": ("fp8-tensorwise", "fp8-rowwise", "mxfp8"),
+    "torchtitan": ("fp8-rowwise", "mxfp8"),
     "deepspeed": (),
     "megatron-deepspeed": (),
 }
 FP8_SOURCE = {
     "builtin": "torchao's Float8Linear recipes",
     "megatron-lm": "megatron-core's --fp8-recipe",
-    "torchtitan": "torchtitan's Float8 and MX converters",
+    "torchtitan": "torchtitan's Float8 converter (recipe rowwise) and MX converter",
     "deepspeed": "DeepSpeed's engine has no FP8 GEMMs (Transformer Engine's FP8 lives in the "
                  "model's code: use trainer command with {precision})",
     "megatron-deepspeed": "Megatron-DeepSpeed trains in bf16 or fp16 only",
@@ -69,7 +74,9 @@ def _offload(trainer: str, config) -> str | None:
     if offload not in runs:
         return (f"{trainer}: offload {offload}: it offloads {' or '.join(runs)} only; set "
                 f"space.offload to none or {runs[0]}")
-    sharded = config.sharding is not None or config.zero_stage > 0
+    # One data-parallel rank shards nothing, so stage 0 is every stage there (the DeepSpeed
+    # config names stage 1, which offloads).
+    sharded = config.sharding is not None or config.zero_stage > 0 or config.dp == 1
     if trainer in ("megatron-lm", "deepspeed", "megatron-deepspeed") and not sharded:
         what = ("--optimizer-cpu-offload offloads the distributed optimizer's states"
                 if trainer == "megatron-lm" else "ZeRO-Offload runs on ZeRO stages 1-3")
@@ -86,6 +93,10 @@ def _overlap_and_bucket(trainer: str, config) -> str | None:
                 f"{ALWAYS_OVERLAP[trainer]}; set space.overlap_comm to [null]")
     if config.bucket_size is not None and trainer in NO_BUCKET:
         return f"{trainer}: bucket_size: {NO_BUCKET[trainer]}; set space.bucket_size to [null]"
+    if trainer == "megatron-lm" and config.bucket_size is not None and config.overlap_comm is False:
+        return ("megatron-lm: bucket_size with overlap_comm false: Megatron reduces in one bucket "
+                "without --overlap-grad-reduce; set space.overlap_comm to [true] or "
+                "space.bucket_size to [null]")
     return None
 
 
