@@ -98,6 +98,23 @@ def test_configs_that_cannot_fit_are_recorded_infeasible_and_not_run(tmp_path, r
     assert not (runs_dir / "tight" / "trials").exists()
 
 
+def test_fp8_layouts_on_a_cpu_cluster_are_recorded_infeasible_and_never_launched(
+        tmp_path, runs_dir, cli):
+    spec = write_spec(tmp_path / "c.yaml", name="fp8-on-cpu",
+                      space={"precision": ["fp8-tensorwise", "fp8-rowwise"]})
+    code, out, err = cli("run", str(spec))
+    assert code == 0, err
+    events = journal_events(runs_dir / "fp8-on-cpu")
+    assert not [e for e in events if e["event"] == "submitted"]
+    results = [e["result"] for e in events if e["event"] == "finished"]
+    assert results and all(r["status"] == "infeasible" for r in results)
+    assert all("no FP8 tensor cores" in r["error"] and "cpu-local" in r["error"]
+               for r in results)
+    assert {r["error"].split(":")[0] for r in results} == {"precision fp8-tensorwise",
+                                                           "precision fp8-rowwise"}
+    assert not (runs_dir / "fp8-on-cpu" / "trials").exists()
+
+
 def test_running_an_existing_campaign_again_is_refused(tmp_path, runs_dir, cli):
     spec = write_spec(tmp_path / "c.yaml", name="twice", cluster={"preset": "cpu-local", "memory_gb": 0.3})
     assert cli("run", str(spec))[0] == 0
