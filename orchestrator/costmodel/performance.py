@@ -30,9 +30,7 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
   PP moving a cp rank's tokens, the exposed K/V exchange, gradients over dp x cp.
 - FP8 (precision.py): the linear GEMMs' share of compute at the FP8 peak, plus the casts.
 - Offload (offload.py): the host transfers and host optimizer step, in place of the device's.
-- Overlap and buckets: a layout's `overlap_comm` switches the trainer's gradient-reduction
-  overlap on or off (None keeps the trainer's own); its `bucket_size` (elements) replaces the
-  default gradient and gather buckets, each bucket one collective with its latency.
+- Overlap and buckets (layout_terms.py): the layout's overlap switch and bucket size.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ from orchestrator.costmodel.memory import ACTIVATION_BYTES, params_on_first_stag
 from orchestrator.costmodel.moe_time import compute_seconds, exposed_dispatch, moe_tp_layers
 from orchestrator.costmodel.layout_terms import layout_coefficients, offloaded_params
 from orchestrator.costmodel.offload import offload_seconds, offloads_optimizer
-from orchestrator.costmodel.precision import compute_with_fp8, is_fp8
+from orchestrator.costmodel.precision import compute_with_fp8
 from orchestrator.costmodel.step_terms import DataParallelComm, StepTime
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
@@ -206,20 +204,18 @@ def step_time(
 
     flops = model_flops(model, tokens, config)
     efficiency = gemm_efficiency(cluster, model, config)
-    compute = compute_seconds(cluster, model, config, flops, efficiency, c.expert_load_imbalance)
-    if is_fp8(config):
-        stage_params = params_on_first_stage(model, config) + expert_params_per_rank(model, config)
-        compute = compute_with_fp8(model, config, cluster, compute, flops, stage_params)
+    compute = compute_with_fp8(
+        model, config, cluster,
+        compute_seconds(cluster, model, config, flops, efficiency, c.expert_load_imbalance),
+        flops, params_on_first_stage(model, config) + expert_params_per_rank(model, config))
     bubble = compute * (p - 1) / (v * m)
     overhead = c.launch_overhead_s * layers * m
 
-    dtensor_tp = runtime.zero_engine == "torch"  # the built-in trainer's and torchtitan's TP
-    tp_call = cluster.tp_call_overhead_us * 1e-6 if dtensor_tp else 0.0
+    # DTensor's software cost, in the built-in trainer's and torchtitan's TP (the torch engine).
+    tp_call = cluster.tp_call_overhead_us * 1e-6 if runtime.zero_engine == "torch" else 0.0
     tp_comm, pp_comm = model_parallel_comm(model, config, fabric, gpus_per_node, act_bytes,
                                            tp_call)
-    # The same collectives at link bandwidth alone, with no software cost: the rest is a
-    # fixed cost per call (latency and software alike), which calibration scales apart from
-    # bandwidth (an α-β fit, Hockney 1994).
+    # At link bandwidth alone: the rest is a fixed cost per call, scaled apart (α-β, Hockney).
     tp_bw, pp_bw = model_parallel_comm(model, config, fabric.bandwidth_only(), gpus_per_node,
                                        act_bytes)
     bw_scale, lat_scale = c.scale_model_parallel_comm, c.scale_model_parallel_latency
@@ -233,11 +229,6 @@ def step_time(
     dp, optimizer, engine = _data_parallel(model, config, cluster, fabric, gpus_per_node,
                                            weight_bytes, c, runtime)
     exposed = _exposed_dp(dp, compute, config, c, runtime, engine)
-    offload = 0.0
-    if offloads_optimizer(config):
-        offload = offload_seconds(config, cluster, c, gpus_per_node, *offloaded_params(
-            model, config, gpus_per_node, runtime), compute)
-        optimizer = 0.0  # the host steps instead
     return StepTime(
         compute_s=compute * c.scale_compute,
         bubble_s=bubble * c.scale_bubble,
@@ -250,7 +241,8 @@ def step_time(
         optimizer_s=optimizer * c.scale_compute,
         ep_comm_s=ep.bandwidth_s * bw_scale + ep.latency_s * lat_scale,
         cp_comm_s=context * bw_scale,
-        offload_s=offload,
+        offload_s=offload_seconds(config, cluster, c, gpus_per_node, *offloaded_params(
+            model, config, gpus_per_node, runtime), compute),
     )
 
 
@@ -272,6 +264,8 @@ def _data_parallel(model: ModelShape, config: ParallelConfig, cluster: Cluster, 
         expert_dp, expert_optimizer = _expert_gradients(model, config, cluster, fabric,
                                                         gpus_per_node, weight_bytes, c, runtime)
         dp, optimizer = dp + expert_dp, optimizer + expert_optimizer
+    if offloads_optimizer(config):
+        optimizer = 0.0  # the host steps instead (offload.py)
     return dp, optimizer, factors.engine
 
 
