@@ -15,6 +15,7 @@ from jobs.expert_parallel import Optimizers, expert_modules, expert_parameters
 from jobs.layout import DataParallelPlan
 from jobs.model import Transformer
 from jobs.moe import MoE
+from jobs.offload import HostOffloadAdamW
 
 
 class Checkpointed(nn.Module):
@@ -131,13 +132,16 @@ def apply_compile(model: Transformer) -> None:
 
 
 def apply_fsdp(model: Transformer, dp_mesh, plan: DataParallelPlan, mixed_precision: bool,
-               expert_mesh=None, dp: int = 1) -> None:
+               expert_mesh=None, dp: int = 1, offload_policy=None) -> None:
     """FSDP2 on each block, then the root; a 2-D mesh (replicate, shard) makes it HSDP. Each
     layer's routed experts are sharded first, on their own over the expert-data-parallel mesh,
-    their gradients summed there and divided by dp (jobs/expert_parallel.py)."""
+    their gradients summed there and divided by dp (jobs/expert_parallel.py). An
+    `offload_policy` (FSDP2's CPUOffloadPolicy, jobs/offload.py) keeps the shards on the host."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     kwargs = {"mesh": dp_mesh, "reshard_after_forward": plan.reshard_after_forward}
+    if offload_policy is not None:
+        kwargs["offload_policy"] = offload_policy
     if mixed_precision:
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     # A secondary (hpZ) shard size is for the dp mesh; experts reshard fully.
@@ -154,9 +158,19 @@ def apply_fsdp(model: Transformer, dp_mesh, plan: DataParallelPlan, mixed_precis
     fully_shard(model, **kwargs)
 
 
-def apply_ddp(model: nn.Module, dp_group, device: torch.device) -> nn.Module:
+def bucket_cap_mb(bucket_size: int | None, model: nn.Module) -> float | None:
+    """DDP's bucket_cap_mb for a bucket of `bucket_size` gradient elements (gradients have
+    their parameters' dtype: float32 here, autocast or not); None keeps DDP's 25 MiB."""
+    if bucket_size is None:
+        return None
+    return bucket_size * next(model.parameters()).element_size() / 2**20
+
+
+def apply_ddp(model: nn.Module, dp_group, device: torch.device,
+              bucket_size: int | None = None) -> nn.Module:
     """DDP over the data-parallel group for every parameter but the routed experts', which
-    differ between dp ranks under expert parallelism and reduce over their own group."""
+    differ between dp ranks under expert parallelism and reduce over their own group;
+    `bucket_size` elements per gradient bucket (the layout's knob)."""
     from torch.nn.parallel import DistributedDataParallel
 
     experts = {id(p) for p in expert_parameters(model)}
@@ -164,7 +178,8 @@ def apply_ddp(model: nn.Module, dp_group, device: torch.device) -> nn.Module:
     if ignored:
         DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, ignored)
     device_ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(model, process_group=dp_group, device_ids=device_ids)
+    return DistributedDataParallel(model, process_group=dp_group, device_ids=device_ids,
+                                   bucket_cap_mb=bucket_cap_mb(bucket_size, model))
 
 
 def all_reduce_gradients(model: nn.Module, dp_group) -> None:
@@ -183,19 +198,24 @@ def all_reduce_gradients(model: nn.Module, dp_group) -> None:
 
 
 def build_optimizer(model: nn.Module, plan: DataParallelPlan, lr: float, zero1_group,
-                    expert_group=None):
+                    expert_group=None, offload: str = "none"):
     """AdamW; ZeRO-1 shards its states over `zero1_group`, and the routed experts' states
-    over `expert_group` (their expert-data-parallel ranks), in a second optimizer."""
+    over `expert_group` (their expert-data-parallel ranks), in a second optimizer. With
+    offload "optimizer" it steps on the host (jobs/offload.py); with "optimizer+params" the
+    FSDP shards it steps already live there."""
     experts = {id(p) for p in expert_parameters(model)}
     params = [p for p in model.parameters() if p.requires_grad and id(p) not in experts]
-    optimizer = _adamw(params, plan, lr, zero1_group)
+    host = offload == "optimizer"
+    optimizer = _adamw(params, plan, lr, zero1_group, host)
     if not experts:
         return optimizer
     expert_params = [p for p in model.parameters() if id(p) in experts]
-    return Optimizers(optimizer, _adamw(expert_params, plan, lr, expert_group))
+    return Optimizers(optimizer, _adamw(expert_params, plan, lr, expert_group, host))
 
 
-def _adamw(params: list[nn.Parameter], plan: DataParallelPlan, lr: float, zero1_group):
+def _adamw(params: list[nn.Parameter], plan: DataParallelPlan, lr: float, zero1_group,
+           host: bool = False):
+    adamw = HostOffloadAdamW if host else torch.optim.AdamW
     if plan.kind == "zero1" and dist.get_world_size(zero1_group) > 1:
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
@@ -203,7 +223,7 @@ def _adamw(params: list[nn.Parameter], plan: DataParallelPlan, lr: float, zero1_
         # them ZeRO broadcasts parameter by parameter, one call per tensor (39 on the tiny
         # model), which on gloo cost more than the sharded optimizer step saved
         # (benchmarks/zero1_broadcast.py).
-        return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=lr,
+        return ZeroRedundancyOptimizer(params, optimizer_class=adamw, lr=lr,
                                        process_group=zero1_group,
                                        parameters_as_bucket_view=True)
-    return torch.optim.AdamW(params, lr=lr)
+    return adamw(params, lr=lr)

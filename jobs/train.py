@@ -139,7 +139,9 @@ def measured_mechanisms(config: JobConfig, trainer, forwards: list[int]) -> dict
     return {"optimizer_state_fraction": optimizer_state_fraction(trainer.optimizer, whole),
             "attention_forwards_per_microbatch":
                 calls / (layers * config.grad_accum_steps) if layers else 0.0,
-            "compiled_graphs": compiled_graphs(), "attention_sequence_length": tokens}
+            "compiled_graphs": compiled_graphs(), "attention_sequence_length": tokens,
+            # The gradient bucket DDP was built with (bucket_size's bytes), 0 without DDP.
+            "ddp_bucket_cap_bytes": trainer.ddp.bucket_bytes_cap if trainer.ddp else 0}
 
 
 def summarize(

@@ -15,6 +15,7 @@ from jobs.expert_parallel import apply_ep, sync_expert_gradients
 from jobs.layout import DataParallelPlan, build_expert_mesh, build_mesh, data_parallel_plan
 from jobs.model import Transformer, num_params
 from jobs.moe import is_moe_layer
+from jobs.offload import cpu_offload_policy, offload_problem
 from jobs.parallelize import (
     all_reduce_gradients,
     apply_ac,
@@ -25,6 +26,7 @@ from jobs.parallelize import (
     build_optimizer,
 )
 from jobs.pipeline import build_schedule, cross_entropy, split_stage, stage_ids
+from jobs.precision import apply_fp8, precision_problem
 
 
 class Infeasible(Exception):
@@ -71,6 +73,11 @@ def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
         raise Infeasible("ZeroRedundancyOptimizer takes no tensor-parallel (DTensor) "
                          "parameters; with tp > 1 use zero_stage 2 or 3")
     check_experts_feasible(config)
+    if reason := offload_problem(config, plan) or precision_problem(config):
+        raise Infeasible(reason)
+    if config.overlap_comm is False:
+        raise Infeasible("overlap_comm false: PyTorch's DDP and FSDP2 always overlap their "
+                         "collectives here; leave overlap_comm unset (null)")
     return plan
 
 
@@ -203,6 +210,7 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
 
     for module in modules:
         module.to(device)
+        apply_fp8(module, config.precision, config.tp)
         if expert_mesh is not None:
             apply_ep(module, expert_mesh["ep"])
         if config.tp > 1:
@@ -214,17 +222,18 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
             dp_mesh = (mesh["dp_replicate", "dp_shard_cp"] if plan.replicate > 1
                        else mesh["dp_shard_cp"])
             apply_fsdp(module, dp_mesh, plan, mixed_precision=device.type == "cuda",
-                       expert_mesh=edp, dp=config.dp)
+                       expert_mesh=edp, dp=config.dp,
+                       offload_policy=cpu_offload_policy(config.offload, device))
 
     ddp = None
     replicas = config.dp * config.cp  # ranks whose gradients average
     if plan.kind in ("ddp", "zero1") and replicas > 1 and config.tp == 1 and config.pp == 1:
-        ddp = apply_ddp(modules[0], mesh["dp_cp"].get_group(), device)
+        ddp = apply_ddp(modules[0], mesh["dp_cp"].get_group(), device, config.bucket_size)
     manual = plan.kind in ("ddp", "zero1") and replicas > 1 and ddp is None
 
     params = nn.ModuleList(modules)
     optimizer = build_optimizer(params, plan, config.lr, mesh["dp_shard_cp"].get_group(),
-                                None if edp is None else edp.get_group())
+                                None if edp is None else edp.get_group(), config.offload)
 
     schedule = None
     if config.pp > 1:
