@@ -220,7 +220,9 @@ _KNOBS: list[Knob] = [
          key=lambda v: "" if v["precision"] == "bf16" else f"-{v['precision']}"),
     Knob("offload", str, "none", "model states kept in host memory: none, the optimizer states "
          "(stepped on the host), or those and the weights", choices=OFFLOADS, space=("none",),
-         rule=_offload_needs_sharding, redundant=lambda v, r: bool(_offload_needs_sharding(v)),
+         rule=_offload_needs_sharding,
+         # The space varies zero_stage apart (its sharding), so the rule is the filter there.
+         redundant=lambda v, r: "zero_stage" in v and bool(_offload_needs_sharding(v)),
          key=lambda v: {"none": "", "optimizer": "-offopt"}.get(v["offload"], "-offall")),
     # Overlap and bucket sizes: what DeepSpeed's autotuner searches besides the layout. None
     # keeps what the trainer's own base config says (DeepSpeed overlaps by default at ZeRO-3

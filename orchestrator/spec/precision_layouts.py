@@ -18,8 +18,9 @@ What each trainer has, read in the releases ParaTune renders for:
 - torchtitan 0.3.0: Float8 (rowwise) and MX (mxfp8) converters from its config registry.
   Its Float8 converter has no tensorwise recipe (components/quantization/float8.py,
   Float8LinearConverter.Config: `recipe_name: Literal["rowwise", "rowwise_with_gw_hp"] =
-  "rowwise"`), so fp8-tensorwise is refused there. `training.enable_cpu_offload` puts FSDP2's weights, gradients and optimizer states
-  on the host (FSDP only, all of them or nothing); FSDP2 and DDP overlap by themselves.
+  "rowwise"`), so fp8-tensorwise is refused there. `training.enable_cpu_offload` puts FSDP2's
+  weights, gradients and optimizer states on the host (FSDP only, all of them or nothing);
+  FSDP2 and DDP overlap by themselves.
 - DeepSpeed 0.19.8 and Megatron-DeepSpeed: ZeRO's offload_optimizer (stages 1-3) and
   offload_param (stage 3), overlap_comm, reduce_bucket_size and allgather_bucket_size; no FP8
   in the engine (Transformer Engine's FP8 lives in a model's own code).

@@ -22,8 +22,9 @@ Mixture of experts: the experts and their layout (ep, etp) as each tool's flags
 (megatron_moe.py); `--kv-channels` where the head dim is not hidden / heads. Context
 parallelism: `--context-parallel-size` and, with cp > 1, `--cp-comm-type` and TransformerEngine's
 attention on Megatron-LM; `--ds-sequence-parallel-size` (Ulysses) on Megatron-DeepSpeed
-(megatron_context.py). Megatron-LM's parser asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or
-CP on GPUs before Blackwell, so trials set it for either.
+(megatron_context.py). FP8 recipes, optimizer offload, overlap and bucket size on
+Megatron-LM: megatron_precision.py. Megatron-LM's parser asserts CUDA_DEVICE_MAX_CONNECTIONS=1
+with TP or CP on GPUs before Blackwell, so trials set it for either.
 
 `run` and the export formats `megatron-lm` and `megatron-deepspeed` render the same flags
 (`megatron_args`); a trial adds its length and logging (`trial_args`).
@@ -48,6 +49,7 @@ from orchestrator.trainers.megatron_flags import (
 )
 from orchestrator.trainers.megatron_log import parse_megatron_log
 from orchestrator.trainers.megatron_moe import ffn_hidden, moe_args
+from orchestrator.trainers.megatron_precision import CHANGES_FILE, base_args_for, precision_args
 from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 LM = "megatron-lm"
@@ -156,6 +158,7 @@ def megatron_args(tool: str, spec, config, deepspeed_config_path: str = DEEPSPEE
         args.append(f"--attention-backend={'flash' if spec.trial.flash_attention else 'unfused'}")
         if config.zero_stage == 1:
             args.append("--use-distributed-optimizer")
+        args += precision_args(tool, spec, config)
     else:
         if spec.trial.flash_attention:
             args.append("--use-flash-attn-v2")
@@ -187,10 +190,13 @@ class _MegatronTrainer(TrainerAdapter):
     def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
         section = spec.trial.megatron
         values = placeholder_values(spec, config, trial_id, folder, steps)
-        program = [section.script, *fill(section.args, values),
+        base, removed = base_args_for(self.name, config, fill(section.args, values))
+        program = [section.script, *base,
                    *megatron_args(self.name, spec, config, str(folder.deepspeed_config)),
                    *trial_args(self.name, steps + spec.trial.warmup_steps)]
         files = trial_files(spec, config) if self.name == DS else {}
+        if removed:
+            files = {**files, CHANGES_FILE: "".join(line + "\n" for line in removed)}
         return TrainerRun(program=program, launcher="torchrun", files=files,
                           env=megatron_env(spec, config))
 

@@ -67,11 +67,12 @@ def moe_freq(text: str) -> int | str:
 MOE_LAYER_FREQ = Flag(type=moe_freq)
 
 # Megatron-LM flags generated from TransformerConfig fields in megatron-core 0.19.2: the
-# renderer's MoE flags and --kv-channels.
+# renderer's MoE flags, --kv-channels and the FP8 ones (megatron_precision.py).
 MEGATRON_LM_CONFIG_FLAGS = (
     "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size",
     "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--kv-channels",
+    "--fp8-format", "--fp8-recipe",
 )
 
 # Flags both parsers declare alike.
@@ -112,6 +113,14 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {
     "--transformer-impl": Flag(choices=("local", "transformer_engine")),
     "--use-flash-attn": SWITCH,
     "--overlap-grad-reduce": SWITCH,  # read by the cost model from the base arguments
+    # Written by hand in megatron-core 0.19.2's megatron/training/arguments.py
+    # (_add_distributed_args, _add_training_args, _add_experimental_args).
+    "--overlap-param-gather": SWITCH,
+    "--overlap-param-gather-with-optimizer-step": SWITCH,
+    "--ddp-bucket-size": INT,
+    "--optimizer-cpu-offload": SWITCH,
+    "--optimizer-offload-fraction": Flag(type=float),
+    "--use-precision-aware-optimizer": SWITCH,
     "--log-throughput": SWITCH,
     "--mock-data": SWITCH,
     "--distributed-backend": Flag(choices=("nccl", "gloo")),

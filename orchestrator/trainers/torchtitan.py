@@ -31,6 +31,11 @@ Context parallelism: `--parallelism.context-parallel-degree` on every layout and
 attention configs: spec/context_layouts.py). Its FSDP mesh is dp_shard x cp, so with cp > 1
 parameters are sharded over the cp ranks too, whatever the layout's ZeRO stage.
 
+Precision and offload (torchtitan_precision.py): an FP8 layout names ParaTune's config
+registry as `--module`, whose config function loads the campaign's config and runs torchtitan's
+Float8 or MX converters on its model; optimizer+params offload is
+`--training.enable-cpu-offload` (FSDP2's CPU offload), with CUDA graphs off.
+
 Log (torchtitan/components/metrics.py, MetricsProcessor.log; ANSI colours unless
 metrics.disable_color_printing; every rank logs its own line):
 
@@ -55,6 +60,7 @@ from orchestrator.spec.trainer_layouts import torchtitan_data_parallel as data_p
 from orchestrator.spec.trial import TorchtitanTrainerSpec
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
+from orchestrator.trainers.torchtitan_precision import module_and_config, offload_args
 
 TOOL = "torchtitan 0.3.0"
 SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
@@ -102,9 +108,10 @@ def layout_args(spec, config) -> list[str]:
             args += [f"--parallelism.pipeline-parallel-layers-per-stage={per_stage}",
                      "--parallelism.pipeline-parallel-first-stage-less-layers=0",
                      "--parallelism.pipeline-parallel-last-stage-less-layers=0"]
-    if config.pp > 1 or config.ep > 1:  # Trainer.Config refuses either with CUDA graphs
-        args.append("--training.disable-cuda-graphs")
-    args += [
+    offload = offload_args(config)
+    if (config.pp > 1 or config.ep > 1) and "--training.disable-cuda-graphs" not in offload:
+        args.append("--training.disable-cuda-graphs")  # Trainer.Config refuses either with them
+    args += [*offload,
         f"--training.local-batch-size={local}",
         f"--training.global-batch-size={config.global_batch_size()}",
         f"--training.seq-len={spec.model.seq_len}",
@@ -123,7 +130,8 @@ def torchtitan_args(spec, config, values: dict, trial_args: list[str] = ()) -> l
     """`--module M --config C`, the user's overrides (filled), the trial's own flags, then the
     layout: the arguments after `-m torchtitan.train`, for trials and launch files alike."""
     section = torchtitan_section(spec)
-    return ["--module", section.module, "--config", section.config,
+    module, name = module_and_config(section.module, section.config, config.precision)
+    return ["--module", module, "--config", name,
             *fill(section.overrides, values), *trial_args, *layout_args(spec, config)]
 
 
