@@ -105,3 +105,11 @@ def test_models_without_grouped_query_attention_price_their_kv_exchange():
     for kind in ("p2p", "a2a", "allgather"):
         e = CostModel(model, H100, 8).estimate(layout(tp=2, cp=2, cp_comm_type=kind))
         assert e.memory.buffers > 0 and e.time.total_s > 0
+
+
+# NeMo's long-sequence table (examples/nemo-llama2-long-context.yaml): Llama 2 7B in FP8 at
+# 131,072 tokens on 128 H100s, TP 4, DP 8, CP 4, p2p: 555 model TFLOPS per GPU.
+def test_nemo_llama2_128k_row_is_within_10_percent():
+    tflops = run_json("estimate", str(EXAMPLES / "nemo-llama2-long-context.yaml"))
+    assert tflops["tflops_per_gpu"] == pytest.approx(555, rel=0.10)
+    assert tflops["config"]["cp"] == 4 and tflops["config"]["precision"] == "fp8-delayed"
