@@ -25,7 +25,7 @@ from orchestrator.common.errors import SpecError
 from orchestrator.export.configs import export_megatron_lm
 from orchestrator.export.scripts import export_torchtitan
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import spec_from_dict
+from orchestrator.spec import load_spec, spec_from_dict
 from orchestrator.spec.trainer_layouts import runnable
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.megatron import megatron_args
@@ -35,6 +35,7 @@ from orchestrator.trainers.torchtitan import export_values, torchtitan_args
 from orchestrator.trainers.torchtitan_precision import REGISTRY_MODULE
 from orchestrator.trial.folder import TrialFolder
 
+ROOT = Path(__file__).resolve().parent.parent
 FP8 = tuple(FP8_FLAGS)  # Megatron-LM's recipes, as ParaTune names them
 
 
@@ -308,3 +309,12 @@ def test_torchtitan_refuses_in_one_line():
         spec, titan_layout(overlap_comm=True))
     assert "set space.bucket_size to [null]" in one_line_refusal(
         spec, titan_layout(bucket_size=10**6))
+
+
+def test_a_torchtitan_fp8_launch_file_puts_paratunes_registry_on_the_path():
+    spec = load_spec(ROOT / "examples" / "torchtitan-fp8-rowwise.yaml")
+    by_precision = {c.precision: c for c in spec.candidates()}
+    fp8 = export_torchtitan(spec, "t0001", by_precision["fp8-rowwise"])
+    assert 'export PYTHONPATH="${PARATUNE_ROOT:-' in fp8
+    assert subprocess.run(["bash", "-n"], input=fp8, text=True).returncode == 0
+    assert "PYTHONPATH" not in export_torchtitan(spec, "t0001", by_precision["bf16"])

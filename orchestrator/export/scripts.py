@@ -8,6 +8,7 @@ programs: program_scripts.py."""
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export.common import origin, run_context
@@ -133,9 +134,21 @@ def export_torchtitan(spec: CampaignSpec, trial_id: str, config: ParallelConfig)
 # accumulation as global_batch_size / (local_batch_size x data-parallel degree). Add flags to
 # ARGS before the activation-checkpoint subcommand: arguments after it belong to it.
 set -euo pipefail
-{run_context(spec)}{rendezvous(spec.scale.nodes)}
+{run_context(spec)}{_converter_path(config)}{rendezvous(spec.scale.nodes)}
 ARGS=(
 {body}
 )
 exec torchrun "${{RDZV[@]}}" {launch} "${{ARGS[@]}}"
 """
+
+
+def _converter_path(config: ParallelConfig) -> str:
+    """An FP8 layout's --module is ParaTune's config registry, which attaches torchtitan's own
+    converters: the script puts ParaTune on PYTHONPATH (PARATUNE_ROOT, or this checkout)."""
+    if config.precision == "bf16":
+        return ""
+    root = str(Path(__file__).resolve().parents[2])
+    for special in ("\\", '"', "$", "`", "}"):  # inside the double quotes below
+        root = root.replace(special, "\\" + special)
+    return ("# FP8: --module names ParaTune's registry of torchtitan configs with its converters.\n"
+            f'export PYTHONPATH="${{PARATUNE_ROOT:-{root}}}${{PYTHONPATH:+:$PYTHONPATH}}"\n')
