@@ -81,12 +81,14 @@ def test_gpu_check_script_runs_on_cpu_with_a_tiny_model(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
          str(ROOT / "benchmarks" / "gpu_check.py"), "--tiny", "--steps", "2",
-         "--modes", "plain,ac_full", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+         "--modes", "plain,ac_full,fp8_tensorwise,moe", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
-    assert [r["mode"] for r in rows] == ["plain", "ac_full"]
-    assert all(r["tokens_per_s"] > 0 for r in rows)
+    assert [r["mode"] for r in rows] == ["plain", "ac_full", "fp8_tensorwise", "moe"]
+    trained = [rows[0], rows[1], rows[3]]
+    assert all(r["tokens_per_s"] > 0 and r["predicted_tokens_per_s"] > 0 for r in trained)
     assert rows[0]["loss_first"] == pytest.approx(rows[1]["loss_first"])
+    assert "needs FP8 tensor cores" in rows[2]["infeasible"]  # a CPU has none
