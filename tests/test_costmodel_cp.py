@@ -113,3 +113,15 @@ def test_nemo_llama2_128k_row_is_within_10_percent():
     tflops = run_json("estimate", str(EXAMPLES / "nemo-llama2-long-context.yaml"))
     assert tflops["tflops_per_gpu"] == pytest.approx(555, rel=0.10)
     assert tflops["config"]["cp"] == 4 and tflops["config"]["precision"] == "fp8-delayed"
+
+
+def test_calibration_fits_the_cp_exchange_with_model_parallel_communication():
+    from orchestrator.costmodel.calibration import feature_model, features
+
+    cost = CostModel(LLAMA_8B_128K, H100, 8)
+    config = layout(tp=8, cp=4, dp=1, grad_accum_steps=32, cp_comm_type="allgather")
+    time = cost.estimate(config).time
+    assert time.cp_comm_s > 0
+    row = features(feature_model(cost), config)
+    assert row[2] == pytest.approx(time.tp_comm_s + time.pp_comm_s + time.ep_comm_s
+                                   + time.cp_comm_s - time.model_parallel_latency_s)

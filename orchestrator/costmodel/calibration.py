@@ -97,9 +97,10 @@ def features(feature_cost: CostModel, config: ParallelConfig) -> list[float]:
     layers = feature_cost.model.num_layers // config.pp
     latency = t.model_parallel_latency_s
     gathers = t.dp_comm.t_p
-    # The optimizer step is the device's own work too: calibration scales it with compute.
-    return [t.compute_s + t.optimizer_s, t.bubble_s,
-            t.tp_comm_s + t.pp_comm_s + t.ep_comm_s - latency,
+    # The optimizer step (the host's, with offload) is the rank's own work too: calibration
+    # scales it with compute. The context-parallel exchange is model-parallel communication.
+    return [t.compute_s + t.optimizer_s + t.offload_s, t.bubble_s,
+            t.tp_comm_s + t.pp_comm_s + t.ep_comm_s + t.cp_comm_s - latency,
             latency, t.dp_comm.total - gathers, gathers, float(layers * config.grad_accum_steps)]
 
 

@@ -242,7 +242,7 @@ def step_time(
         ep_comm_s=ep.bandwidth_s * bw_scale + ep.latency_s * lat_scale,
         cp_comm_s=context * bw_scale,
         offload_s=offload_seconds(config, cluster, c, gpus_per_node, *offloaded_params(
-            model, config, gpus_per_node, runtime), compute),
+            model, config, gpus_per_node, runtime), compute) * c.scale_compute,
     )
 
 
