@@ -23,15 +23,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 from orchestrator.costmodel.collectives import Fabric
+from orchestrator.costmodel.zero_engine import ZeroEngine
 from orchestrator.presets import ModelShape
-from orchestrator.space import ParallelConfig
+from orchestrator.space import ParallelConfig, ShardingFactors, dp_mesh
 
 
-def gradient_group(config: ParallelConfig) -> ParallelConfig:
-    """The layout whose dp is the group parameter gradients reduce over: dp × cp."""
+def gradient_group(config: ParallelConfig, gpus_per_node: int = 1,
+                   runtime: ZeroEngine | None = None) -> ParallelConfig:
+    """The layout whose dp is the group parameter gradients reduce over: dp × cp. A runtime
+    that shards over the cp ranks whatever the stage (torchtitan applies FSDP over
+    dp_shard × cp) runs stages 0 and 1 as HSDP: sharded over cp, replicated over dp."""
     if config.cp == 1:
         return config
-    return replace(config, dp=config.dp * config.cp, cp=1)
+    group = replace(config, dp=config.dp * config.cp, cp=1)
+    if (runtime is not None and runtime.shards_over_cp and config.sharding is None
+            and config.zero_stage < 2):
+        mesh = dp_mesh(group.dp, config.tp, gpus_per_node)
+        group = replace(group, sharding=ShardingFactors.named("hsdp", *mesh, group=config.cp))
+    return group
 
 
 def cp_mesh(config: ParallelConfig, gpus_per_node: int) -> tuple[int, int]:

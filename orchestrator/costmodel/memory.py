@@ -200,7 +200,7 @@ def memory_per_device(
     load over the mean (coefficients.py)."""
     params = params_on_first_stage(model, config)
     # The distributed optimizer shards over dp x cp, where the gradients reduce.
-    factors = gradient_group(config).factors(gpus_per_node,
+    factors = gradient_group(config, gpus_per_node, runtime).factors(gpus_per_node,
                                              runtime.engine_of(config.zero_stage))
     states = model_state_bytes_sharded(params, factors, precision)
     experts = expert_params_per_rank(model, config)

@@ -252,7 +252,7 @@ def _data_parallel(model: ModelShape, config: ParallelConfig, cluster: Cluster, 
     """The data-parallel terms, the optimizer step and the engine that runs them: the weights
     outside the routed experts over dp, the experts' over expert-DP."""
     params = params_on_first_stage(model, config)
-    dense = gradient_group(config)  # gradients reduce over dp x cp (context_parallel.py)
+    dense = gradient_group(config, gpus_per_node, runtime)  # over dp x cp (context_parallel.py)
     factors = dense.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
     # Each rank updates the optimizer shard it holds (every ZeRO scheme has s_os >= s_g >= s_p).
     optimizer = cluster.optimizer_ns_per_param * 1e-9 * params / factors.sos

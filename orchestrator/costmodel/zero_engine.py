@@ -40,6 +40,9 @@ class ZeroEngine:
     # Whether the MoE dispatch all-to-alls overlap compute (moe_time.py): Megatron-LM's
     # batch-level overlap, off by default; none of the other trainers does it.
     overlaps_expert_comm: bool = False
+    # Whether weights shard over the context-parallel ranks at every stage (torchtitan's FSDP
+    # over dp_shard x cp: at ZeRO 0 and 1 an HSDP over cp; context_parallel.gradient_group).
+    shards_over_cp: bool = False
 
     def engine_of(self, zero_stage: int) -> str:
         """The engine that runs `zero_stage` in this trainer."""
@@ -49,7 +52,7 @@ class ZeroEngine:
 DEEPSPEED = ZeroEngine()
 RUNTIME_OF_TRAINER = {
     "builtin": ZeroEngine(zero_engine="torch"),
-    "torchtitan": ZeroEngine(zero_engine="torch", grads_once_per_step=False),
+    "torchtitan": ZeroEngine(zero_engine="torch", grads_once_per_step=False, shards_over_cp=True),
     "deepspeed": ZeroEngine(ddp_engine="deepspeed"),
     "megatron-deepspeed": ZeroEngine(ddp_engine="deepspeed"),
 }
