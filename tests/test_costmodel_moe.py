@@ -31,7 +31,7 @@ from orchestrator.costmodel.moe_time import (
     moe_tp_layers,
 )
 from orchestrator.costmodel.zero_engine import DEEPSPEED, RUNTIME_OF_TRAINER, zero_engine_of_trainer
-from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
+from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, ModelShape
 from orchestrator.space import ParallelConfig
 
 H100 = CLUSTER_PRESETS["h100-80g"]
@@ -223,3 +223,27 @@ def test_estimate_reports_moe_mfu_both_ways():
     e = estimate(MIXTRAL, mixtral())
     assert e.fits and 0 < e.mfu_causal < e.mfu == e.hfu < 1
     assert 0.5 < e.compute_efficiency < H100.compute_efficiency
+
+
+def test_a_per_node_dispatch_sends_a_token_once_per_node_it_reaches():
+    from orchestrator.costmodel.moe_time import dispatch_comm, off_node_copies
+
+    deepseek = MODEL_PRESETS["deepseek-v3-671b"]
+    assert off_node_copies(deepseek, 8) == pytest.approx(4 * 7 / 8)  # node-limited: M = 4
+    free = deepseek.model_copy(update={"moe_router_num_groups": None,
+                                       "moe_router_group_topk": None})
+    assert off_node_copies(free, 8) == pytest.approx(7 * (1 - (7 / 8) ** 8))
+    assert off_node_copies(free, 8) < 8 * 7 / 8  # fewer than every (token, expert) copy
+    config = ParallelConfig(pp=16, dp=128, ep=64)
+    fabric = Fabric.of(CLUSTER_PRESETS["h800-80g"], 8, 0.8)
+    per_pair, per_node = (dispatch_comm(deepseek, config, fabric, 8, 2, 1.0, per_node=flag)
+                          for flag in (False, True))
+    assert per_node < per_pair / 1.8
+
+
+def test_group_limited_routing_needs_both_fields_that_fit():
+    base = MODEL_PRESETS["deepseek-v3-671b"]
+    for update, words in [({"moe_router_group_topk": None}, "go together"),
+                          ({"moe_router_num_groups": 7}, "must divide num_experts")]:
+        with pytest.raises(ValueError, match=words):
+            ModelShape(**{**base.model_dump(), **update})

@@ -344,3 +344,15 @@ def test_a_builtin_moe_campaigns_exports_carry_ep(runs_dir):
     deepspeed = export("megatron-deepspeed", spec, best.trial_id, best.config)
     assert "--moe-expert-parallel-size=2" in deepspeed  # its experts are its MLP, 344 wide
     assert "--ffn-hidden-size=344" in deepspeed and "--num-experts=8" in deepspeed
+
+
+def test_group_limited_routing_reaches_megatron_and_is_refused_where_it_cannot_run():
+    from orchestrator.trainers.megatron_moe import moe_args
+
+    spec = load_spec(EXAMPLES / "deepseek-v3.yaml")
+    config = spec.candidates()[0]
+    args = moe_args("megatron-lm", spec, config)
+    assert "--moe-router-num-groups=8" in args and "--moe-router-group-topk=4" in args
+    assert not any(a.startswith("--moe-token-dispatcher-type") for a in args)  # the user's flex
+    with pytest.raises(SpecError, match=r"model\.moe_router_num_groups: the built-in trainer"):
+        load_spec(EXAMPLES / "deepseek-v3.yaml", ["trial.trainer=builtin", "trial.megatron=null"])

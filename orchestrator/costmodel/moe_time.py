@@ -15,6 +15,10 @@ micro-batch on a rank (layout in experts.py, T tokens a rank routes, k experts p
   tokens are all-gathered over the ETP group and the outputs reduce-scattered back.
 - tensor parallelism: an MoE layer's routed experts run over the EP and ETP groups, so only
   its attention (and shared experts) keep the TP collectives (`moe_tp_layers`).
+- per-node dispatch (DeepEP, Megatron-LM's flex dispatcher): a token crosses the network once
+  per node it reaches (with DeepSeek-V3's node-limited routing, at most its group-limited
+  routing's groups when they are the EP group's nodes) and is forwarded over NVLink to its
+  experts there; the all-to-all above sends every (token, expert) copy.
 - overlap: none by default: Megatron-LM's alltoall dispatcher waits for each all-to-all
   (its MoE guide: unoptimised all-to-all takes 30-40% of a step). A trainer that overlaps it
   (`--overlap-moe-expert-parallel-comm`, zero_engine.py) hides it behind up to
@@ -77,15 +81,38 @@ def ep_mesh(config: ParallelConfig, gpus_per_node: int) -> tuple[int, int]:
     return p0, config.ep // p0
 
 
+def off_node_copies(model: ModelShape, nodes: int) -> float:
+    """Nodes other than its own that a token is sent to, once each, by a per-node dispatch:
+    its group-limited routing's groups when they are the EP group's nodes (DeepSeek-V3's
+    node-limited routing), else the distinct nodes of k experts spread evenly."""
+    if model.moe_router_num_groups == nodes:
+        return model.moe_router_group_topk * (1 - 1 / nodes)
+    return (nodes - 1) * (1 - (1 - 1 / nodes) ** model.experts_per_token)
+
+
+def dispatch_call(model: ModelShape, config: ParallelConfig, fabric: Fabric,
+                  gpus_per_node: int, buffer: float, per_node: bool) -> float:
+    """One dispatch (or combine) all-to-all of a rank's `buffer` of (token, expert) copies.
+    Per node (DeepEP), a token crosses the network once per node it reaches and its copies
+    are forwarded over NVLink: the two levels overlap, the slower one sets the time."""
+    p0, p1 = ep_mesh(config, gpus_per_node)
+    if not per_node or p1 == 1:
+        return fabric.all_to_all(buffer, p0, p1)
+    crossing = buffer / model.experts_per_token * off_node_copies(model, p1)
+    return max(fabric.all_to_all(buffer, p0, 1),
+               fabric.all_to_all(crossing * p1 / (p1 - 1), 1, p1))
+
+
 def dispatch_comm(model: ModelShape, config: ParallelConfig, fabric: Fabric,
-                  gpus_per_node: int, act_bytes: int, imbalance: float) -> float:
+                  gpus_per_node: int, act_bytes: int, imbalance: float,
+                  per_node: bool = False) -> float:
     """Seconds per step of the dispatch and combine collectives (raw, before overlap)."""
     etp = expert_tp(config)
     if not model.is_moe or (config.ep == 1 and etp == 1):
         return 0.0
     routed = tokens_per_rank(model, config) * model.experts_per_token * imbalance
     buffer = routed * model.hidden * act_bytes
-    per_call = fabric.all_to_all(buffer, *ep_mesh(config, gpus_per_node))
+    per_call = dispatch_call(model, config, fabric, gpus_per_node, buffer, per_node)
     if etp > 1 and config.sequence_parallel:  # all-gather in, reduce-scatter out
         in_node = min(etp, gpus_per_node)
         per_call += fabric.all_gather(buffer * etp, in_node, -(-etp // in_node))
@@ -106,15 +133,15 @@ class ExpertComm:
 
 
 def exposed_dispatch(model: ModelShape, config: ParallelConfig, fabric: Fabric,
-                     gpus_per_node: int, act_bytes: int, imbalance: float, hidden_by: float
-                     ) -> ExpertComm:
+                     gpus_per_node: int, act_bytes: int, imbalance: float, hidden_by: float,
+                     per_node: bool = False) -> ExpertComm:
     """The dispatch left on the critical path after `hidden_by` seconds of compute cover it,
     split as calibration scales it (bandwidth apart from per-call latency, as TP's)."""
-    raw = dispatch_comm(model, config, fabric, gpus_per_node, act_bytes, imbalance)
+    raw = dispatch_comm(model, config, fabric, gpus_per_node, act_bytes, imbalance, per_node)
     if raw <= 0:
         return ExpertComm(0.0, 0.0)
     bandwidth = dispatch_comm(model, config, fabric.bandwidth_only(), gpus_per_node,
-                              act_bytes, imbalance)
+                              act_bytes, imbalance, per_node)
     left = max(0.0, raw - hidden_by) / raw
     return ExpertComm(bandwidth * left, (raw - bandwidth) * left)
 

@@ -221,7 +221,7 @@ def step_time(
     bw_scale, lat_scale = c.scale_model_parallel_comm, c.scale_model_parallel_latency
     hidden = c.overlap_expert_comm * compute if runtime.overlaps_expert_comm else 0.0
     ep = exposed_dispatch(model, config, fabric, gpus_per_node, act_bytes,
-                          c.expert_load_imbalance, hidden)
+                          c.expert_load_imbalance, hidden, runtime.dispatch_per_node)
 
     flops_per_s = cluster.peak_tflops * 1e12 * efficiency
     context = cp_comm(model, config, fabric, gpus_per_node, act_bytes, flops_per_s)

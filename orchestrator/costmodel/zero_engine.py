@@ -40,6 +40,9 @@ class ZeroEngine:
     # Whether the MoE dispatch all-to-alls overlap compute (moe_time.py): Megatron-LM's
     # batch-level overlap, off by default; none of the other trainers does it.
     overlaps_expert_comm: bool = False
+    # Whether the MoE dispatch sends a token once per node it reaches and forwards it over
+    # NVLink (DeepEP: Megatron-LM's flex dispatcher), rather than once per (token, expert).
+    dispatch_per_node: bool = False
     # Whether weights shard over the context-parallel ranks at every stage (torchtitan's FSDP
     # over dp_shard x cp: at ZeRO 0 and 1 an HSDP over cp; context_parallel.gradient_group).
     shards_over_cp: bool = False
@@ -60,13 +63,18 @@ RUNTIME_OF_TRAINER = {
 
 MEGATRON_OVERLAP_FLAG = "--overlap-grad-reduce"
 MEGATRON_EP_OVERLAP_FLAG = "--overlap-moe-expert-parallel-comm"
+MEGATRON_DISPATCHER_FLAG = "--moe-token-dispatcher-type"
 
 
 def zero_engine_of_trainer(trainer: str | None, args: list[str] | tuple[str, ...] = ()) -> ZeroEngine:
     """The runtime of a spec's `trial.trainer` (DeepSpeed's for the others and the command
     trainer, whose code the model cannot see); `args`, the trainer's base arguments, say
-    whether Megatron-LM overlaps its DDP reduction and its expert dispatch."""
+    whether Megatron-LM overlaps its DDP reduction and its expert dispatch, and whether its
+    dispatcher is the flex one (DeepEP)."""
     if trainer == "megatron-lm":
+        joined = " ".join(args).replace("=", " ").split()
+        flex = any(a == MEGATRON_DISPATCHER_FLAG and b == "flex" for a, b in zip(joined, joined[1:]))
         return ZeroEngine(ddp_overlaps=MEGATRON_OVERLAP_FLAG in args,
-                          overlaps_expert_comm=MEGATRON_EP_OVERLAP_FLAG in args)
+                          overlaps_expert_comm=MEGATRON_EP_OVERLAP_FLAG in args,
+                          dispatch_per_node=flex)
     return RUNTIME_OF_TRAINER.get(trainer or "builtin", DEEPSPEED)

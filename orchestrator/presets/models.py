@@ -37,6 +37,11 @@ class ModelShape(BaseModel):
     shared_expert_ffn_hidden: int = Field(default=0, ge=0, le=100_000_000)
     first_dense_layers: int = Field(default=0, ge=0, le=100_000)
     moe_layer_freq: int = Field(default=1, gt=0, le=100_000)
+    # Group-limited routing (Megatron-Core's names; DeepSeek-V3's node-limited routing): the
+    # experts in `moe_router_num_groups` equal groups, a token's experts from at most
+    # `moe_router_group_topk` of them.
+    moe_router_num_groups: int | None = Field(default=None, gt=0, le=1_000_000)
+    moe_router_group_topk: int | None = Field(default=None, gt=0, le=1_000_000)
 
     @model_validator(mode="after")
     def _heads_fit(self) -> "ModelShape":
@@ -54,7 +59,7 @@ class ModelShape(BaseModel):
     @model_validator(mode="after")
     def _experts_fit(self) -> "ModelShape":
         moe_only = ("moe_ffn_hidden", "shared_expert_ffn_hidden", "first_dense_layers",
-                    "moe_layer_freq")
+                    "moe_layer_freq", "moe_router_num_groups", "moe_router_group_topk")
         if self.num_experts == 0:
             fields = type(self).model_fields
             given = [k for k in moe_only if getattr(self, k) != fields[k].default]
@@ -68,6 +73,17 @@ class ModelShape(BaseModel):
         if self.moe_layers == 0:
             raise ValueError(f"no layer is a mixture of experts: first_dense_layers="
                              f"{self.first_dense_layers} of num_layers={self.num_layers}")
+        return self._groups_fit()
+
+    def _groups_fit(self) -> "ModelShape":
+        groups, picked = self.moe_router_num_groups, self.moe_router_group_topk
+        if (groups is None) != (picked is None):
+            raise ValueError("moe_router_num_groups and moe_router_group_topk go together; "
+                             "set both, or neither")
+        if groups is not None and (self.num_experts % groups or picked > groups):
+            raise ValueError(f"moe_router_num_groups={groups} must divide num_experts="
+                             f"{self.num_experts}, and moe_router_group_topk={picked} be at "
+                             "most that many")
         return self
 
     @property
@@ -205,11 +221,13 @@ MODEL_PRESETS: dict[str, ModelShape] = {
     # multi-head latent attention is approximated by 128-head attention of head dim 56
     # (7,168 / 128): 205M attention parameters a layer against MLA's 187M, and fewer
     # attention-score FLOPs than MLA's 192-wide query-key heads; multi-token prediction
-    # is left out.
+    # is left out. Node-limited routing: 8 groups, a token's experts in at most 4 (n_group,
+    # topk_group in its config.json; §2.1.2: "at most M = 4 nodes").
     "deepseek-v3-671b": _llama("deepseek-v3-671b", 61, 7168, 128, 18432, vocab_size=129280,
                                seq_len=4096, num_experts=256, experts_per_token=8,
                                moe_ffn_hidden=2048, shared_expert_ffn_hidden=2048,
-                               first_dense_layers=3),
+                               first_dense_layers=3, moe_router_num_groups=8,
+                               moe_router_group_topk=4),
     # gpt-oss-120b (OpenAI model card, arXiv 2508.10925; config.json): 36 layers, 128 experts
     # of 2,880, top-4, head dim 64 over 64 heads, 8 KV heads; its alternating banded
     # attention and attention sinks are priced as full causal attention.

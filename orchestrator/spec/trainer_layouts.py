@@ -99,6 +99,9 @@ def _check_torchtitan(spec) -> None:
 def _megatron_deepspeed_model(model) -> str | None:
     """What of an MoE model Megatron-DeepSpeed's MoE layer cannot build, as `key: reason`."""
     fix = "or use trainer megatron-lm"
+    if model.moe_router_num_groups:
+        return (f"model.moe_router_num_groups: megatron-deepspeed routes to any expert (no "
+                f"group-limited routing); remove it, {fix}")
     if model.shared_expert_ffn_hidden:
         return ("model.shared_expert_ffn_hidden: megatron-deepspeed has no shared experts (its "
                 f"--mlp-type residual is another layer); set 0, {fix}")
@@ -142,8 +145,15 @@ def _check_deepspeed(spec) -> None:
                              f"program; pass {{{name}}} to the script, or search one value")
 
 
+def _check_builtin(spec) -> None:
+    if spec.model.moe_router_num_groups:
+        raise ValueError("model.moe_router_num_groups: the built-in trainer routes each token to "
+                         "any expert (no group-limited routing); remove it, or use trainer "
+                         "megatron-lm")
+
+
 SPACE_CHECKS = {"torchtitan": _check_torchtitan, "megatron-deepspeed": _check_megatron_deepspeed,
-                "deepspeed": _check_deepspeed}
+                "deepspeed": _check_deepspeed, "builtin": _check_builtin}
 
 
 def check_trainer_space(spec) -> None:

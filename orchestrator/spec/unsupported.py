@@ -24,6 +24,8 @@ NOT_SUPPORTED_YET: dict[str, str] = {
 # the error names ours rather than listing every key.
 OTHER_NAMES: dict[str, str] = {
     "model.moe_router_topk": "experts_per_token",
+    "model.n_group": "moe_router_num_groups",
+    "model.topk_group": "moe_router_group_topk",
     "model.top_k": "experts_per_token",
     "model.num_experts_per_tok": "experts_per_token",
     "model.n_routed_experts": "num_experts",

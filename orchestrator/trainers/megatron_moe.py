@@ -7,8 +7,10 @@ experts by `--moe-shared-expert-intermediate-size`, which layers are MoE by `--m
 (an int N makes layer i MoE when i % N == 0, as ParaTune's moe_layer_freq does; with dense
 first layers a Python list expression such as "([0]*3+[1]*58)", the one form its parser's
 moe_freq_type evaluates), `--expert-model-parallel-size`, `--expert-tensor-parallel-size`
-(etp, or tp where unset, Megatron's own default, stated), the all-to-all token dispatcher,
-and grouped GEMMs on GPUs (they need compute capability 8 or newer).
+(etp, or tp where unset, Megatron's own default, stated), group-limited routing by
+`--moe-router-num-groups` and `--moe-router-group-topk`, the all-to-all token dispatcher unless
+the base arguments choose one (`--moe-token-dispatcher-type=flex` for DeepEP), and grouped GEMMs
+on GPUs (they need compute capability 8 or newer).
 
 Megatron-DeepSpeed (f1feb887) builds DeepSpeed's MoE layer from its MLP: `--num-experts`,
 `--topk`, `--expert-interval=1` (every layer; its default is 2), `--moe-expert-parallel-size`,
@@ -53,9 +55,14 @@ def _megatron_lm(spec, config) -> list[str]:
     freq = moe_layer_freq(model)
     if freq is not None:
         args.append(f"--moe-layer-freq={freq}")
+    if model.moe_router_num_groups:
+        args += [f"--moe-router-num-groups={model.moe_router_num_groups}",
+                 f"--moe-router-group-topk={model.moe_router_group_topk}"]
     args += [f"--expert-model-parallel-size={config.ep}",
-             f"--expert-tensor-parallel-size={expert_tp(config.knob_values())}",
-             "--moe-token-dispatcher-type=alltoall"]
+             f"--expert-tensor-parallel-size={expert_tp(config.knob_values())}"]
+    base = spec.trial.megatron.args if spec.trial.megatron else ()
+    if not any(a.startswith("--moe-token-dispatcher-type") for a in base):
+        args.append("--moe-token-dispatcher-type=alltoall")  # unless the user chose one
     if spec.cluster.device != "cpu":
         args.append("--moe-grouped-gemm")
     return args
