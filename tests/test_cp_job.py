@@ -26,9 +26,9 @@ job refuses, each with its one-line reason, and the measured TFLOPs (hence MFU) 
 
 from __future__ import annotations
 
-import contextlib
 
 import pytest
+from loss_checks import swapped, worst_relative_difference
 import torch
 
 from test_modes import run_modes
@@ -69,16 +69,6 @@ BROKEN = {
 }
 
 
-@contextlib.contextmanager
-def swapped(module, name: str, replacement):
-    original = getattr(module, name)
-    setattr(module, name, replacement(original))
-    try:
-        yield
-    finally:
-        setattr(module, name, original)
-
-
 def local_mask():
     """The causal mask from the queries' local positions: a shard's offset is lost."""
     from jobs import context_parallel
@@ -102,10 +92,6 @@ def local_rope():
     return swapped(context_layout, "local_positions", lambda _: lambda seq, cp, rank, device:
                    torch.arange(seq // cp, device=device))
 
-
-def worst_relative_difference(losses: list[float], reference: list[float]) -> float:
-    assert len(losses) == len(reference) == STEPS
-    return max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +127,7 @@ def test_context_parallel_layouts_match_single_process_loss(runs):
         if got is None or got["status"] != "ok":
             failures.append(f"{name}: {got}")
             continue
-        difference = worst_relative_difference(got["losses"], reference)
+        difference = worst_relative_difference(got["losses"], reference, STEPS)
         print(f"{name}: worst relative loss difference {difference:.2e}")
         worst = max(worst, difference)
         if difference > TOLERANCE:
@@ -157,7 +143,7 @@ def test_a_broken_mask_or_chunk_order_fails_the_loss_check(runs, name):
     reference, out = runs
     got = out[name]
     assert got["status"] == "ok", got  # it trains, to other losses
-    difference = worst_relative_difference(got["losses"], reference)
+    difference = worst_relative_difference(got["losses"], reference, STEPS)
     print(f"{name}: worst relative loss difference {difference:.2e}")
     assert difference > 100 * TOLERANCE
 

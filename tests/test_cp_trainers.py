@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from conftest import EXAMPLES
 from test_moe_trainers import generated, mcore  # noqa: F401  (megatron-core's fixtures)
 from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
-from trainer_checks import run_and_best, torchtitan_registry_configs
+from trainer_checks import parsed_in_child, run_and_best, torchtitan_registry_configs
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export import export
@@ -125,10 +124,8 @@ def test_megatron_lms_own_parser_reads_the_cp_flags_after_the_base_args(mcore): 
     cases = [layout(cp=cp, cp_comm_type=comm) for cp in (1, 2, 4) for comm in COMMS]
     spec = make_spec("megatron-lm")
     rendered = [base + megatron_args("megatron-lm", spec, c) for c in cases]
-    done = subprocess.run([sys.executable, "-c", PARSE_CP, json.dumps(rendered)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for config, parsed in zip(cases, json.loads(done.stdout.splitlines()[-1])):
+    parsed_rows = parsed_in_child(PARSE_CP, rendered)
+    for config, parsed in zip(cases, parsed_rows):
         assert parsed["context_parallel_size"] == config.cp
         if config.cp > 1:
             assert parsed["cp_comm_type"] == [MEGATRON_CP_COMM_TYPES[config.cp_comm_type]]

@@ -22,10 +22,10 @@ TFLOPs (hence MFU) counting activated parameters only.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import pytest
+from loss_checks import swapped, worst_relative_difference
 import torch
 
 from test_modes import run_modes
@@ -65,35 +65,21 @@ BROKEN = {
 }
 
 
-@contextlib.contextmanager
 def misrouted_combine():
     """The combine all-to-all puts each result one row off: a token gets its neighbour's."""
     from jobs import expert_parallel
 
-    original = expert_parallel.combine
-    expert_parallel.combine = lambda *args: torch.roll(original(*args), 1, dims=0)
-    try:
-        yield
-    finally:
-        expert_parallel.combine = original
+    return swapped(expert_parallel, "combine", lambda original: lambda *args:
+                   torch.roll(original(*args), 1, dims=0))
 
 
-@contextlib.contextmanager
 def dispatch_without_gradient():
     """The dispatch all-to-all sends the tokens but no gradient back to their ranks."""
     from jobs import expert_parallel
 
-    original = expert_parallel.dispatch
-    expert_parallel.dispatch = lambda routed, *args: original(routed.detach(), *args)
-    try:
-        yield
-    finally:
-        expert_parallel.dispatch = original
+    return swapped(expert_parallel, "dispatch", lambda original: lambda routed, *args:
+                   original(routed.detach(), *args))
 
-
-def worst_relative_difference(losses: list[float], reference: list[float]) -> float:
-    assert len(losses) == len(reference) == STEPS
-    return max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
 
 
 def expected_held(settings: dict) -> float | None:
@@ -130,7 +116,7 @@ def test_expert_parallel_layouts_match_single_process_loss(runs):
         if got is None or got["status"] != "ok":
             failures.append(f"{name}: {got}")
             continue
-        difference = worst_relative_difference(got["losses"], reference)
+        difference = worst_relative_difference(got["losses"], reference, STEPS)
         print(f"{name}: worst relative loss difference {difference:.2e}, holds {got['held']:.4f}")
         worst = max(worst, difference)
         if difference > TOLERANCE:
@@ -148,7 +134,7 @@ def test_a_broken_all_to_all_fails_the_loss_check(runs, name):
     reference, out = runs
     got = out[name]
     assert got["status"] == "ok", got  # it trains, to other losses
-    difference = worst_relative_difference(got["losses"], reference)
+    difference = worst_relative_difference(got["losses"], reference, STEPS)
     print(f"{name}: worst relative loss difference {difference:.2e}")
     assert difference > 100 * TOLERANCE
 

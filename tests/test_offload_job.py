@@ -19,9 +19,9 @@ reaches DDP as its gradient bucket (bucket_size x 4 bytes of float32 gradients).
 
 from __future__ import annotations
 
-import contextlib
 
 import pytest
+from loss_checks import swapped, worst_relative_difference
 import torch
 import torch.distributed as dist
 
@@ -53,22 +53,12 @@ BROKEN = {f"{name}_without_copy_back": {**settings, "patch": "test_offload_job:w
           if settings["offload"] == "optimizer" and reference in ("ddp", "zero1", "fsdp")}
 
 
-@contextlib.contextmanager
 def without_copy_back():
     """The host step runs, but its new weights never reach the device parameters."""
     from jobs.offload import HostOffloadAdamW
 
-    original = HostOffloadAdamW._copy_weights_back
-    HostOffloadAdamW._copy_weights_back = lambda self: None
-    try:
-        yield
-    finally:
-        HostOffloadAdamW._copy_weights_back = original
+    return swapped(HostOffloadAdamW, "_copy_weights_back", lambda original: lambda self: None)
 
-
-def worst_relative_difference(losses: list[float], reference: list[float]) -> float:
-    assert len(losses) == len(reference) == STEPS
-    return max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +75,7 @@ def test_optimizer_offload_trains_to_the_losses_without_offload(runs):
         if got is None or got["status"] != "ok" or ref["status"] != "ok":
             failures.append(f"{name}: {got} / {reference}: {ref}")
             continue
-        difference = worst_relative_difference(got["losses"], ref["losses"])
+        difference = worst_relative_difference(got["losses"], ref["losses"], STEPS)
         print(f"{name}: worst relative loss difference from {reference} {difference:.2e}")
         if difference > TOLERANCE:
             failures.append(f"{name}: losses {got['losses']} != {reference} {ref['losses']}")
@@ -101,7 +91,7 @@ def test_skipping_the_copy_back_fails_the_loss_check(runs, name):
     got, ref = runs[name], runs[OFFLOADED[name.removesuffix("_without_copy_back")][1]]
     assert got["status"] == "ok", got  # it trains, to other losses
     print(f"{name}: losses {got['losses']}, without offload {ref['losses']}")
-    difference = worst_relative_difference(got["losses"], ref["losses"])
+    difference = worst_relative_difference(got["losses"], ref["losses"], STEPS)
     assert difference > 100 * TOLERANCE
 
 

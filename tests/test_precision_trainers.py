@@ -10,16 +10,15 @@ SM100+) when the config is built; the tests that build one stand in for the devi
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from test_moe_trainers import generated, mcore  # noqa: F401  (megatron-core's fixtures)
 from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
+from trainer_checks import parsed_in_child
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export.configs import export_megatron_lm
@@ -143,10 +142,8 @@ def test_megatron_lms_own_parser_reads_the_precision_flags(mcore):  # noqa: F811
             "--optimizer-offload-fraction=0.5", "--ddp-bucket-size=1"]
     spec = make_spec("megatron-lm")
     rendered = [base + megatron_args("megatron-lm", spec, c) for c in MEGATRON_CASES]
-    done = subprocess.run([sys.executable, "-c", PARSE_PRECISION, json.dumps(rendered)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for config, parsed in zip(MEGATRON_CASES, json.loads(done.stdout.splitlines()[-1])):
+    parsed_rows = parsed_in_child(PARSE_PRECISION, rendered)
+    for config, parsed in zip(MEGATRON_CASES, parsed_rows):
         if config.precision != "bf16":
             assert (parsed["fp8"], parsed["fp8_recipe"]) == FP8_FLAGS[config.precision]
             assert parsed["transformer_impl"] == "transformer_engine"

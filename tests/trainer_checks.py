@@ -35,3 +35,16 @@ def torchtitan_registry_configs(modules=TORCHTITAN_MODULES) -> Iterator[tuple[st
             except (ImportError, ValueError):
                 continue
             yield module, name, config
+
+
+def parsed_in_child(script: str, rendered: list[list[str]]) -> list[dict]:
+    """`script` run in a child process on the rendered argument lists (a tool's own parser,
+    which needs a fresh interpreter): what it printed last, as JSON."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(rendered)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
