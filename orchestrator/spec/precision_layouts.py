@@ -98,6 +98,11 @@ def _overlap_and_bucket(trainer: str, config) -> str | None:
         return ("megatron-lm: bucket_size with overlap_comm false: Megatron reduces in one bucket "
                 "without --overlap-grad-reduce; set space.overlap_comm to [true] or "
                 "space.bucket_size to [null]")
+    if (trainer in ("deepspeed", "megatron-deepspeed") and config.bucket_size is not None
+            and config.bucket_size % 2):
+        return (f"{trainer}: bucket_size {config.bucket_size}: DeepSpeed asserts "
+                "\"allgather_bucket_size must be a multiple of nccl_start_alignment_factor, 2\"; "
+                "use an even size")
     return None
 
 

@@ -1,9 +1,9 @@
 """DeepSpeed: the user's training script under torchrun, with a DeepSpeed config per layout.
 
-The config is the user's base config (if any) with ParaTune's batch split, ZeRO stage and
-per-step reporting laid over it (deepspeed_config.py), its changes written beside it. Results
-come from DeepSpeed's own ThroughputTimer lines, logged at every `steps_per_print`
-(deepspeed/utils/timer.py, DeepSpeed 0.19.8):
+The config is the user's base config (if any) with ParaTune's batch split, ZeRO stage, offload,
+overlap, bucket size and per-step reporting laid over it (deepspeed_config.py), its changes
+written beside it. Results come from DeepSpeed's own ThroughputTimer lines, logged at every
+`steps_per_print` (deepspeed/utils/timer.py, DeepSpeed 0.19.8):
 
     [2026-11-30 10:00:00,000] [INFO] [timer.py:264:stop] epoch=0/micro_step=8/global_step=8,
     RunningAvgSamplesPerSec=12.3, CurrSamplesPerSec=12.5, MemAllocated=1.2GB, MaxMemAllocated=2.3GB

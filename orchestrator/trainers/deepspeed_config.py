@@ -2,7 +2,8 @@
 keys, with every change and every contradiction said in words.
 
 ParaTune sets the layout's batch split and ZeRO stage, the precision the device trains in, the
-context-parallel degree where a layout has one, and, for trials only, a throughput line at every
+context-parallel degree where a layout has one, the layout's offload, overlap and bucket size
+where it sets them, and, for trials only, a throughput line at every
 step (DeepSpeed's ThroughputTimer, read back as the trial's result). Exports keep the user's own
 `steps_per_print` and `log_level`.
 
@@ -12,6 +13,16 @@ world over it, so a Ulysses script's batch (micro-batch x accumulation x dp) che
 (runtime/config.py); `deepspeed.initialize` builds a (data_parallel, sequence_parallel) mesh from
 it only beside a `data_parallel_size` key, which ParaTune leaves to the user, as a script given
 an mpu or a mesh makes its own groups.
+
+Offload, overlap and buckets (runtime/zero/config.py, engine.py, autotuning/constants.py in
+0.19.8) are set only where the layout says so; otherwise the base's keys stand. `offload`
+optimizer sets `offload_optimizer` to the host (pinned on GPU clusters unless the base says
+otherwise; on a CPU cluster the host is the device, so nothing is pinned), optimizer+params
+`offload_param` too; "none" leaves the base's offload as written. `bucket_size` sets
+`reduce_bucket_size` and `allgather_bucket_size`, the two bucket keys DeepSpeed's autotuner
+varies (independently, 5e7/5e8/1e9, at stages 1-3). ZeRO-3's engine reads only the first of
+them (its weight gathers go by `stage3_prefetch_bucket_size`, which the autotuner fixes from
+the hidden size and ParaTune leaves to the base), and stage 0 reads neither, nor overlap_comm.
 """
 
 from __future__ import annotations
@@ -35,6 +46,19 @@ LAYOUT_KEYS = {
                               "world / sequence_parallel_size data-parallel ranks without an mpu",
     "bf16.enabled": "bf16 on GPUs unless the base chose fp16; off on CPU clusters, "
                     "whose trials the cost model prices in float32",
+    "zero_optimization.offload_optimizer.device": "the layout's offload: optimizer states "
+                                                  "and their step on the host",
+    "zero_optimization.offload_optimizer.pin_memory": "the layout's offload: pinned host "
+                                                      "buffers on GPUs, none on a CPU cluster",
+    "zero_optimization.offload_param.device": "the layout's offload: optimizer+params keeps "
+                                              "the weights on the host too (ZeRO-3)",
+    "zero_optimization.offload_param.pin_memory": "the layout's offload: pinned host buffers "
+                                                  "on GPUs, none on a CPU cluster",
+    "zero_optimization.overlap_comm": "the layout's overlap_comm (null keeps the base's)",
+    "zero_optimization.reduce_bucket_size": "the layout's bucket_size, in elements (null "
+                                            "keeps the base's)",
+    "zero_optimization.allgather_bucket_size": "the layout's bucket_size, in elements (read "
+                                               "at stages 1-2; null keeps the base's)",
 }
 # Keys set for the trial's measurement only: DeepSpeed logs its throughput line at INFO, every
 # `steps_per_print` steps. Exports restore the base config's values.
@@ -86,13 +110,30 @@ def deepspeed_config(spec, config, base: dict[str, Any] | None = None) -> dict[s
         "gradient_accumulation_steps": config.grad_accum_steps,
         **TRIAL_ONLY,
     })
-    data["zero_optimization"] = {**data.get("zero_optimization", {}),
-                                 "stage": zero_stage(spec, config)}
+    data["zero_optimization"] = zero_section(spec, config, data.get("zero_optimization", {}))
     if config.cp > 1 or "sequence_parallel_size" in data:  # a base's value never outvotes cp
         data["sequence_parallel_size"] = config.cp
     if not data.get("fp16", {}).get("enabled"):
         data["bf16"] = {**data.get("bf16", {}), "enabled": spec.cluster.device != "cpu"}
     return data
+
+
+def zero_section(spec, config, base_zero: dict[str, Any]) -> dict[str, Any]:
+    """The base's `zero_optimization` with the layout's stage, and its offload, overlap and
+    bucket size where the layout sets them."""
+    zero = {**base_zero, "stage": zero_stage(spec, config)}
+    pinned = spec.cluster.device != "cpu"  # on a CPU cluster the host is the device
+    wanted = {"optimizer": ("offload_optimizer",),
+              "optimizer+params": ("offload_optimizer", "offload_param")}
+    for key in wanted.get(config.offload, ()):
+        own = zero.get(key) or {}
+        zero[key] = {**own, "device": "cpu", "pin_memory": own.get("pin_memory", pinned)}
+    if config.overlap_comm is not None:
+        zero["overlap_comm"] = config.overlap_comm
+    if config.bucket_size is not None:  # stages 1-2 assert an even allgather bucket
+        zero["reduce_bucket_size"] = config.bucket_size
+        zero["allgather_bucket_size"] = config.bucket_size
+    return zero
 
 
 def production_config(trial_config: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]:
