@@ -7,12 +7,14 @@ measurements, so the noise is the table's own (`--noise 0` replays their means).
 
 Cost-model landscapes are a published setup answered by the simulated backend (cost model ×
 noise): the searchers' own model wrote them, so they flatter the cost-guided searcher;
-two hide per-knob perturbations (±20-30%) and four hide quirks that depend on several knobs at
+four hide per-knob perturbations (±20-30%) and six hide quirks that depend on several knobs at
 once (orchestrator/backends/quirks.py: a collective off its fast path for some (tp, group
 layout) pairs, a kernel fast only for some shapes, an overhead growing with a product of
-knobs), so the ground truth differs from the model the searchers see. A layout the memory model rejects costs no trial (the controller prunes it); a
-layout that runs out of memory does. Reported per searcher and landscape over SEEDS seeds:
-trials to reach within 3% of the landscape's best (median, p90; "-" if not reached in
+knobs), so the ground truth differs from the model the searchers see. Eight of them search
+expert or context parallelism (benchmarks/landscapes_moe_cp.py). A layout the memory model
+rejects costs no trial (the controller prunes it); a layout that runs out of memory does, and
+the landscape's best is the best of the layouts that run. Reported per searcher and landscape
+over SEEDS seeds: trials to reach within 3% of the landscape's best (median, p90; "-" if not reached in
 MAX_TRIALS), regret after 10/20/50 trials, search overhead (ask + tell) per trial, and how
 often the named winner (the layout with the best mean over its measurements, repeats
 included) is within 3% of the true best ("winner ok").
@@ -84,10 +86,10 @@ def landscape(name: str, seed: int, noise: float = 0.03):
     candidates = spec.search_space().candidates()
     sim = SimulatedBackend(cost, noise=noise, perturbation=perturbation, seed=seed,
                            interactions=interactions)
-    truth = {}
+    truth = {}  # the layouts that run: a perturbed memory can make one the model fits run out
     for config in candidates:
         est = cost.estimate(config)
-        if est.fits:
+        if est.fits and sim.run(config, "truth").status != "oom":
             truth[config] = est.tokens_per_s * sim.truth_factor(config.to_params())
     return candidates, cost, sim, truth
 

@@ -1,0 +1,56 @@
+"""The search benchmark's mixture-of-experts and long-context landscapes: each builds from a
+published example spec, searches expert (ep) or context (cp) parallelism, and its best layout
+under the noise-free simulated backend uses it; the perturbed and quirked variants hide a
+ground truth that differs from the model the searchers see."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from landscapes_moe_cp import LONG_CONTEXT_LANDSCAPES, MOE_LANDSCAPES  # noqa: E402
+from search_efficiency import LANDSCAPES, landscape  # noqa: E402
+
+from orchestrator.backends.simulated import SimulatedBackend  # noqa: E402
+from orchestrator.spec import load_spec  # noqa: E402
+from orchestrator.spec.planning import cost_model_for  # noqa: E402
+
+KNOB = {**{name: "ep" for name in MOE_LANDSCAPES},
+        **{name: "cp" for name in LONG_CONTEXT_LANDSCAPES}}
+PLAIN = [name for name in KNOB if LANDSCAPES[name][2:] == (0.0, 0.0)]
+HIDDEN = [name for name in KNOB if name not in PLAIN]
+
+
+def test_both_families_have_a_plain_and_a_hidden_truth_landscape():
+    for family in (MOE_LANDSCAPES, LONG_CONTEXT_LANDSCAPES):
+        assert set(family) <= set(LANDSCAPES)
+        assert {name in PLAIN for name in family} == {True, False}
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_the_best_layout_uses_the_searched_parallelism(name):
+    candidates, _, sim, truth = landscape(name, seed=0, noise=0.0)
+    knob = KNOB[name]
+    assert 100 <= len(candidates) <= 5000, "a space the searchers can be compared on"
+    searched = {getattr(c, knob) for c in truth}
+    assert len(searched) >= 3 and max(searched) > 1, f"{knob} is searched among layouts that fit"
+    best = max(truth, key=truth.get)
+    assert getattr(best, knob) > 1
+    result = sim.run(best, "t1")
+    assert result.ok and result.tokens_per_s == pytest.approx(truth[best])
+
+
+@pytest.mark.parametrize("name", HIDDEN)
+def test_a_hidden_truth_differs_from_the_model(name):
+    path, overrides, perturbation, interactions = LANDSCAPES[name]
+    plain = next(p for p in PLAIN if LANDSCAPES[p][:2] == (path, overrides))
+    assert KNOB[plain] == KNOB[name]
+    spec = load_spec(ROOT / path, overrides)
+    candidates = spec.search_space().candidates()[::25]
+    sim = SimulatedBackend(cost_model_for(spec), noise=0.0, perturbation=perturbation,
+                           interactions=interactions, seed=0)
+    factors = [sim.truth_factor(c.to_params()) for c in candidates]
+    assert max(factors) / min(factors) > 1.1
