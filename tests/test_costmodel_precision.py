@@ -123,3 +123,11 @@ def test_overlap_comm_hides_deepspeed_gradient_reduction_and_buckets_add_latency
     small, large = (cost.estimate(ParallelConfig(**base, bucket_size=size)).time.dp_comm.total
                     for size in (1_000_000, 500_000_000))
     assert small > large
+
+
+def test_offload_on_a_cluster_without_a_host_link_is_infeasible_with_the_reason():
+    bare = A100.model_copy(update={"host_link_gbps": 0.0})
+    config = ParallelConfig(dp=1, offload="optimizer", activation_checkpointing="full")
+    cost = CostModel(MODEL_PRESETS["llama-7b"], bare, 1)
+    assert not cost.estimate(config).fits and not cost.fits(config)
+    assert "host_link_gbps" in LiveCostModel(cost, []).infeasible(config).error

@@ -13,7 +13,7 @@ from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.compute import causal_attention_discount, gemm_efficiency
 from orchestrator.costmodel.memory import GB, MemoryBreakdown, fits, memory_per_device
 from orchestrator.costmodel.moe_time import step_efficiency
-from orchestrator.costmodel.offload import host_capacity_bytes
+from orchestrator.costmodel.offload import host_capacity_bytes, offload_unsupported
 from orchestrator.costmodel.precision import fp8_unsupported
 from orchestrator.costmodel.performance import StepTime, model_flops, step_time
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
@@ -123,9 +123,14 @@ class CostModel:
 
     def fits(self, config: ParallelConfig, memory_scale: float = 1.0) -> bool:
         """`Estimate.fits` without the step time, for callers that only ask about memory."""
-        if fp8_unsupported(self.cluster, config):
+        if self.unsupported(config):
             return False
         return fits(self.memory(config), self.cluster.memory_gb, memory_scale)
+
+    def unsupported(self, config: ParallelConfig) -> str | None:
+        """Why this cluster cannot run the layout at all (FP8 without FP8 cores, offload
+        without a host link), or None."""
+        return fp8_unsupported(self.cluster, config) or offload_unsupported(self.cluster, config)
 
     def memory(self, config: ParallelConfig) -> MemoryBreakdown:
         bucket = self.coefficients.bucket_bytes
@@ -161,7 +166,7 @@ class CostModel:
                 gemm_efficiency(self.cluster, self.model, config),
                 self.coefficients.expert_load_imbalance),
             causal_discount=causal_attention_discount(self.model, tokens),
-            unsupported=fp8_unsupported(self.cluster, config),
+            unsupported=self.unsupported(config),
         )
 
     def with_coefficients(self, coefficients: Coefficients) -> "CostModel":

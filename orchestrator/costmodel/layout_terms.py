@@ -29,7 +29,8 @@ def offloaded_params(model: ModelShape, config: ParallelConfig, gpus_per_node: i
                       runtime: ZeroEngine) -> tuple[float, float]:
     """(parameters of the rank's optimizer shard, of its weight shard), experts included."""
     params = params_on_first_stage(model, config)
-    f = gradient_group(config, gpus_per_node, runtime).factors(gpus_per_node, runtime.engine_of(config.zero_stage))
+    group = gradient_group(config, gpus_per_node, runtime)
+    f = group.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
     shard, weights = params / f.sos, params / f.sp
     experts = expert_params_per_rank(model, config)
     if experts:

@@ -36,6 +36,14 @@ def offloads_params(config: ParallelConfig) -> bool:
     return config.offload == "optimizer+params"
 
 
+def offload_unsupported(cluster: Cluster, config: ParallelConfig) -> str | None:
+    """Why this cluster cannot price the layout's offload, or None."""
+    if not offloads_optimizer(config) or cluster.host_link_gbps > 0:
+        return None
+    return (f"offload {config.offload}: cluster {cluster.name} gives no host_link_gbps (the "
+            "host-device bandwidth per device); set it in the cluster")
+
+
 def host_capacity_bytes(cluster: Cluster, gpus_per_node: int) -> float:
     """Host memory one rank may fill (0: unbounded, the cluster does not say)."""
     return cluster.host_memory_gb * 1e9 * (1 - HOST_RESERVE) / gpus_per_node
@@ -49,8 +57,8 @@ def offload_seconds(config: ParallelConfig, cluster: Cluster, c: Coefficients, g
     if not offloads_optimizer(config):
         return 0.0
     link = cluster.host_link_gbps * 1e9 * c.bandwidth_efficiency
-    if link <= 0:
-        raise ValueError(f"cluster {cluster.name}: offload needs host_link_gbps")
+    if link <= 0:  # offload_unsupported says why
+        return 0.0
     m = config.grad_accum_steps
     backward_per_micro = compute_s / m * 2 / 3
     to_host = GRAD_BYTES * shard_params / link
