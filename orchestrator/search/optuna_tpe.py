@@ -21,28 +21,22 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from orchestrator.common.objective import Objective
-from orchestrator.result import TrialResult
-from orchestrator.search.base import Searcher
+from orchestrator.search.sampler_trials import SamplerTrials
 from orchestrator.search.encoding import KnobSpace
 from orchestrator.space import ParallelConfig
 
 Choose = Callable[[str, list], Any]  # (parameter name, the values left) -> the value chosen
 
 
-class OptunaTPESearcher(Searcher):
+class OptunaTPESearcher(SamplerTrials):
     def __init__(self, candidates: list[ParallelConfig], objective: Objective, *, seed: int = 0):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        super().__init__(objective)
         self.space = KnobSpace.of(candidates)
-        self.objective = objective
         self.study = optuna.create_study(direction="maximize",
                                          sampler=optuna.samplers.TPESampler(seed=seed))
-        self._taken: set[ParallelConfig] = set()
-        # Trials that suggested a layout, waiting for its result; the gains (None: failed) of
-        # the layouts told so far.
-        self._waiting: dict[ParallelConfig, list] = {}
-        self._gains: dict[ParallelConfig, float | None] = {}
 
     @staticmethod
     def name(knob: str, left: list, values: list) -> str:
@@ -83,15 +77,6 @@ class OptunaTPESearcher(Searcher):
             proposed.append(config)
         return proposed
 
-    def _settle_taken(self, trial, twins: list[ParallelConfig]) -> None:
-        """Tell a trial that suggested a layout already taken that layout's result, now or
-        when it comes."""
-        known = [twin for twin in twins if twin in self._gains]
-        if known:
-            self._complete(trial, self._gains[known[0]])
-        else:
-            self._waiting.setdefault(twins[0], []).append(trial)
-
     def _complete(self, trial, value: float | None) -> None:
         from optuna.trial import TrialState
 
@@ -99,19 +84,6 @@ class OptunaTPESearcher(Searcher):
             self.study.tell(trial, state=TrialState.FAIL)
         else:
             self.study.tell(trial, value)
-
-    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
-        self._taken.add(config)
-
-    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
-        self._taken.add(config)
-        value = self.objective.result_gain(result)
-        self._gains[config] = value
-        waiting = self._waiting.pop(config, [])
-        for trial in waiting:
-            self._complete(trial, value)
-        if not waiting:  # replayed, run in place of another suggestion, or not ours
-            self._add(config, value)
 
     def _add(self, config: ParallelConfig, value: float | None) -> None:
         """Add a layout the sampler did not suggest as a finished trial, with the parameters

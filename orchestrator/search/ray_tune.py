@@ -25,8 +25,7 @@ import itertools
 from typing import Any
 
 from orchestrator.common.objective import Objective
-from orchestrator.result import TrialResult
-from orchestrator.search.base import Searcher
+from orchestrator.search.sampler_trials import SamplerTrials
 from orchestrator.search.encoding import KnobSpace
 from orchestrator.space import ParallelConfig
 
@@ -34,18 +33,13 @@ METRIC = "objective"  # the objective's gain, which the sampler maximises
 INFEASIBLE = 0.0  # the gain told for a suggestion that is no valid layout: gains are positive
 
 
-class RayTuneSearcher(Searcher):
+class RayTuneSearcher(SamplerTrials):
     def __init__(self, candidates: list[ParallelConfig], objective: Objective, *,
                  algorithm: str = "hyperopt", seed: int = 0):
+        super().__init__(objective)
         self.space = KnobSpace.of(candidates)
-        self.objective = objective
         self._ids = itertools.count()
-        self._taken: set[ParallelConfig] = set()
         self.algorithm = algorithm
-        # Sampler trials that suggested exactly a layout, waiting for its result; and the
-        # gains (None: failed) of the layouts told so far.
-        self._waiting: dict[ParallelConfig, list[str]] = {}
-        self._gains: dict[ParallelConfig, float | None] = {}
         if algorithm != "hyperopt":
             raise ValueError(f"unknown Ray Tune searcher {algorithm!r}; use hyperopt")
         from hyperopt import hp
@@ -84,11 +78,7 @@ class RayTuneSearcher(Searcher):
         if not twins:
             self._complete(trial_id, INFEASIBLE)
             return
-        known = [twin for twin in twins if twin in self._gains]
-        if known:
-            self._complete(trial_id, self._gains[known[0]])
-        else:
-            self._waiting.setdefault(twins[0], []).append(trial_id)
+        self._settle_taken(trial_id, twins)
 
     def _complete(self, trial_id: str, value: float | None) -> None:
         if value is None:
@@ -96,20 +86,7 @@ class RayTuneSearcher(Searcher):
         else:
             self.searcher.on_trial_complete(trial_id, result={METRIC: value})
 
-    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
-        self._taken.add(config)
-
-    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
-        self._taken.add(config)
-        value = self.objective.result_gain(result)
-        self._gains[config] = value
-        waiting = self._waiting.pop(config, [])
-        for trial_id in waiting:
-            self._complete(trial_id, value)
-        if not waiting:  # replayed, run in place of another suggestion, or not ours
-            self._teach(config, value)
-
-    def _teach(self, config: ParallelConfig, value: float | None) -> None:
+    def _add(self, config: ParallelConfig, value: float | None) -> None:
         """Add the layout as an evaluated point. Ray's HyperOptSearch has no
         `add_evaluated_point`, so the point goes into its hyperopt `Trials` as a finished
         document, as hyperopt's own `generate_trial` lays one out."""
