@@ -101,23 +101,6 @@ def last_error(stderr: Path) -> str:
     return (hits or lines or ["(no stderr)"])[-1][:300]
 
 
-# DeepSpeed 0.19.8's ZeRO sub-space experiments (_generate_experiments) carry no "hostfile",
-# which the scheduler reads unconditionally (scheduler.py:319): each fails with KeyError. With
-# --fix-hostfile the launcher runs in this shim, which adds the key as autotuner.py:687 does.
-HOSTFILE_SHIM = """
-from deepspeed.autotuning import autotuner
-generate = autotuner.Autotuner._generate_experiments
-def with_hostfile(self, *args):
-    exps = generate(self, *args)
-    for exp in exps:
-        exp.setdefault("hostfile", self.args.hostfile)
-    return exps
-autotuner.Autotuner._generate_experiments = with_hostfile
-from deepspeed.launcher.runner import main
-main()
-"""
-
-
 def run_autotuner(spec: dict, workdir: Path, trials: int, fix_hostfile: bool) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     start_step, end_step = 2, 3  # the engine exits at global step end + 1 = 4, as ParaTune's 1 + 3
@@ -129,7 +112,8 @@ def run_autotuner(spec: dict, workdir: Path, trials: int, fix_hostfile: bool) ->
     script = ROOT / spec["trial"]["workdir"] / spec["trial"]["deepspeed"]["script"]
     # `tune`, not `run`: `run` then trains the winner with the same ds_config, whose metric_path
     # points into the winner's folder, so it overwrites the metrics.json measured while tuning.
-    launcher = [sys.executable, "-c", HOSTFILE_SHIM] if fix_hostfile else [str(BIN / "deepspeed")]
+    launcher = ([sys.executable, str(Path(__file__).with_name("deepspeed_hostfile_fix.py"))]
+                if fix_hostfile else [str(BIN / "deepspeed")])  # the fix: DeepSpeed's KeyError
     cmd = [*launcher, "--autotuning", "tune", "--hostfile", str(hostfile),
            "--num_gpus", str(spec["scale"]["gpus_per_node"]), str(script),
            *spec_args(spec, 10), "--deepspeed", "--deepspeed_config", str(cfg)]
