@@ -6,7 +6,10 @@ Each repeat is a grid campaign of its own (`paratune run`, one trial at a time),
 measurements are minutes apart, as a campaign's repeats are.
 
 Run: .venv/bin/python benchmarks/measure_landscape.py [--grid cpu-tiny-grid|cpu-moe-grid]
-         [--repeats 3] [--out benchmarks/landscapes/<grid>.json]
+         [--repeats 3] [--steps N --warmup N] [--out benchmarks/landscapes/<grid>.json]
+
+Longer trials (--steps) shrink the step-time median's own spread; what is left between
+repeats is the run-to-run noise a campaign meets.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ GRIDS = {
 }
 
 
-def run_repeat(runs_dir: Path, grid: str, repeat: int) -> list[dict]:
+def run_repeat(runs_dir: Path, grid: str, repeat: int, trial_overrides: list[str]) -> list[dict]:
     """One grid campaign; its finished trials' layouts and results."""
     spec, overrides, _ = GRIDS[grid]
+    overrides = [*overrides, *trial_overrides]
     name = f"landscape-{grid}-r{repeat}"
     command = [sys.executable, "-m", "orchestrator.cli", "run", spec, "--set", f"name={name}",
                *[a for s in overrides for a in ("--set", s)]]
@@ -69,19 +73,26 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--grid", choices=sorted(GRIDS), default="cpu-tiny-grid")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, help="measured steps a trial (default: the spec's)")
+    parser.add_argument("--warmup", type=int, help="warm-up steps a trial (default: the spec's)")
     parser.add_argument("--out", help="default: benchmarks/landscapes/<grid>.json")
     args = parser.parse_args()
     out = args.out or str(ROOT / f"benchmarks/landscapes/{args.grid}.json")
     spec, overrides, what = GRIDS[args.grid]
+    trial_overrides = [*([f"trial.steps={args.steps}"] if args.steps else []),
+                       *([f"trial.warmup_steps={args.warmup}"] if args.warmup else [])]
     started = time.time()
     with tempfile.TemporaryDirectory() as runs:
-        repeats = [run_repeat(Path(runs), args.grid, r) for r in range(args.repeats)]
+        repeats = [run_repeat(Path(runs), args.grid, r, trial_overrides)
+                   for r in range(args.repeats)]
     Path(out).write_text(json.dumps({
         "name": args.grid,
         "what": what,
         "command": " ".join([".venv/bin/python benchmarks/measure_landscape.py",
-                             f"--grid {args.grid} --repeats {args.repeats}"]),
-        "spec": spec, "overrides": overrides, "machine": f"{platform.machine()}, "
+                             f"--grid {args.grid} --repeats {args.repeats}",
+                             *([f"--steps {args.steps}"] if args.steps else []),
+                             *([f"--warmup {args.warmup}"] if args.warmup else [])]),
+        "spec": spec, "overrides": [*overrides, *trial_overrides], "machine": f"{platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "seconds": round(time.time() - started),

@@ -71,6 +71,7 @@ LANDSCAPES = {  # name: (spec, overrides, per-knob perturbation, interaction str
 
 # Measured landscapes: name -> recorded sweep.
 MEASURED = {"cpu-tiny-grid": "benchmarks/landscapes/cpu-tiny-grid.json",
+            "cpu-tiny-grid-short": "benchmarks/landscapes/cpu-tiny-grid-short.json",
             "cpu-tiny-grid-busy": "benchmarks/landscapes/cpu-tiny-grid-busy.json",
             "cpu-moe-grid": "benchmarks/landscapes/cpu-moe-grid.json"}
 FAMILIES = (("measured", MEASURED), ("cost model", LANDSCAPES))
