@@ -128,7 +128,10 @@ def training_flops_per_iteration(
     attention scores and values 2·2·s·h, plus 2·h·V for the logits; backward doubles the
     forward. With `gpt` shapes (ffn = 4h, ungated, kv_ratio 1) this equals the closed form
     72·B·s·l·h²·(1 + s/(6h) + V/(12lh)). `recompute="full"` adds one forward of the layers
-    (the 96 variant), over `recompute_fraction` of the layers when only some recompute; "selective" doubles the attention-score term, as Korthikanti et al. print it. MFU uses
+    (the 96 variant), over `recompute_fraction` of the layers when only some recompute;
+    "selective" adds one forward of the attention scores and values, the core attention that
+    Megatron-Core's checkpoint replays once in the backward (Korthikanti et al. print
+    1 + s/(3h), which adds three passes of it, not the one that runs). MFU uses
     recompute="none" by convention; hardware FLOPs use the actual setting.
 
     Mixture of experts follows Megatron-LM's `num_floating_point_operations`: of the layers,
@@ -152,8 +155,7 @@ def training_flops_per_iteration(
     if recompute == "full":
         per_token += recompute_fraction * num_layers * layer_fwd
     elif recompute == "selective":
-        # As published (Korthikanti et al. 2022): 72Bslh²(1 + s/(3h) + V/(12lh)).
-        per_token += num_layers * 3 * scores_fwd
+        per_token += num_layers * scores_fwd
     elif recompute != "none":
         raise ValueError(f"recompute must be none, selective or full, not {recompute!r}")
     return float(per_token) * tokens

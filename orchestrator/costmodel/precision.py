@@ -54,7 +54,7 @@ def attention_and_logit_flops(model: ModelShape, tokens: int, config: ParallelCo
     if config.activation_checkpointing == "full":
         passes += config.recompute_fraction(model.num_layers)
     elif config.activation_checkpointing == "selective":
-        passes += 3
+        passes += 1
     logits = 3 * 2 * model.hidden * model.vocab_size
     return (model.num_layers * scores_fwd * passes + logits) * tokens
 
