@@ -152,13 +152,22 @@ def training_flops_per_iteration(
     layer_fwd = dense_fwd + scores_fwd
     logits_fwd = 2 * hidden * vocab_size
     per_token = 3 * (num_layers * layer_fwd + logits_fwd)
-    if recompute == "full":
-        per_token += recompute_fraction * num_layers * layer_fwd
-    elif recompute == "selective":
-        per_token += num_layers * scores_fwd
-    elif recompute != "none":
-        raise ValueError(f"recompute must be none, selective or full, not {recompute!r}")
+    layers_again, attention_again = recompute_forwards(recompute, recompute_fraction)
+    per_token += num_layers * (layers_again * layer_fwd + attention_again * scores_fwd)
     return float(per_token) * tokens
+
+
+def recompute_forwards(recompute: str, recompute_fraction: float = 1.0) -> tuple[float, float]:
+    """Forwards the backward replays, per layer: of the whole layer (full recompute, over
+    `recompute_fraction` of the layers) and of core attention alone (selective recompute's
+    one replay of the scores and values)."""
+    if recompute == "full":
+        return recompute_fraction, 0.0
+    if recompute == "selective":
+        return 0.0, 1.0
+    if recompute == "none":
+        return 0.0, 0.0
+    raise ValueError(f"recompute must be none, selective or full, not {recompute!r}")
 
 
 def moe_layer_count(num_layers: int, num_experts: int, first_dense_layers: int = 0,

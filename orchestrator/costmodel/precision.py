@@ -25,6 +25,7 @@ A device with no FP8 peak (`fp8_peak_tflops` 0: CPUs, A100, MI250X) runs no FP8 
 from __future__ import annotations
 
 from orchestrator.presets import Cluster, ModelShape
+from orchestrator.result import recompute_forwards
 from orchestrator.space import ParallelConfig
 
 CAST_BYTES = {"fp8-tensorwise": 7, "fp8-rowwise": 7, "fp8-delayed": 5, "fp8-blockwise": 6,
@@ -50,11 +51,9 @@ def attention_and_logit_flops(model: ModelShape, tokens: int, config: ParallelCo
     """The step's FLOPs that stay bf16: attention scores and values and the logits, counted
     as `model_flops_per_iteration` counts them (recompute included)."""
     scores_fwd = 4 * model.seq_len * model.num_heads * model.head_dim
-    passes = 3.0
-    if config.activation_checkpointing == "full":
-        passes += config.recompute_fraction(model.num_layers)
-    elif config.activation_checkpointing == "selective":
-        passes += 1
+    layers_again, attention_again = recompute_forwards(
+        config.activation_checkpointing, config.recompute_fraction(model.num_layers))
+    passes = 3 + layers_again + attention_again
     logits = 3 * 2 * model.hidden * model.vocab_size
     return (model.num_layers * scores_fwd * passes + logits) * tokens
 
