@@ -4,7 +4,11 @@ again per trial, as Syne Tune's blackbox repository replays tabulated benchmarks
 A table (benchmarks/measure_landscape.py writes one) lists each layout's repeated
 measurements. A trial of a layout answers with one of them, drawn by the run's seed and the
 trial (the table's own run-to-run noise), or with their mean (`noisy=False`); a layout that
-failed or ran out of memory in the table does so again. The truth of a layout is the mean of
+failed or ran out of memory in the table does so again. A layout measured again in one run
+draws among the measurements it has not yet returned, while there are any: a real re-run
+never reproduces an earlier one's figure to the digit, which a draw with replacement from
+three recordings would do a third of the time, and a searcher would read as a noiseless
+machine. The truth of a layout is the mean of
 its measurements, and the searchers see the cost model of the table's spec, which wrote none
 of them.
 """
@@ -31,6 +35,7 @@ class TabulatedLandscape:
         self.spec = load_spec(ROOT / data["spec"], data["overrides"])
         self.cost = cost_model_for(self.spec)
         self.seed, self.noisy = seed, noisy
+        self._returned: dict[ParallelConfig, set[int]] = {}  # measurements drawn so far
         self.rows = {ParallelConfig.from_dict(row["config"]): row for row in data["layouts"]}
         self.candidates = list(self.rows)
         self.truth = {config: statistics.mean(self.measured(config))
@@ -46,6 +51,16 @@ class TabulatedLandscape:
                    for v in map(self.measured, self.candidates) if len(v) > 1]
         return statistics.median(spreads) if spreads else 0.0
 
+    def _draw(self, config: ParallelConfig, trial_id: str, count: int) -> int:
+        """Which of `count` recorded measurements this trial returns: seeded by the run and
+        the trial, among those this run has not yet returned for the layout while any are
+        left (a layout's first draw is the same as a draw among all)."""
+        returned = self._returned.setdefault(config, set())
+        fresh = [i for i in range(count) if i not in returned] or list(range(count))
+        index = random.Random(f"{self.seed}/{trial_id}/{config.key()}").choice(fresh)
+        returned.add(index)
+        return index
+
     def run(self, config: ParallelConfig, trial_id: str) -> TrialResult:
         values = self.measured(config)
         if not values:
@@ -53,7 +68,7 @@ class TabulatedLandscape:
             return TrialResult(status=status, error=f"{status} in the recorded sweep",
                                world_size=config.world_size)
         if self.noisy:
-            value = random.Random(f"{self.seed}/{trial_id}/{config.key()}").choice(values)
+            value = values[self._draw(config, trial_id, len(values))]
         else:
             value = statistics.mean(values)
         tokens_per_step = config.global_batch_size() * self.spec.model.seq_len

@@ -44,3 +44,15 @@ def test_a_recorded_sweep_replays_its_own_measurements(tmp_path):
     assert TabulatedLandscape(path, 3, noisy=False).run(first, "t1").tokens_per_s == 1000.0
     assert table.run(failing, "t1").status == "oom" and failing not in table.truth
     assert round(table.noise(), 3) == 0.1
+
+
+def test_a_layout_measured_again_returns_recordings_it_has_not_returned_yet(tmp_path):
+    """Three trials of one layout in one run give its three recordings, each once (a re-run
+    never reproduces an earlier figure to the digit); a fourth draws among all of them."""
+    path = recorded(tmp_path)
+    for seed in range(10):
+        table = TabulatedLandscape(path, seed=seed)
+        first = table.candidates[0]
+        draws = [table.run(first, f"t{i}").tokens_per_s for i in range(4)]
+        assert sorted(draws[:3]) == [900.0, 1000.0, 1100.0]
+        assert draws[3] in draws[:3]
