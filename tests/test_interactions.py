@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -143,11 +144,11 @@ def _truth(candidates, cost, sim):
 
 # Seeds 0-11 all run. On 0, 1, 3, 4, 6 and 10 the model's favourite is 11-29% off the best.
 # The searcher gets within 3% of the best in at most 10 trials on every seed but 10, where it
-# takes 31: all three of the model's favourites are 20-32% off, and the optimum's pair
-# (tp 2, micro-batch 1) is first measured at trial 31 (trial 18 with no repeats while
-# searching; 40, never, when repeats took 20 of the 40 trials).
+# takes 14: the model's three favourites are all 20-32% off, and the optimum's pair (tp 2,
+# micro-batch 1) is first measured at trial 14 (31 when κ was 2 from the first trial and
+# repeats began at the 12th; 40, never, when repeats took 20 of the 40 trials).
 FAR_OFF = {0, 1, 3, 4, 6, 10}
-WITHIN = {10: 31}  # trials to within 3% where it is more than 10
+WITHIN = {10: 14}  # trials to within 3% where it is more than 10
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -165,8 +166,10 @@ def test_cost_guided_recovers_from_interactions_the_model_misses(frontier, seed)
 def test_the_models_favourites_are_measured_after_the_diverse_picks(frontier):
     """Seed 16: the model's favourite measures 22% below the best, which is the model's second;
     the residual model blames the loss on knob values the two share, so the runner-up's bound
-    falls with it; measuring the calibrated model's top three after the diverse first picks
-    finds the best within a few trials."""
+    falls with it. The calibrated model's favourite is measured right after the diverse first
+    picks, and the runner-up within a few trials of it."""
+    from orchestrator.search.cost_guided import DIVERSE_PICKS, VERIFY_TOP
+
     configs, cost = frontier
     sim = SimulatedBackend(cost, seed=16, interactions=1.0)
     truth = _truth(configs, cost, sim)
@@ -174,16 +177,25 @@ def test_the_models_favourites_are_measured_after_the_diverse_picks(frontier):
     assert truth[ranked[0]] < 0.8 * truth[ranked[1]] and truth[ranked[1]] == max(truth.values())
     reached, _, searcher = search(configs, cost, sim, truth, seed=16, limit=60)
     assert reached is not None and reached <= 6
-    assert searcher.ask(1) == [] and set(ranked[:3]) <= {c for _, c, _ in searcher.history}
+    first = [c for _, c, _ in searcher.history][:DIVERSE_PICKS + VERIFY_TOP]
+    assert ranked[0] in first and ranked[1] in {c for _, c, _ in searcher.history}
 
 
 def test_stops_soon_where_the_model_is_right_and_later_where_interactions_hide(frontier):
+    """Seeds 0-5: where the model is right the search stops within 12 trials each time; with
+    quirks it explores longer in most campaigns (on seed 2 it finds the best at its first
+    trial and stops sooner), so the median is longer."""
     configs, cost = frontier
-    plain = SimulatedBackend(cost, seed=4)
-    _, right, _ = search(configs, cost, plain, _truth(configs, cost, plain), seed=4)
-    quirky = SimulatedBackend(cost, seed=4, interactions=1.0)  # the favourite is 12% off
-    reached, wrong, _ = search(configs, cost, quirky, _truth(configs, cost, quirky), seed=4)
-    assert right <= 13 and right < wrong and reached < wrong
+    right, wrong = [], []
+    for seed in range(6):
+        plain = SimulatedBackend(cost, seed=seed)
+        right.append(search(configs, cost, plain, _truth(configs, cost, plain), seed=seed)[1])
+        quirky = SimulatedBackend(cost, seed=seed, interactions=1.0)
+        reached, trials, _ = search(configs, cost, quirky, _truth(configs, cost, quirky),
+                                    seed=seed)
+        assert reached is not None and reached < trials
+        wrong.append(trials)
+    assert max(right) <= 12 and statistics.median(right) < statistics.median(wrong)
 
 
 # ------------------------------------------------------------------ repeats in a campaign
@@ -261,7 +273,6 @@ def test_the_last_trials_of_the_budget_go_to_naming_the_winner(frontier):
     from orchestrator.common.objective import Objective
     from orchestrator.result import TrialResult
     from orchestrator.search import make_searcher
-    from orchestrator.search.cost_guided import REPEAT_FROM
 
     configs, cost = frontier
     sim = SimulatedBackend(cost, seed=1, noise=0.05, interactions=1.0)
@@ -269,7 +280,7 @@ def test_the_last_trials_of_the_budget_go_to_naming_the_winner(frontier):
     for trial in range(5):  # the diverse picks, then the model's next favourites
         (config,) = searcher.ask(1)
         searcher.tell(config, sim.run(config, f"t{trial}"))
-    assert 5 < REPEAT_FROM and searcher._next() is not None  # the search would go on
+    assert searcher._next() is not None  # the search would go on
     assert searcher.repeat(trials_left=100) is None
     assert searcher.repeat(trials_left=3) is None  # 3 of 8: more than NAMING_SHARE
     contender = searcher.repeat(trials_left=2)

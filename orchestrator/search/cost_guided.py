@@ -12,16 +12,22 @@ where the model is wrong.
   different regimes. Then the calibrated model's VERIFY_TOP favourites (residuals aside) are
   measured: a quirk that hits the favourite makes the residual model blame knob values it
   shares with the runner-up, whose bound then falls with it, and only a measurement of the
-  runner-up says whether it shares the loss.
+  runner-up says whether it shares the loss. κ grows with the trials measured, as in GP-UCB
+  (Srinivas et al., 2010): small for the first EARLY_TRIALS (KAPPA_EARLY), when the posterior
+  mean under a prior of the residual's own form is most of what tells a good layout and a
+  large κ spends trials on layouts whose only merit is how little is known of them; then
+  KAPPA, so a knob value the first trials left untried still gets measured. Both values were
+  chosen on the search benchmark (docs/benchmarks.md: a fit, with held-out seeds).
 - Out-of-memory results raise the memory model's scale so that larger layouts are skipped.
 - It stops (ask returns nothing) once no unmeasured candidate's upper bound, with the
   interaction uncertainty in σ, reaches the best expected value of a measured one less
   `stop_margin`; `stop_reason` then says so in one line.
 - Before a winner is named, contenders not yet told apart from the leader at the measured
-  noise are measured again (`repeat`, rules in repeats.py), the closest rival first, also
-  when the trial budget is about to end the search. The noise is estimated from those
-  repeats; on a landscape they show to be noiseless, no layout is measured a third time and
-  the trials go to untried layouts.
+  noise are measured again (`repeat`, rules in repeats.py), the closest rival first: once the
+  search is over, or when the trial budget is about to end it. While it searches, a trial
+  goes to an untried layout, not to a repeat: a repeat only names the winner, it finds none.
+  The noise is estimated from those repeats; on a landscape they show to be noiseless, no
+  layout is measured a third time and the trials go to untried layouts.
 
 Everything is computed on the objective's gain (the metric, or its reciprocal under
 `mode: min`), so "higher is better" holds inside and the mode is honoured.
@@ -44,16 +50,15 @@ from orchestrator.search.repeats import Noise, Standing, estimate_noise
 from orchestrator.search.residuals import NOISE_FLOOR, KnobCodes, ResidualModel, group_by
 from orchestrator.space import ParallelConfig
 
-KAPPA = 2.0
+KAPPA_EARLY, EARLY_TRIALS = 0.5, 10  # the exploration weight of the first measured trials
+KAPPA = 2.0  # and after them
 KAPPA_STOP = 3.0  # stopping needs more confidence than choosing
 MIN_TRIALS_BEFORE_STOP = 8
 DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
 NAMING_SHARE = 1 / 3  # at most this share of a campaign's trial budget goes to naming it
-MEASUREMENTS_WHILE_SEARCHING = 3
 FINAL_MEASUREMENTS = 12  # of one config once the search is over
-REPEAT_FROM = 12  # measured trials before the search itself re-measures the top two
-VERIFY_TOP = 3  # the calibrated model's favourites measured right after the diverse picks
+VERIFY_TOP = 1  # the calibrated model's favourites measured right after the diverse picks
 
 
 class CostGuidedSearcher(Searcher):
@@ -139,14 +144,22 @@ class CostGuidedSearcher(Searcher):
         self._residuals.fit(np.array(rows, dtype=np.int64).reshape(len(rows), width),
                             np.array(y), max(self.noise().std, NOISE_FLOOR))
 
-    def _bounds(self, configs: list[ParallelConfig], kappa: float = KAPPA) -> list[tuple[float, float]]:
-        """(expected, upper bound) of the gain for each config."""
+    def _bounds(self, configs: list[ParallelConfig], kappa: float | None = None
+                ) -> list[tuple[float, float]]:
+        """(expected, upper bound at `kappa` std) of each config's gain; by default κ is the
+        weight for the trials measured so far."""
+        if kappa is None:
+            kappa = KAPPA_EARLY if self._trials_run() < EARLY_TRIALS else KAPPA
         i = [self._index[c] for c in configs]
         base = np.array([self._predictions[c][0] for c in configs])
         mean, std = self._residuals.mean[i], self._residuals.std[i]
         return list(zip(base * np.exp(mean), base * np.exp(mean + kappa * std)))
 
     # -------------------------------------------------------------- ask / tell
+
+    def _trials_run(self) -> int:
+        """Trials that ran (repeats included); a layout the controller pruned ran none."""
+        return sum(1 for _, _, r in self.history if r.status != "infeasible")
 
     def _best_expected(self) -> float | None:
         """The best expected gain of a measured config (its measurements, smoothed by the
@@ -160,16 +173,15 @@ class CostGuidedSearcher(Searcher):
         return max(groups, key=lambda c: sum(groups[c]) / len(groups[c]), default=None)
 
     def repeat(self, trials_left: int | None = None) -> ParallelConfig | None:
-        """A measured config to measure again: the leader or a rival not yet told apart from
-        it at the measured noise (repeats.py); the closest rival first and, of that pair, the
-        less measured; the leader alone while no layout has been measured twice. While the
-        search runs (from REPEAT_FROM measured trials) up to MEASUREMENTS_WHILE_SEARCHING
-        each; once it is over, up to FINAL_MEASUREMENTS; a layout whose 2 measurements agree
-        on a landscape measured noiseless, never again. Once the trials left (`trials_left`,
-        the campaign's budget) are no more than the pairs need to be told apart at the
-        measured noise, the search counts as over, so the last trials name the winner instead
-        of measuring layouts once; never more than NAMING_SHARE of the budget, so that a small
-        one still explores first."""
+        """A measured config to measure again, once the search is over: the leader or a rival
+        not yet told apart from it at the measured noise (repeats.py); the closest rival first
+        and, of that pair, the less measured; the leader alone while no layout has been
+        measured twice. Up to FINAL_MEASUREMENTS each; a layout whose 2 measurements agree on
+        a landscape measured noiseless, never again. Once the trials left (`trials_left`, the
+        campaign's budget) are no more than the pairs need to be told apart at the measured
+        noise, the search counts as over, so the last trials name the winner instead of
+        measuring layouts once; never more than NAMING_SHARE of the budget, so that a small
+        one still explores first. While the search goes on, None."""
         groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
         if len(groups) < 2:
             return None
@@ -182,15 +194,14 @@ class CostGuidedSearcher(Searcher):
             pairs = [(standing.leader,)]
         if not pairs:
             return None
-        spent = sum(1 for _, _, r in self.history if r.status != "infeasible")
+        spent = self._trials_run()
         naming = (trials_left is not None and trials_left <= min(
             standing.needed(rivals) or 1, NAMING_SHARE * (spent + trials_left)))
-        over = naming or self._next() is None  # from the told results alone: a resume agrees
-        if not over and sum(map(len, groups.values())) < REPEAT_FROM:
+        if not (naming or self._next() is None):  # from the told results: a resume agrees
             return None
-        cap = FINAL_MEASUREMENTS if over else MEASUREMENTS_WHILE_SEARCHING
         for pair in pairs:  # the closest rival first; of the pair, the less measured
-            open_ = [c for c in pair if not standing.settled(c, cap) and c not in self._repeating]
+            open_ = [c for c in pair
+                     if not standing.settled(c, FINAL_MEASUREMENTS) and c not in self._repeating]
             if open_:
                 config = min(open_, key=standing.count)
                 self._repeating.add(config)
@@ -218,7 +229,7 @@ class CostGuidedSearcher(Searcher):
             return None
         bounds = self._bounds(open_)
         best = self._best_expected()
-        measured = sum(1 for _, _, r in self.history if r.status != "infeasible")
+        measured = self._trials_run()
         stoppable = best is not None and measured >= MIN_TRIALS_BEFORE_STOP
         reach = max(u for _, u in self._bounds(open_, KAPPA_STOP)) if stoppable else math.inf
         if stoppable and reach < best * (1 - self.stop_margin):
