@@ -79,10 +79,10 @@ def main() -> None:
     args = parser.parse_args()
     out = args.out or str(ROOT / f"benchmarks/landscapes/{args.grid}.json")
     spec, overrides, what = GRIDS[args.grid]
-    trial_settings = {"steps": ("trial.steps", args.steps),
-                      "warmup": ("trial.warmup_steps", args.warmup)}
-    given = {flag: (key, value) for flag, (key, value) in trial_settings.items() if value}
-    trial_overrides = [f"{key}={value}" for key, value in given.values()]
+    given = [(flag, key, value) for flag, key, value in (
+        ("steps", "trial.steps", args.steps), ("warmup", "trial.warmup_steps", args.warmup))
+        if value]  # the trial-length flags set, as (flag, spec key, value)
+    trial_overrides = [f"{key}={value}" for _, key, value in given]
     started = time.time()
     with tempfile.TemporaryDirectory() as runs:
         repeats = [run_repeat(Path(runs), args.grid, r, trial_overrides)
@@ -92,7 +92,7 @@ def main() -> None:
         "what": what,
         "command": " ".join([".venv/bin/python benchmarks/measure_landscape.py",
                              f"--grid {args.grid} --repeats {args.repeats}",
-                             *(f"--{flag} {value}" for flag, (_, value) in given.items())]),
+                             *(f"--{flag} {value}" for flag, _, value in given)]),
         "spec": spec, "overrides": [*overrides, *trial_overrides], "machine": f"{platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
