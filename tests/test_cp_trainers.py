@@ -133,6 +133,27 @@ def test_megatron_lms_own_parser_reads_the_cp_flags_after_the_base_args(mcore): 
         assert parsed["attention_backend"].endswith("flash")
 
 
+def test_the_llama3_example_renders_megatron_flags_for_its_published_layout(generated):  # noqa: F811
+    """examples/llama3-405b-128k.yaml names Megatron-LM: the published layout (TP 8, CP 16
+    all-gather, PP 16, 8 virtual stages) and the plan's pick render, after the spec's own
+    overlap flags, only flags that Megatron-LM's parser or megatron-core's classes know."""
+    spec = load_spec(EXAMPLES / "llama3-405b-128k.yaml")
+    published = ParallelConfig(tp=8, pp=16, dp=8, cp=16, cp_comm_type="allgather",
+                               zero_stage=1, micro_batch_size=1, grad_accum_steps=16,
+                               activation_checkpointing="full", sequence_parallel=True,
+                               pp_schedule="interleaved", virtual_stages=8)
+    assert published in spec.search_space().candidates()
+    base = list(spec.trial.megatron.args)
+    pick = dataclasses.replace(published, cp=32, dp=4, grad_accum_steps=32, cp_comm_type="p2p",
+                               activation_checkpointing="selective")
+    for config in (published, pick):
+        args = base + megatron_args("megatron-lm", spec, config)
+        assert problems(args, {**MEGATRON_LM_FLAGS, **generated}) == []
+        assert "--use-distributed-optimizer" in args
+        assert "--num-virtual-stages-per-pipeline-rank=8" in args
+        assert f"--context-parallel-size={config.cp}" in args
+
+
 def test_megatron_cores_local_attention_refuses_cp(mcore):  # noqa: F811
     """Why cp > 1 renders TransformerEngine's attention: the local one asserts."""
     from megatron.core.transformer.dot_product_attention import DotProductAttention
