@@ -133,10 +133,17 @@ def test_megatron_lms_own_parser_reads_the_cp_flags_after_the_base_args(mcore): 
         assert parsed["attention_backend"].endswith("flash")
 
 
+PARSE_LAYOUT = PARSE_CP.replace(
+    '"transformer_impl", "attention_backend")',
+    '"transformer_impl", "attention_backend", "use_distributed_optimizer", '
+    '"overlap_grad_reduce", "overlap_param_gather", "num_virtual_stages_per_pipeline_rank")')
+
+
 def test_the_llama3_example_renders_megatron_flags_for_its_published_layout(generated):  # noqa: F811
     """examples/llama3-405b-128k.yaml names Megatron-LM: the published layout (TP 8, CP 16
     all-gather, PP 16, 8 virtual stages) and the plan's pick render, after the spec's own
-    overlap flags, only flags that Megatron-LM's parser or megatron-core's classes know."""
+    overlap flags, only flags that megatron-core's classes know, and Megatron-LM's own parser
+    reads them as the layout and the spec say."""
     spec = load_spec(EXAMPLES / "llama3-405b-128k.yaml")
     published = ParallelConfig(tp=8, pp=16, dp=8, cp=16, cp_comm_type="allgather",
                                zero_stage=1, micro_batch_size=1, grad_accum_steps=16,
@@ -146,12 +153,15 @@ def test_the_llama3_example_renders_megatron_flags_for_its_published_layout(gene
     base = list(spec.trial.megatron.args)
     pick = dataclasses.replace(published, cp=32, dp=4, grad_accum_steps=32, cp_comm_type="p2p",
                                activation_checkpointing="selective")
-    for config in (published, pick):
-        args = base + megatron_args("megatron-lm", spec, config)
+    rendered = [base + megatron_args("megatron-lm", spec, c) for c in (published, pick)]
+    for args in rendered:
         assert problems(args, {**MEGATRON_LM_FLAGS, **generated}) == []
-        assert "--use-distributed-optimizer" in args
-        assert "--num-virtual-stages-per-pipeline-rank=8" in args
-        assert f"--context-parallel-size={config.cp}" in args
+    for config, parsed in zip((published, pick), parsed_in_child(PARSE_LAYOUT, rendered)):
+        assert parsed["context_parallel_size"] == config.cp
+        assert parsed["cp_comm_type"] == [MEGATRON_CP_COMM_TYPES[config.cp_comm_type]]
+        assert parsed["num_virtual_stages_per_pipeline_rank"] == 8
+        assert parsed["use_distributed_optimizer"] and parsed["overlap_grad_reduce"]
+        assert parsed["overlap_param_gather"]
 
 
 def test_megatron_cores_local_attention_refuses_cp(mcore):  # noqa: F811
