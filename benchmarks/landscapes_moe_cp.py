@@ -14,7 +14,7 @@ MIXTRAL = "examples/mixtral-8x22b.yaml"
 DEEPSEEK = "examples/deepseek-v3.yaml"
 LLAMA3_405B = "examples/llama3-405b-128k.yaml"
 
-# ep 1-8 (8 experts), etp unset or 1, tp 1-8, pp 2-8, ZeRO 0-1, micro-batch 1-4: 2,448 layouts.
+# ep 1-8 (8 experts), etp unset or 1, tp 2-8, pp 2-8, ZeRO 0-1, micro-batch 1-4: 2,448 layouts.
 MIXTRAL_SPACE = ["space.pp=[2, 4, 8]", "space.micro_batch_size=[1, 2, 4]",
                  "space.zero_stage=[0, 1]"]
 # ep 4-64 (256 experts), etp unset or 1, tp 1-4, pp 4-16, micro-batch 1-4: 1,542 layouts.

@@ -28,6 +28,7 @@ from orchestrator.cli.common import (
     out,
     print_json,
     print_ranking,
+    print_space_notes,
     rank_spec,
 )
 from orchestrator.cli.live_display import CampaignProgress
@@ -42,6 +43,7 @@ from orchestrator.scheduling.controller import Controller
 from orchestrator.scheduling.signals import Detached, Interrupted
 from orchestrator.scheduling.slots import NoSlotLimit, ServiceSlots, TrialSlots
 from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec, load_spec
+from orchestrator.spec.planning import fitted_candidates
 from orchestrator.spec.preflight import preflight
 from orchestrator.spec.trial import campaign_inputs
 
@@ -100,7 +102,8 @@ def controller_signals(campaign: str) -> Iterator[None]:
 
 def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
     with controller_signals(spec.name):
-        preflight(spec)  # one-line errors before the progress display and before any file
+        # One-line errors before the progress display and before any file.
+        print_space_notes(spec, preflight(spec))
         with CampaignProgress(console, spec) as progress:
             controller = Controller(spec, on_event=progress.update, slots=trial_slots())
             if resume:
@@ -129,7 +132,9 @@ def run(
     given = [f"tracking.runs_dir={check_runs_dir(runs_dir)}"] if runs_dir else []
     spec = load_spec(spec_file, [*set_, *given])
     if dry_run:
-        print_ranking(spec, rank_spec(spec, top_k=10))
+        candidates = fitted_candidates(spec)
+        print_space_notes(spec, candidates)
+        print_ranking(spec, rank_spec(spec, 10, candidates=candidates))
         return
     _run_campaign(spec, resume=False)
 

@@ -24,6 +24,7 @@ from orchestrator.record.campaign import CampaignView
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.spec.planning import cost_model_for, fitted_candidates
+from orchestrator.spec.unused_values import unused_values
 
 console = Console(stderr=True)  # messages and progress
 out = Console()  # results
@@ -95,6 +96,12 @@ def rank_spec(spec: CampaignSpec, top_k: int, cost: CostModel | None = None,
     if spec.space.kind == "amsp":
         return rank_amsp(cost, candidates, top_k)
     return rank_by_throughput(cost, candidates, top_k)
+
+
+def print_space_notes(spec: CampaignSpec, candidates: list[ParallelConfig]) -> None:
+    """A line on stderr per value the spec's space lists that no layout takes, with why."""
+    for line in unused_values(spec, candidates):
+        console.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_ranking(spec: CampaignSpec, ranking: Ranking) -> None:

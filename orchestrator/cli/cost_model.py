@@ -21,6 +21,7 @@ from orchestrator.cli.common import (
     out,
     print_json,
     print_ranking,
+    print_space_notes,
     rank_spec,
 )
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
@@ -33,6 +34,7 @@ from orchestrator.spec import (
     spec_from_dict,
 )
 from orchestrator.spec.planning import cost_model_for, fitted_candidates
+from orchestrator.spec.unused_values import unused_values
 
 
 def _spec_from_options(
@@ -114,7 +116,11 @@ def plan(
                "global_batch_size": global_batch_size, "seq_len": seq_len}
     amsp = {"kind": "amsp", "micro_batch_size": [1], "activation_checkpointing": ["none", "full"]}
     spec = _spec_from_options(spec_file, set_, presets, {} if spec_file else amsp, "plan")
-    ranking = rank_spec(spec, top_k)
+    cost = cost_model_for(spec)
+    candidates = fitted_candidates(spec, cost)
+    ranking = rank_spec(spec, top_k, cost, candidates)
+    if not as_json:
+        print_space_notes(spec, candidates)
     if ranking.best is None:
         raise UserError(f"{spec.name}: no configuration fits in {spec.cluster.memory_gb:g} GB; "
                         "widen the space (tp, pp, zero_stage, activation_checkpointing)")
@@ -136,6 +142,7 @@ def plan(
         "tflops_per_gpu": best.tflops_per_gpu, "best": best.to_dict(),
         "candidates": ranking.candidates, "feasible": ranking.feasible,
         "top": [e.to_dict() for e in ranking.top],
+        "notes": unused_values(spec, candidates),
     })
 
 

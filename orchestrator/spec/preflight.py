@@ -10,11 +10,12 @@ import shutil
 from pathlib import Path
 
 from orchestrator.common.errors import UserError, excerpt
+from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 
 
-def preflight(spec: CampaignSpec) -> None:
-    spec.candidates()  # an empty space is an error that says why
+def preflight(spec: CampaignSpec) -> list[ParallelConfig]:
+    candidates = spec.candidates()  # an empty space is an error that says why
     if spec.backend.kind == "local":  # other backends run trials on other machines
         workdir = _check_workdir(spec.trial.workdir)
         if spec.trial.command:
@@ -25,6 +26,7 @@ def preflight(spec: CampaignSpec) -> None:
                             f"start at trial.workdir, {excerpt(str(workdir))}); give the "
                             "training script's path")
     _check_runs_dir(spec)
+    return candidates
 
 
 def _trainer_script(spec: CampaignSpec) -> tuple[str, str] | None:

@@ -1,0 +1,69 @@
+"""A value the spec lists in its space that no layout takes is named, with the reason, by
+`plan`, `run --dry-run` and `run`, instead of being dropped without a word."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import EXAMPLES
+
+from orchestrator.spec import load_spec
+from orchestrator.spec.unused_values import unused_values
+
+MOE_SPEC = """\
+name: moe-notes
+model: {preset: mixtral-8x7b, seq_len: 4096}
+cluster: h100-80g
+scale: {nodes: 4, global_batch_size: 256}
+space:
+  tp: [1, 2]
+  ep: [3, 8]
+  cp_comm_type: [p2p, a2a]
+  micro_batch_size: [1, 2]
+"""
+
+
+def notes_of(path, overrides=()) -> list[str]:
+    spec = load_spec(path, list(overrides))
+    return unused_values(spec, spec.candidates())
+
+
+def test_each_value_no_layout_takes_is_named_with_its_own_reason(tmp_path):
+    path = tmp_path / "moe.yaml"
+    path.write_text(MOE_SPEC)
+    notes = notes_of(path)
+    assert len(notes) == 3, notes
+    ep, tp, comm = (next(n for n in notes if n.startswith(f"space.{k}: ")) for k in
+                    ("ep", "tp", "cp_comm_type"))
+    assert ep.startswith("space.ep: 3 is in no layout") and "ep(3)" in ep
+    # tp 2 is refused by the built-in trainer (experts whole), not for ep 3's reason
+    assert "built-in trainer keeps experts whole" in tp and "ep(3)" not in tp
+    assert "a2a" in comm and "cp 1" in comm and "p2p, stands for them" in comm
+
+
+def test_values_every_layout_space_uses_and_unset_keys_get_no_note(tmp_path):
+    path = tmp_path / "moe.yaml"
+    path.write_text(MOE_SPEC)
+    assert notes_of(path, ["space.ep=[2, 8]", "space.tp=[1]", "space.cp_comm_type=[p2p]"]) == []
+    assert notes_of(EXAMPLES / "llama3-405b-128k.yaml") == []
+
+
+def test_plan_dry_run_and_json_carry_the_notes(cli, tmp_path):
+    path = tmp_path / "moe.yaml"
+    path.write_text(MOE_SPEC.replace("  tp: [1, 2]\n", "").replace(
+        "  cp_comm_type: [p2p, a2a]\n", ""))
+    for command in (["plan", str(path)], ["run", str(path), "--dry-run"]):
+        code, out, err = cli(*command)
+        assert code == 0, err
+        assert "note: space.ep: 3 is in no layout" in err and "valid configs" in out
+    code, out, _ = cli("plan", str(path), "--json")
+    assert code == 0 and len(json.loads(out)["notes"]) == 1
+
+
+def test_a_campaign_run_names_them_before_its_trials(cli, tmp_path):
+    path = tmp_path / "moe.yaml"
+    path.write_text(MOE_SPEC + "backend: {kind: simulated}\nbudget: {max_trials: 1}\n"
+                    f"tracking: {{runs_dir: {tmp_path / 'runs'}, enabled: false}}\n")
+    code, _, err = cli("run", str(path))
+    assert code == 0, err
+    assert err.count("note: space.") == 3
