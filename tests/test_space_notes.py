@@ -67,3 +67,15 @@ def test_a_campaign_run_names_them_before_its_trials(cli, tmp_path):
     code, _, err = cli("run", str(path))
     assert code == 0, err
     assert err.count("note: space.") == 3
+
+
+def test_a_space_where_nothing_fits_names_the_knobs_that_cut_memory(cli, tmp_path):
+    path = tmp_path / "moe.yaml"
+    path.write_text(MOE_SPEC)
+    code, _, err = cli("plan", str(path), "--set", "model.seq_len=3000000")
+    assert code == 2 and err.splitlines()[-1].startswith("error: moe-notes: no configuration fits")
+    assert "(tp, pp, cp, ep, zero_stage, offload, activation_checkpointing)" in err
+    dense = EXAMPLES / "quickstart.yaml"
+    code, _, err = cli("plan", str(dense), "--set", "model.seq_len=3000000", "--set",
+                       "space.activation_checkpointing=[none]")
+    assert code == 2 and "cp, zero_stage" in err and " ep," not in err

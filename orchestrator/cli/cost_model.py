@@ -123,7 +123,7 @@ def plan(
         print_space_notes(spec, candidates)
     if ranking.best is None:
         raise UserError(f"{spec.name}: no configuration fits in {spec.cluster.memory_gb:g} GB; "
-                        "widen the space (tp, pp, zero_stage, activation_checkpointing)")
+                        f"widen the space ({', '.join(_memory_knobs(spec))})")
     if not as_json:
         print_ranking(spec, ranking)
         return
@@ -144,6 +144,12 @@ def plan(
         "top": [e.to_dict() for e in ranking.top],
         "notes": unused_values(spec, candidates),
     })
+
+
+def _memory_knobs(spec: CampaignSpec) -> list[str]:
+    """The space keys that cut a layout's memory, for this model."""
+    experts = ["ep"] if spec.model.num_experts else []
+    return ["tp", "pp", "cp", *experts, "zero_stage", "offload", "activation_checkpointing"]
 
 
 def estimate(
