@@ -5,7 +5,7 @@ every layout run REPEATS times, written as a table that benchmarks/search_effici
 Each repeat is a grid campaign of its own (`paratune run`, one trial at a time), so a layout's
 measurements are minutes apart, as a campaign's repeats are.
 
-Run: .venv/bin/python benchmarks/measure_landscape.py [--grid cpu-tiny-grid|cpu-moe-grid]
+Run: .venv/bin/python benchmarks/measure_landscape.py [--grid cpu-tiny-grid|cpu-moe-grid|cpu-cp-grid]
          [--repeats 3] [--steps N --warmup N] [--out benchmarks/landscapes/<grid>.json]
 
 Longer trials (--steps) shrink the step-time median's own spread; what is left between
@@ -38,6 +38,11 @@ GRIDS = {
         "space.activation_checkpointing=[none]", "budget.max_trials=18", *RUN_ONE_AT_A_TIME],
         "the built-in trainer, tiny mixture of experts (8 experts, top-2), 2 ranks (gloo) "
         "on this machine's CPU"),
+    "cpu-cp-grid": ("examples/long-context-cpu.yaml", [
+        "space.cp_comm_type=[allgather, a2a, p2p]", "space.zero_stage=[0, 1]",
+        "space.micro_batch_size=[1, 2, 4]", "space.activation_checkpointing=[none, full]",
+        "budget.max_trials=26", *RUN_ONE_AT_A_TIME], "the built-in trainer, tiny LLaMA at "
+        "512-token sequences, context parallelism over 2 ranks (gloo) on this machine's CPU"),
 }
 
 

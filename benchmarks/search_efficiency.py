@@ -73,7 +73,8 @@ LANDSCAPES = {  # name: (spec, overrides, per-knob perturbation, interaction str
 MEASURED = {"cpu-tiny-grid": "benchmarks/landscapes/cpu-tiny-grid.json",
             "cpu-tiny-grid-short": "benchmarks/landscapes/cpu-tiny-grid-short.json",
             "cpu-tiny-grid-busy": "benchmarks/landscapes/cpu-tiny-grid-busy.json",
-            "cpu-moe-grid": "benchmarks/landscapes/cpu-moe-grid.json"}
+            "cpu-moe-grid": "benchmarks/landscapes/cpu-moe-grid.json",
+            "cpu-cp-grid": "benchmarks/landscapes/cpu-cp-grid.json"}
 FAMILIES = (("measured", MEASURED), ("cost model", LANDSCAPES))
 
 

@@ -56,3 +56,16 @@ def test_a_layout_measured_again_returns_recordings_it_has_not_returned_yet(tmp_
         draws = [table.run(first, f"t{i}").tokens_per_s for i in range(4)]
         assert sorted(draws[:3]) == [900.0, 1000.0, 1100.0]
         assert draws[3] in draws[:3]
+
+
+def test_every_recorded_table_covers_its_own_specs_space():
+    """Each table in benchmarks/landscapes/ replays exactly the layouts its spec and overrides
+    make today, every one measured at least once, so a change to the space or the layout rules
+    that leaves a table behind fails here rather than in a benchmark run."""
+    tables = sorted((ROOT / "benchmarks/landscapes").glob("*.json"))
+    assert any(t.name == "cpu-cp-grid.json" for t in tables)
+    for table in tables:
+        landscape = TabulatedLandscape(table, seed=0)
+        space = set(landscape.spec.candidates())
+        assert set(landscape.candidates) == space, table.name
+        assert all(landscape.measured(c) for c in landscape.candidates), table.name
