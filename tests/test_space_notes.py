@@ -1,11 +1,12 @@
 """A value the spec lists in its space that no layout takes is named, with the reason, by
-`plan`, `run --dry-run` and `run`, instead of being dropped without a word."""
+`plan`, `run --dry-run`, `run` and the service's answer to a submission, instead of being
+dropped without a word."""
 
 from __future__ import annotations
 
 import json
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, on_database
 
 from orchestrator.spec import load_spec
 from orchestrator.spec.unused_values import unused_values
@@ -79,3 +80,18 @@ def test_a_space_where_nothing_fits_names_the_knobs_that_cut_memory(cli, tmp_pat
     code, _, err = cli("plan", str(dense), "--set", "model.seq_len=3000000", "--set",
                        "space.activation_checkpointing=[none]")
     assert code == 2 and "cp, zero_stage" in err and " ep," not in err
+
+
+@on_database("sqlite")
+def test_the_service_answers_a_submission_with_the_notes_and_its_log_has_them(service):
+    server = service().start()
+    token = server.token("alice")
+    response = server.submit(token, EXAMPLES / "frontier-175b.yaml", "name=noted",
+                             "space.sequence_parallel=[true]", "budget.max_trials=1",
+                             "tracking.enabled=false", "backend.latency_s=0.1")
+    assert response.status_code == 201, response.text
+    notes = response.json()["notes"]
+    assert len(notes) == 1 and notes[0].startswith("space.tp: 1 is in no layout")
+    assert server.wait_final(token, ["noted"])["noted"]["state"] == "finished", server.logs()
+    log = (server.state_dir / "logs" / "noted.log").read_text()
+    assert "note: space.tp: 1 is in no layout" in log

@@ -89,6 +89,8 @@ def submit(
         return
     sys.stdout.write(f"{campaign['name']}\n")
     sys.stdout.flush()
+    for note in campaign.get("notes") or ():  # a server before notes sends none
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"queued on {url}; follow it with `paratune logs {campaign['name']} --follow`",
                   markup=False, highlight=False, soft_wrap=True)
 

@@ -18,6 +18,7 @@ from orchestrator.server.service import Service
 from orchestrator.server.submission import parse_submission, read_submission, resolved_yaml
 from orchestrator.server.trust import code_in, may_run_code, may_see, may_submit_to
 from orchestrator.spec import CampaignSpec
+from orchestrator.spec.unused_values import unused_values
 
 router = APIRouter(prefix="/api/campaigns")
 
@@ -51,7 +52,8 @@ def submit(body: Submission, me: User = Depends(current_user),
                        max_concurrent=spec.budget.max_concurrent,
                        gpu_hours_budget=spec.budget.gpu_hours, simulated=simulated)
         s.add(row)
-    return service.describe(row)
+    # What `paratune run` would note about the space, for the client to print.
+    return {**service.describe(row), "notes": unused_values(spec, spec.candidates())}
 
 
 def _checked_spec(body: Submission, me: User, service: Service) -> CampaignSpec:
