@@ -17,6 +17,7 @@ from orchestrator.common.errors import SpecError
 from orchestrator.spec import CampaignSpec
 from orchestrator.spec.loading import apply_override, spec_from_dict
 from orchestrator.spec.preflight import preflight
+from orchestrator.spec.unused_values import unused_values
 from orchestrator.spec.yaml_input import MAX_BYTES, load_yaml_text
 
 SOURCE = "submitted spec"
@@ -35,9 +36,11 @@ def read_submission(spec_yaml: str, overrides: list[str]) -> dict[str, Any]:
 
 
 def parse_submission(data: dict[str, Any], runs_dir: Path, workdir: str | None = None,
-                     *, pinned_workdir: Path | None = None) -> CampaignSpec:
+                     *, pinned_workdir: Path | None = None,
+                     notes: list[str] | None = None) -> CampaignSpec:
     """The campaign spec, pinned to the service's runs directory; `pinned_workdir`, for users
-    who may not choose one, is where its trials run."""
+    who may not choose one, is where its trials run. `notes` collects what `paratune run`
+    would note about the space (values no layout takes)."""
     tracking = data.setdefault("tracking", {})
     if isinstance(tracking, dict):
         tracking["runs_dir"] = str(runs_dir)
@@ -50,7 +53,9 @@ def parse_submission(data: dict[str, Any], runs_dir: Path, workdir: str | None =
         if given is None or (isinstance(given, str) and not os.path.isabs(given)):
             trial["workdir"] = os.path.normpath(os.path.join(workdir, given or "."))
     spec = spec_from_dict(data, source=SOURCE)
-    preflight(spec)
+    candidates = preflight(spec)
+    if notes is not None:
+        notes += unused_values(spec, candidates)
     resolved = resolved_yaml(spec)  # what the controller will read, bounded the same way
     if len(resolved.encode()) > MAX_BYTES:
         raise SpecError(f"{SOURCE}: larger than {MAX_BYTES // 1024} KiB once resolved; a "

@@ -8,7 +8,7 @@ ep 8 alone and never say why ep 3 went missing.
 from __future__ import annotations
 
 from orchestrator.common.errors import SpecError
-from orchestrator.layout import searched_knobs
+from orchestrator.layout import Knob, searched_knobs
 from orchestrator.space import ParallelConfig
 from orchestrator.spec.campaign import CampaignSpec
 from orchestrator.spec.feasibility import explain_empty
@@ -21,14 +21,14 @@ def _shown(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _why_unused(spec: CampaignSpec, knob: str, value, taken: dict[str, set]) -> str:
+def _why_unused(spec: CampaignSpec, knob: Knob, value, taken: dict[str, set]) -> str:
     """Why the space narrowed to `knob: [value]`, and every other knob to the values some
     layout takes (so the reason is about this value, not another one missing too), holds no
     layout: the first layout check or trainer rule that refused one, else the reason an empty
     space gets."""
     ranges = {name: [v for v in getattr(spec.space, name) if v in used] or getattr(spec.space, name)
-              for name, used in taken.items() if name != knob}
-    ranges[knob] = [value]
+              for name, used in taken.items() if name != knob.name}
+    ranges[knob.name] = [value]
     narrowed = spec.model_copy(update={"space": spec.space.model_copy(update=ranges)})
     space = narrowed.search_space()
     refused: list[str] = []
@@ -39,12 +39,12 @@ def _why_unused(spec: CampaignSpec, knob: str, value, taken: dict[str, set]) -> 
         runnable(narrowed, found, refused)
     except SpecError:
         return refused[0]
-    condition = next((k.active_when for k in searched_knobs() if k.name == knob), None)
-    if condition is not None:
-        which = ", ".join(map(_shown, sorted(taken[condition[0]], key=str)))
-        return (f"it applies only to some {condition[0]} values, and this space's layouts have "
-                f"{condition[0]} {which}; the first listed value, "
-                f"{_shown(getattr(spec.space, knob)[0])}, stands for them")
+    if knob.active_when is not None:
+        decider = knob.active_when[0]
+        which = ", ".join(map(_shown, sorted(taken[decider], key=str)))
+        return (f"it applies only to some {decider} values, and this space's layouts have "
+                f"{decider} {which}; the first listed value, "
+                f"{_shown(getattr(spec.space, knob.name)[0])}, stands for them")
     return "every layout it makes is one another listed value makes already"
 
 
@@ -54,14 +54,13 @@ def unused_values(spec: CampaignSpec, candidates: list[ParallelConfig]) -> list[
     lists more than one value (a lone refused value empties the space, an error already)."""
     if spec.space.kind == "list" or not candidates:
         return []
+    # AMSP's factors replace the ZeRO stages.
+    knobs = [k for k in searched_knobs() if k.name != "zero_stage" or spec.space.kind != "amsp"]
+    taken = {k.name: {getattr(config, k.name) for config in candidates} for k in knobs}
     lines = []
-    taken = {knob.name: {getattr(config, knob.name) for config in candidates}
-             for knob in searched_knobs() if knob.name != "zero_stage" or spec.space.kind != "amsp"}
-    for knob in searched_knobs():
+    for knob in knobs:
         if knob.name not in spec.space.model_fields_set:
             continue
-        if knob.name == "zero_stage" and spec.space.kind == "amsp":
-            continue  # AMSP's factors replace the stages
         listed = list(dict.fromkeys(getattr(spec.space, knob.name)))
         if len(listed) < 2:
             continue
@@ -69,5 +68,5 @@ def unused_values(spec: CampaignSpec, candidates: list[ParallelConfig]) -> list[
             if value in taken[knob.name] or value in knob.range_words:
                 continue
             lines.append(f"space.{knob.name}: {_shown(value)} is in no layout of this space: "
-                         f"{_why_unused(spec, knob.name, value, taken)}")
+                         f"{_why_unused(spec, knob, value, taken)}")
     return lines

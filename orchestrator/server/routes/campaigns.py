@@ -18,7 +18,6 @@ from orchestrator.server.service import Service
 from orchestrator.server.submission import parse_submission, read_submission, resolved_yaml
 from orchestrator.server.trust import code_in, may_run_code, may_see, may_submit_to
 from orchestrator.spec import CampaignSpec
-from orchestrator.spec.unused_values import unused_values
 
 router = APIRouter(prefix="/api/campaigns")
 
@@ -36,7 +35,8 @@ class Submission(BaseModel):
 @router.post("", status_code=201)
 def submit(body: Submission, me: User = Depends(current_user),
            service: Service = Depends(service_of)):
-    spec = _checked_spec(body, me, service)
+    notes: list[str] = []  # what `paratune run` would note about the space, for the client
+    spec = _checked_spec(body, me, service, notes)
     simulated = spec.backend.kind == "simulated"  # a rehearsal: no quota counts it
     with service.admission, service.db.session() as s:  # the quota read and the insert: one
         refused = None if simulated else refusal(s, me.name, body.project,
@@ -52,13 +52,14 @@ def submit(body: Submission, me: User = Depends(current_user),
                        max_concurrent=spec.budget.max_concurrent,
                        gpu_hours_budget=spec.budget.gpu_hours, simulated=simulated)
         s.add(row)
-    # What `paratune run` would note about the space, for the client to print.
-    return {**service.describe(row), "notes": unused_values(spec, spec.candidates())}
+    return {**service.describe(row), "notes": notes}
 
 
-def _checked_spec(body: Submission, me: User, service: Service) -> CampaignSpec:
+def _checked_spec(body: Submission, me: User, service: Service,
+                  notes: list[str]) -> CampaignSpec:
     """The submitted spec, once the caller may submit all it asks for (403 naming the first
-    key that takes a grant) and it passes the checks `paratune run` makes (422)."""
+    key that takes a grant) and it passes the checks `paratune run` makes (422); `notes`
+    collects what those checks note about its space."""
     if body.project and not may_submit_to(service.db, me, body.project):
         raise HTTPException(403, f"project {body.project!r} takes campaigns from its members; "
                                  "ask an admin to add you (`paratune server member add`)")
@@ -72,7 +73,8 @@ def _checked_spec(body: Submission, me: User, service: Service) -> CampaignSpec:
                 "service takes a code grant (`paratune server grant --user NAME`, by an admin); "
                 "without one, name presets and the built-in trainer only"))
         spec = parse_submission(data, service.config.runs_dir, body.workdir,
-                                pinned_workdir=None if trusted else service.config.trial_workdir)
+                                pinned_workdir=None if trusted else service.config.trial_workdir,
+                                notes=notes)
     except UserError as exc:
         raise HTTPException(422, one_line(str(exc))) from None
     source = spec.search.warm_start
