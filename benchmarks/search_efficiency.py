@@ -23,6 +23,8 @@ Run: .venv/bin/python benchmarks/search_efficiency.py [--seeds 20] [--json out.j
      [--noise 0.05]                                      measurement noise (default 3%)
      [--first-seed 20]                                   seeds 20.. instead of 0..
      [--max-trials 300 --no-stop --searchers cost-guided]  overhead at 300 trials
+     [--searchers cost-guided,generative-prior]          beside the reference told the prior
+                                                         of a perturbed landscape
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/tabulated.py
 
+from generative_prior import NAME as GENERATIVE_PRIOR
+from generative_prior import generative_prior_searcher
 from landscapes_moe_cp import LONG_CONTEXT_LANDSCAPES, MOE_LANDSCAPES
 from tabulated import TabulatedLandscape
 
@@ -53,6 +57,7 @@ MAX_TRIALS = 60
 WITHIN = 0.03
 TRIAL_STEPS = 12  # warm-up and timed steps a trial runs, for its GPU-hours
 SEARCHERS = ("random", "grid", "deephyper-cbo", "optuna", "hyperopt", "cost-guided")
+REFERENCES = (GENERATIVE_PRIOR,)  # run only when named: generative_prior.py
 AMSP_SPACE = ["space.activation_checkpointing=[none, selective, full]"]
 LANDSCAPES = {  # name: (spec, overrides, per-knob perturbation, interaction strength)
     "frontier-175b": ("examples/frontier-175b.yaml", [], 0.0, 0.0),
@@ -100,8 +105,12 @@ def run_one(args: tuple) -> dict:
     name, algorithm, seed, noise, max_trials, stop_margin = args
     candidates, cost, sim, truth = landscape(name, seed, noise)
     best = max(truth.values())
-    searcher = make_searcher(algorithm, candidates, Objective(), seed=seed, cost_model=cost,
-                             stop_margin=stop_margin)
+    if algorithm == GENERATIVE_PRIOR:
+        searcher = generative_prior_searcher(*LANDSCAPES[name][2:], candidates, Objective(),
+                                             seed=seed, cost_model=cost, stop_margin=stop_margin)
+    else:
+        searcher = make_searcher(algorithm, candidates, Objective(), seed=seed, cost_model=cost,
+                                 stop_margin=stop_margin)
     trials, reached, best_so_far, regret, overhead = 0, None, 0.0, {}, []
     gpu_hours, hours_reached = 0.0, None
     measured: dict = {}  # config -> measured tokens/s, repeats included
@@ -155,7 +164,7 @@ def percentile(values: list[float], q: float) -> float:
 def summarize(rows: list[dict]) -> list[dict]:
     table = []
     for family, names in FAMILIES:
-        for name, algorithm in ((n, a) for n in names for a in SEARCHERS):
+        for name, algorithm in ((n, a) for n in names for a in SEARCHERS + REFERENCES):
             runs = [r for r in rows if r["landscape"] == name and r["searcher"] == algorithm]
             if not runs:
                 continue

@@ -98,6 +98,25 @@ def test_an_unseen_pair_keeps_its_uncertainty():
     assert model.std[8] > model.std[0]  # (2, 2): neither value seen either
 
 
+def test_knobs_outside_the_effect_columns_carry_no_effect():
+    from orchestrator.search.residuals import ResidualModel
+
+    class OnlyA(ResidualModel):
+        effect_columns = [0]
+
+    model, encoded, points = _grid_model()
+    only_a = OnlyA(model.codes, encoded)
+    measured = encoded[[0, 0]]  # (0, 0) twice, 0.2 above the model
+    for m in (model, only_a):
+        m.fit(measured, np.array([0.2, 0.2]), 0.01)
+    same_a = [i for i, p in enumerate(points) if p["a"] == 0]
+    # Told only a matters, (0, 1) and (0, 2) inherit (0, 0)'s residual and its certainty;
+    # with both knobs they share half of it.
+    assert np.allclose(only_a.mean[same_a], only_a.mean[0])
+    assert np.allclose(only_a.std[same_a], only_a.std[0])
+    assert model.mean[1] < 0.8 * model.mean[0] and model.std[1] > 2 * model.std[0]
+
+
 def test_noise_is_estimated_from_repeats():
     from orchestrator.search.repeats import NOISE_PRIOR, estimate_noise
 

@@ -54,3 +54,30 @@ def test_a_hidden_truth_differs_from_the_model(name):
                            interactions=interactions, seed=0)
     factors = [sim.truth_factor(c.to_params()) for c in candidates]
     assert max(factors) / min(factors) > 1.1
+
+
+def test_the_generative_prior_reference_knows_only_the_perturbed_knobs():
+    """The benchmark's floor searcher learns effects on the simulator's perturbed knobs only,
+    so a measurement says as much of every ep and etp as of the one it measured."""
+    from generative_prior import generative_prior_searcher
+
+    from orchestrator.common.objective import Objective
+    from orchestrator.search.encoding import knob_values
+
+    candidates, cost, sim, truth = landscape("mixtral-8x22b-perturbed", 0)
+    searcher = generative_prior_searcher(0.2, 0.0, candidates, Objective(), seed=0,
+                                         cost_model=cost)
+    measured = next(c for c in searcher.ask(1) if c in truth)
+    searcher.tell(measured, sim.run(measured, "t1"))
+    i = searcher._index[measured]
+
+    def rest(config):
+        return {k: v for k, v in knob_values(config).items() if k not in ("ep", "etp")}
+
+    twins = [j for j, c in enumerate(searcher.candidates)
+             if c.ep != measured.ep and rest(c) == rest(measured)]
+    model = searcher._residuals
+    assert model.std[i] < 0.1 * model.std.max()
+    assert twins and all(abs(model.mean[j] - model.mean[i]) < 1e-9 for j in twins)
+    with pytest.raises(ValueError, match="no quirks"):
+        generative_prior_searcher(0.0, 1.0, candidates, Objective(), seed=0, cost_model=cost)

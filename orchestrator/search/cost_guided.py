@@ -62,6 +62,9 @@ VERIFY_TOP = 1  # the calibrated model's favourites measured right after the div
 
 
 class CostGuidedSearcher(Searcher):
+    residual_model = ResidualModel  # a subclass may learn its residuals under another prior
+    recalibrates = True  # refit the cost model's multipliers on each result
+
     def __init__(self, candidates: list[ParallelConfig], cost_model: CostModel,
                  objective: Objective, *, seed: int = 0, stop_margin: float = 0.0):
         self.candidates = list(candidates)
@@ -110,7 +113,7 @@ class CostGuidedSearcher(Searcher):
         self._index = {c: i for i, c in enumerate(self.candidates)}
         self._codes = KnobCodes(self.space.values)
         encoded = np.array([self._codes.encode(knob_values(c)) for c in self.candidates])
-        self._residuals = ResidualModel(self._codes, encoded.reshape(len(self.candidates), -1))
+        self._residuals = self.residual_model(self._codes, encoded.reshape(len(self.candidates), -1))
         self._base_gain, self._base_step = np.array(base_gain), np.array(base_step)
         self._used, self._reserve = np.array(used), np.array(reserve)
         self._capacity_gb = self.base.cluster.memory_gb
@@ -274,7 +277,8 @@ class CostGuidedSearcher(Searcher):
             i = self._index[config]
             overflow = overflow_scale(max(self._used[i], 1.0), self._reserve[i], self._capacity_gb)
             self._oom_scale = max(self._oom_scale, 1.001 * overflow)
-        fit = calibrate(self.base, self.history, feature_rows=self._rows, gathers_apart=False)
+        fit = (calibrate(self.base, self.history, feature_rows=self._rows, gathers_apart=False)
+               if self.recalibrates else None)
         if fit is not None:
             self.model = fit.model
             if fit.global_scale is not None:

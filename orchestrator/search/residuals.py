@@ -70,26 +70,39 @@ def shared_knobs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class ResidualModel:
-    """Posterior mean and std of the residual of every candidate, refit on measured residuals."""
+    """Posterior mean and std of the residual of every candidate, refit on measured residuals.
+    The prior's stds are class attributes, and `effect_columns` (None: every knob) names the
+    knobs that carry effects, so a variant with another prior is a subclass."""
+
+    intercept, main, interaction, scales = INTERCEPT, MAIN, INTERACTION, SCALES
+    effect_columns: list[int] | None = None
 
     def __init__(self, codes: KnobCodes, candidates: np.ndarray):
         self.codes = codes
         self.candidates = candidates  # (m, knobs) codes
         knobs = candidates.shape[1] if candidates.ndim == 2 else 0
-        pairs = knobs * (knobs - 1) / 2
-        self.pair_var = INTERACTION**2 / pairs if pairs else 0.0
+        self.columns = list(range(knobs)) if self.effect_columns is None else self.effect_columns
+        pairs = len(self.columns) * (len(self.columns) - 1) / 2
+        self.pair_var = self.interaction**2 / pairs if pairs else 0.0
         self.noise = NOISE_FLOOR
         self.scale = 1.0
         self.mean = np.zeros(len(candidates))
-        self.std = np.sqrt(self._kernel_of(np.full(len(candidates), float(knobs))))
+        self.std = np.sqrt(self._prior_var())
         self.fitted = False
+
+    def _shared(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return shared_knobs(a[:, self.columns], b[:, self.columns])
+
+    def _prior_var(self) -> np.ndarray:
+        return self._kernel_of(np.full(len(self.candidates), float(len(self.columns))))
 
     def _kernel_of(self, shared: np.ndarray, scale: float | None = None) -> np.ndarray:
         s2 = (self.scale if scale is None else scale) ** 2
-        return INTERCEPT**2 + s2 * (MAIN**2 * shared + self.pair_var * shared * (shared - 1) / 2)
+        return self.intercept**2 + s2 * (
+            self.main**2 * shared + self.pair_var * shared * (shared - 1) / 2)
 
     def prior_std(self) -> float:
-        return float(self.std.max()) if len(self.std) else INTERCEPT
+        return float(self.std.max()) if len(self.std) else self.intercept
 
     def fit(self, rows: np.ndarray, residuals: np.ndarray, noise: float) -> None:
         """`rows`: codes of the measured configs (a config measured twice appears twice)."""
@@ -97,25 +110,23 @@ class ResidualModel:
         if len(rows) == 0:
             self.__init__(self.codes, self.candidates)
             return
-        shared = shared_knobs(rows, rows)
+        shared = self._shared(rows, rows)
         fits = []
-        for scale in SCALES:
+        for scale in self.scales:
             chol = np.linalg.cholesky(self._kernel_of(shared, scale) + noise**2 * np.eye(len(rows)))
             z = np.linalg.solve(chol, residuals)
             log_prior = -0.5 * (math.log(scale) / SCALE_PRIOR) ** 2
             fits.append((-0.5 * z @ z - np.log(np.diag(chol)).sum() + log_prior, scale, chol, z))
         _, self.scale, chol, z = max(fits, key=lambda f: f[0])
-        k_oc = self._kernel_of(shared_knobs(rows, self.candidates))
+        k_oc = self._kernel_of(self._shared(rows, self.candidates))
         alpha = np.linalg.solve(chol.T, z)
         v = np.linalg.solve(chol, k_oc)
-        knobs = self.candidates.shape[1]
-        prior = self._kernel_of(np.full(len(self.candidates), float(knobs)))
         self.mean = k_oc.T @ alpha
         unseen = np.zeros(len(self.candidates))
-        for k, size in enumerate(self.codes.sizes):
-            if size <= FEW_VALUES:
+        for k in self.columns:
+            if self.codes.sizes[k] <= FEW_VALUES:
                 unseen += ~np.isin(self.candidates[:, k], rows[:, k])
-        prior = prior + (1 - self.scale**2) * MAIN**2 * unseen
+        prior = self._prior_var() + (1 - self.scale**2) * self.main**2 * unseen
         self.std = np.sqrt(np.maximum(prior - (v * v).sum(axis=0), 1e-12))
         self.fitted = True
 
