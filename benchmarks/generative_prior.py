@@ -35,7 +35,6 @@ def generative_prior_searcher(perturbation: float, interactions: float, candidat
 
     settings = [config.to_params() for config in candidates]
     perturbed = {knob for knob in PERTURBED_KNOBS if len({str(s[knob]) for s in settings}) > 1}
-
     fixed = len(PERTURBED_KNOBS) - len(perturbed)  # their factors multiply every candidate
 
     class GenerativeResiduals(ResidualModel):

@@ -12,7 +12,7 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from landscapes_moe_cp import LONG_CONTEXT_LANDSCAPES, MOE_LANDSCAPES  # noqa: E402
-from search_efficiency import LANDSCAPES, landscape  # noqa: E402
+from search_efficiency import LANDSCAPES, landscape, perturbed_only  # noqa: E402
 
 from orchestrator.backends.simulated import SimulatedBackend  # noqa: E402
 from orchestrator.spec import load_spec  # noqa: E402
@@ -81,3 +81,7 @@ def test_the_generative_prior_reference_knows_only_the_perturbed_knobs():
     assert twins and all(abs(model.mean[j] - model.mean[i]) < 1e-9 for j in twins)
     with pytest.raises(ValueError, match="no quirks"):
         generative_prior_searcher(0.0, 1.0, candidates, Objective(), seed=0, cost_model=cost)
+    # The benchmark runs it only where it applies.
+    assert [name for name in KNOB if perturbed_only(name)] == [
+        "mixtral-8x22b-perturbed", "llama3-405b-32k-perturbed"]
+    assert not perturbed_only("cpu-tiny-grid")
