@@ -50,6 +50,9 @@ def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     dense = any(not is_moe_layer(m, i) for i in range(m.num_layers))
     if dense and m.ffn_hidden % config.tp:
         raise Infeasible(f"tp({config.tp}) must divide ffn_hidden({m.ffn_hidden})")
+    if config.pp > 1 and config.pipeline_split != "even":
+        raise Infeasible(f"pipeline_split {config.pipeline_split}: the built-in trainer splits "
+                         "the layers evenly over the pipeline stages")
     if m.num_layers % (config.pp * config.virtual_stages):
         raise Infeasible(f"pp({config.pp}) * virtual_stages({config.virtual_stages}) does not "
                          f"divide num_layers({m.num_layers})")

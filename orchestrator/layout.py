@@ -6,10 +6,8 @@ that lists the knobs derives from here: `ParallelConfig` and the job's `JobConfi
 flags), the search space's ranges and enumeration, the spec's `space` section and list entries,
 the searchers' encodings, the journal and MLflow params. What gives a knob meaning lives where
 it belongs: its memory and time in the cost model, its mechanics in jobs/, its flags in each
-trainer adapter.
-
-Adding a knob is one `Knob(...)` below (or `declare(knob)` before the rest of ParaTune is
-imported) plus the code that gives it meaning.
+trainer adapter. Adding a knob is one `Knob(...)` below (or `declare(knob)` before the rest of
+ParaTune is imported) plus the code that gives it meaning.
 """
 
 from __future__ import annotations
@@ -27,13 +25,12 @@ CHECKPOINT_MODES = ("none", "selective", "full")
 # heads (a2a, DeepSpeed-Ulysses), or all-gathered K/V (allgather).
 CP_COMM_TYPES = ("p2p", "a2a", "allgather")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
-# GEMM precision: bf16 mixed precision (float32 on CPU clusters), or an FP8 recipe as the trainers
-# name its scaling: per tensor (Megatron-Core and torchtitan "tensorwise"), per row (torchtitan
-# "rowwise"), per tensor from an amax history (Megatron-Core "delayed"), per 128-wide block
-# (Megatron-Core "blockwise", DeepSeek-V3's recipe), or MXFP8's 32-element blocks.
+PIPELINE_SPLITS = ("even", "embedding_loss")  # space/pipeline_split.py
+# GEMM precision: bf16 mixed precision (float32 on CPU clusters), or an FP8 recipe named by its
+# scaling: per tensor ("tensorwise"), per row ("rowwise"), per tensor from an amax history
+# ("delayed"), per 128-wide block ("blockwise", DeepSeek-V3's) or MXFP8's 32-element blocks.
 PRECISIONS = ("bf16", "fp8-tensorwise", "fp8-rowwise", "fp8-delayed", "fp8-blockwise", "mxfp8")
-# Model states kept in host memory: the optimizer states (their step runs on the host), or those
-# and the weights (DeepSpeed's offload_optimizer / offload_param, FSDP2's CPU offload).
+# Model states in host memory: the optimizer states (stepped there), or those and the weights.
 OFFLOADS = ("none", "optimizer", "optimizer+params")
 # AMSP's six sharding factors and ZeRO++'s secondary shard, flattened as the job's flags.
 SHARDING_FACTORS = ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
@@ -194,6 +191,12 @@ _KNOBS: list[Knob] = [
          active_when=("pp_schedule", lambda schedule: schedule == "interleaved"),
          key=lambda v: str(v["virtual_stages"])
          if _pipelined(v) and v["virtual_stages"] > 1 else ""),
+    Knob("pipeline_split", str, "even", "how the layers split over the pipeline stages: even, or "
+         "embedding_loss (the embedding and the loss count as a layer each)",
+         choices=PIPELINE_SPLITS, space=("even",),
+         redundant=lambda v, r: v["pp"] == 1 and v["pipeline_split"] != r.pipeline_split[0],
+         active_when=("pp", lambda pp: pp > 1),
+         key=lambda v: "-embloss" if v["pp"] > 1 and v["pipeline_split"] != "even" else ""),
     Knob("compile", bool, False, "torch.compile the model", space=(False,),
          key=lambda v: "-compile" if v["compile"] else ""),
     # Context parallelism splits each sequence over cp ranks (Megatron-Core, torchtitan,

@@ -136,19 +136,23 @@ def test_megatron_lms_own_parser_reads_the_cp_flags_after_the_base_args(mcore): 
 PARSE_LAYOUT = PARSE_CP.replace(
     '"transformer_impl", "attention_backend")',
     '"transformer_impl", "attention_backend", "use_distributed_optimizer", '
-    '"overlap_grad_reduce", "overlap_param_gather", "num_virtual_stages_per_pipeline_rank")')
+    '"overlap_grad_reduce", "overlap_param_gather", "num_virtual_stages_per_pipeline_rank", '
+    '"num_layers", "account_for_embedding_in_pipeline_split", '
+    '"account_for_loss_in_pipeline_split")')
 
 
 def test_the_llama3_example_renders_megatron_flags_for_its_published_layout(generated):  # noqa: F811
     """examples/llama3-405b-128k.yaml names Megatron-LM: the published layout (TP 8, CP 16
-    all-gather, PP 16, 8 virtual stages) and the plan's pick render, after the spec's own
+    all-gather, PP 16, 8 virtual stages, 126 layers split with the embedding and the loss
+    counted as layers) and the plan's pick render, after the spec's own
     overlap flags, only flags that megatron-core's classes know, and Megatron-LM's own parser
     reads them as the layout and the spec say."""
     spec = load_spec(EXAMPLES / "llama3-405b-128k.yaml")
     published = ParallelConfig(tp=8, pp=16, dp=8, cp=16, cp_comm_type="allgather",
                                zero_stage=1, micro_batch_size=1, grad_accum_steps=16,
                                activation_checkpointing="full", sequence_parallel=True,
-                               pp_schedule="interleaved", virtual_stages=8)
+                               pp_schedule="interleaved", virtual_stages=8,
+                               pipeline_split="embedding_loss")
     assert published in spec.search_space().candidates()
     base = list(spec.trial.megatron.args)
     pick = dataclasses.replace(published, cp=32, dp=4, grad_accum_steps=32, cp_comm_type="p2p",
@@ -162,6 +166,9 @@ def test_the_llama3_example_renders_megatron_flags_for_its_published_layout(gene
         assert parsed["num_virtual_stages_per_pipeline_rank"] == 8
         assert parsed["use_distributed_optimizer"] and parsed["overlap_grad_reduce"]
         assert parsed["overlap_param_gather"]
+        assert parsed["num_layers"] == 126  # Llama 3's own, the embedding and loss as layers
+        assert parsed["account_for_embedding_in_pipeline_split"]
+        assert parsed["account_for_loss_in_pipeline_split"]
 
 
 def test_megatron_cores_local_attention_refuses_cp(mcore):  # noqa: F811

@@ -130,7 +130,7 @@ def test_an_undeclared_knob_is_an_unknown_key_listing_the_declared_ones(tmp_path
     spec.write_text(SPEC)  # bucket_chunks: declared only in the subprocess test above
     code, _, err = cli("run", str(spec), "--runs-dir", str(tmp_path / "runs"))
     assert code == 2 and "space.bucket_chunks: unknown key" in err
-    assert "sequence_parallel, pp_schedule, virtual_stages, compile" in err
+    assert "sequence_parallel, pp_schedule, virtual_stages, pipeline_split, compile" in err
 
 
 def test_a_layout_names_every_broken_domain_before_any_rule():

@@ -110,7 +110,7 @@ def test_every_example_still_loads():
     ("trial.fp4_recipe=nvfp4", "trial.fp4_recipe", "FP4"),
     ("space.tp_comm_overlap=[true]", "space.tp_comm_overlap", "tensor-parallel communication"),
     ("space.decoder_first_pipeline_num_layers=[4]", "space.decoder_first_pipeline_num_layers",
-     "uneven pipeline stages"),
+     "first and last pipeline stages of any layer count"),
 ])
 def test_a_feature_not_modelled_yet_is_named_not_called_a_typo(override, key, feature):
     with pytest.raises(SpecError) as err:

@@ -94,7 +94,7 @@ def feature_model(cost: CostModel) -> CostModel:
 def features(feature_cost: CostModel, config: ParallelConfig) -> list[float]:
     """The terms a calibrated step time is a non-negative combination of (see FEATURES)."""
     t = feature_cost.estimate(config).time
-    layers = feature_cost.model.num_layers // config.pp
+    layers = config.busiest_stage_layers(feature_cost.model.num_layers)
     latency = t.model_parallel_latency_s
     gathers = t.dp_comm.t_p
     # The optimizer step (the host's, with offload) is the rank's own work too: calibration

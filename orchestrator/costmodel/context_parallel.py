@@ -105,6 +105,6 @@ def cp_comm(model: ModelShape, config: ParallelConfig, fabric: Fabric, gpus_per_
     """Exposed seconds of the cp exchanges per step on a rank: its layers × micro-batches."""
     if config.cp == 1:
         return 0.0
-    layers = model.num_layers // config.pp
+    layers = config.busiest_stage_layers(model.num_layers)
     per_layer = cp_comm_per_layer(model, config, fabric, gpus_per_node, act_bytes, flops_per_s)
     return layers * config.grad_accum_steps * per_layer

@@ -25,6 +25,7 @@ import dataclasses
 
 from orchestrator.presets import ModelShape
 from orchestrator.space import ParallelConfig, ShardingFactors
+from orchestrator.space.pipeline_split import layer_chunks
 
 # Bytes per routed token per expert the router keeps: fp32 logits and probabilities.
 ROUTER_BYTES = 8
@@ -50,14 +51,14 @@ def moe_layers_per_rank(model: ModelShape, config: ParallelConfig) -> int:
     largest count over pipeline ranks (each holds every p-th of the p x v model chunks)."""
     if not model.is_moe:
         return 0
-    p, chunks = config.pp, config.pp * config.virtual_stages
+    p = config.pp
     if p == 1:
         return model.moe_layers
-    size = max(1, model.num_layers // chunks)
     counts = [0] * p
-    for i in range(model.num_layers):
+    chunks = layer_chunks(model.num_layers, p, config.virtual_stages, config.pipeline_split)
+    for i, chunk in enumerate(chunks):
         if is_moe_layer(model, i):
-            counts[min(i // size, chunks - 1) % p] += 1
+            counts[chunk % p] += 1
     return max(counts)
 
 

@@ -7,7 +7,9 @@ Pure arithmetic, in bytes. Sources:
 - activations: Korthikanti et al. (arXiv 2205.05198), Table 2, 16-bit activations (doubled
   for fp32). FlashAttention keeps no s×s scores, so the 5as/h term goes.
 - pipeline: GPipe keeps all m micro-batches in flight; 1F1B keeps p on the first stage;
-  interleaving adds a (p-1)/(p·v) share (Narayanan et al., arXiv 2104.04473, §2.2).
+  interleaving adds a (p-1)/(p·v) share (Narayanan et al., arXiv 2104.04473, §2.2). The
+  busiest stage's layers with the first stage's embedding and micro-batches in flight: one
+  layer high when the embedding counts as a layer (space/pipeline_split.py).
 - temporaries: the optimizer step's fp32 gradient of the owned shard (4Ψ/s_os, as DeepSpeed
   and InternEvo allocate), two gathered layers of weights when weights are sharded (current
   and prefetched), fp32 logits and their gradient, two gradient buckets.
@@ -46,8 +48,7 @@ GB = 1e9
 PRECISION_BYTES = {"bf16-mixed": (2, 2, 12), "fp32": (4, 4, 8)}
 ACTIVATION_BYTES = {"bf16-mixed": 2, "fp32": 4}
 
-# Fraction of the device kept free: PyTorch's caching allocator commonly loses 5-10% to
-# fragmentation at peak; 8% is the middle of that range.
+# Kept free: PyTorch's caching allocator loses 5-10% to fragmentation at peak; 8% is the middle.
 FRAGMENTATION_RESERVE = 0.08
 
 
@@ -125,8 +126,9 @@ def in_flight_micro_batches(config: ParallelConfig) -> float:
 
 def params_on_first_stage(model: ModelShape, config: ParallelConfig) -> float:
     """Parameters outside the routed experts one rank of the first stage holds: its layers
-    and the embedding, over tp (experts.py prices the experts; a dense model has none)."""
-    layers = model.num_layers // config.pp
+    and the embedding, over tp (experts.py prices the experts; a dense model has none); the
+    busiest stage's layer count, an upper bound (module docstring)."""
+    layers = config.busiest_stage_layers(model.num_layers)
     stage = layers * model.params_per_layer_outside_experts + model.embedding_params
     if config.pp == 1:
         stage = model.num_params - model.expert_params_total
@@ -162,17 +164,15 @@ class MemoryBreakdown:
 
 def fits(memory: MemoryBreakdown, capacity_gb: float, used_scale: float = 1.0) -> bool:
     """Whether a device of `capacity_gb` holds `memory`: the one test of fit. What a
-    measurement would see (all but the fragmentation reserve) may be scaled by a measured
-    ratio (calibration) or a simulated one; the reserve is lost to fragmentation all the
-    same. Offloaded states must fit the rank's share of its node's host memory."""
+    measurement would see (all but the reserve) may be scaled by a measured or simulated
+    ratio. Offloaded states must fit the rank's share of its node's host memory."""
     if memory.host_capacity and memory.host > memory.host_capacity:
         return False
     return fits_bytes(memory.total - memory.reserve, memory.reserve, capacity_gb, used_scale)
 
 
 def fits_bytes(used, reserve, capacity_gb, used_scale=1.0):
-    """`fits` on the bytes a measurement would see and the reserve; element-wise on numpy
-    arrays, so a searcher can re-test every candidate whenever its memory ratio moves."""
+    """`fits` on the bytes a measurement would see and the reserve; element-wise on arrays."""
     return (used * used_scale + reserve) / GB <= capacity_gb
 
 
@@ -253,7 +253,7 @@ def activation_bytes(model: ModelShape, config: ParallelConfig, precision: str,
             sequence_parallel=config.sequence_parallel, flash_attention=flash_attention,
         ) / config.cp
 
-    layers = model.num_layers // config.pp
+    layers = config.busiest_stage_layers(model.num_layers)
     recomputed = config.recompute_fraction(model.num_layers) * layers
     mode = "none" if config.activation_checkpointing == "full" else config.activation_checkpointing
     kept = per_layer(mode)

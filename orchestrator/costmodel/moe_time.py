@@ -151,7 +151,7 @@ def moe_tp_layers(model: ModelShape, config: ParallelConfig) -> float:
     group (for the EP and ETP groups' collectives, priced above), so it keeps half a dense
     layer's, its attention's; shared experts are split over TP like a dense MLP and keep
     theirs. Without sequence parallelism ETP > 1 reduces over TP as a dense MLP does."""
-    layers = model.num_layers // config.pp
+    layers = config.busiest_stage_layers(model.num_layers)
     moe = moe_layers_per_rank(model, config)
     leaves = config.sequence_parallel or expert_tp(config) == 1
     if not moe or model.shared_expert_ffn_hidden or not leaves:

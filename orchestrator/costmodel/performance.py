@@ -199,15 +199,15 @@ def step_time(
     fabric = Fabric.of(cluster, gpus_per_node, c.bandwidth_efficiency)
     act_bytes = ACTIVATION_BYTES[precision]
     m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
-    tokens = config.global_batch_size() * model.seq_len
-    layers = model.num_layers // p
+    layers = config.busiest_stage_layers(model.num_layers)
 
-    flops = model_flops(model, tokens, config)
+    flops = model_flops(model, config.global_batch_size() * model.seq_len, config)
     efficiency = gemm_efficiency(cluster, model, config)
     compute = compute_with_fp8(
         model, config, cluster,
         compute_seconds(cluster, model, config, flops, efficiency, c.expert_load_imbalance),
         flops, params_on_first_stage(model, config) + expert_params_per_rank(model, config))
+    compute *= p * layers / model.num_layers  # every stage waits on the busiest
     bubble = compute * (p - 1) / (v * m)
     overhead = c.launch_overhead_s * layers * m
 
@@ -257,7 +257,7 @@ def _data_parallel(model: ModelShape, config: ParallelConfig, cluster: Cluster, 
     # Each rank updates the optimizer shard it holds (every ZeRO scheme has s_os >= s_g >= s_p).
     optimizer = cluster.optimizer_ns_per_param * 1e-9 * params / factors.sos
     dp = data_parallel_comm(params, dense, fabric, gpus_per_node, weight_bytes, c,
-                            model.num_layers // config.pp,
+                            config.busiest_stage_layers(model.num_layers),
                             modules_per_layer(model, factors.engine), runtime,
                             cluster.fsdp_call_overhead_us * 1e-6)
     if model.is_moe:

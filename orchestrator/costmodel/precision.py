@@ -82,7 +82,7 @@ def cast_seconds(model: ModelShape, config: ParallelConfig, cluster: Cluster,
     micro-batch. `layer_params`: the linear weights of the rank's layers."""
     if not is_fp8(config) or not cluster.hbm_gbps:
         return 0.0
-    layers = model.num_layers // config.pp
+    layers = config.busiest_stage_layers(model.num_layers)
     tokens = config.micro_batch_size * config.grad_accum_steps * model.seq_len / config.cp
     passes = 1 + config.recompute_fraction(model.num_layers) / 2  # a replay casts inputs again
     activations = tokens * layers * linear_io_per_token(model) / config.tp * passes

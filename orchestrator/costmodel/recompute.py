@@ -26,7 +26,7 @@ def fewest_recomputed_layers(cost: CostModel, config: ParallelConfig) -> Paralle
     without = dataclasses.replace(config, activation_checkpointing="none")
     if cost.fits(without):
         return without
-    chunk = cost.model.num_layers // (config.pp * config.virtual_stages)
+    chunk = config.busiest_chunk_layers(cost.model.num_layers)
     low, high = 1, chunk - 1  # the answer, if any, is in [low, high]
     if high < low or not cost.fits(dataclasses.replace(config, recompute_num_layers=high)):
         return config

@@ -17,6 +17,7 @@ from orchestrator.layout import (
     with_knob_fields,
 )
 from orchestrator.space.errors import InvalidConfig
+from orchestrator.space.pipeline_split import busiest_chunk_layers, split_problem, stage_layers
 from orchestrator.space.sharding import ShardingFactors, dp_mesh
 
 __all__ = ["CHECKPOINT_MODES", "PP_SCHEDULES", "ParallelConfig"]
@@ -56,7 +57,19 @@ class ParallelConfig:
             return 0.0
         if self.recompute_num_layers is None:
             return 1.0
-        return min(1.0, self.recompute_num_layers * self.pp * self.virtual_stages / num_layers)
+        return min(1.0, self.recompute_num_layers / self.busiest_chunk_layers(num_layers))
+
+    def stage_layers(self, num_layers: int) -> tuple[int, ...]:
+        """Transformer layers on each pipeline rank (space/pipeline_split.py)."""
+        return stage_layers(num_layers, self.pp, self.virtual_stages, self.pipeline_split)
+
+    def busiest_stage_layers(self, num_layers: int) -> int:
+        """Layers of the pipeline rank holding the most: the one every step waits on."""
+        return max(self.stage_layers(num_layers))
+
+    def busiest_chunk_layers(self, num_layers: int) -> int:
+        return busiest_chunk_layers(num_layers, self.pp, self.virtual_stages,
+                                    self.pipeline_split)
 
     @property
     def world_size(self) -> int:
@@ -93,20 +106,15 @@ class ParallelConfig:
             )
         if num_heads % self.tp:
             raise InvalidConfig(f"tp({self.tp}) does not divide num_heads({num_heads})")
-        if num_layers % self.pp:
-            raise InvalidConfig(f"pp({self.pp}) does not divide num_layers({num_layers})")
+        if split := split_problem(num_layers, self.pp, self.virtual_stages, self.pipeline_split):
+            raise InvalidConfig(split)
         if self.global_batch_size() != global_batch_size:
             raise InvalidConfig(
                 f"micro_batch_size({self.micro_batch_size}) * grad_accum_steps"
                 f"({self.grad_accum_steps}) * dp({self.dp}) = {self.global_batch_size()} "
                 f"!= GLOBAL_BATCH({global_batch_size})"
             )
-        if num_layers % (self.pp * self.virtual_stages):
-            raise InvalidConfig(
-                f"pp({self.pp}) * virtual_stages({self.virtual_stages}) does not divide "
-                f"num_layers({num_layers})"
-            )
-        chunk = num_layers // (self.pp * self.virtual_stages)
+        chunk = self.busiest_chunk_layers(num_layers)
         if self.recompute_num_layers is not None and self.recompute_num_layers >= chunk:
             raise InvalidConfig(
                 f"recompute_num_layers({self.recompute_num_layers}) must be below the "

@@ -11,8 +11,10 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.common.errors import SpecError, excerpt
 from orchestrator.common.paths import default_tracking_uri, runs_root
+from orchestrator.layout import PIPELINE_SPLITS
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
 from orchestrator.space import InvalidConfig, ParallelConfig, SearchSpace
+from orchestrator.space.pipeline_split import split_problem
 from orchestrator.spec.backends import BackendSpec, LocalBackendSpec
 from orchestrator.spec.command_knobs import pin_unused_knobs
 from orchestrator.spec.feasibility import explain_empty
@@ -90,7 +92,7 @@ class CampaignSpec(Strict):
     @model_validator(mode="after")
     def _space_fits_model(self) -> "CampaignSpec":
         _check_divisors("space.tp", "tp", self.space.tp, "model.num_heads", self.model.num_heads)
-        _check_divisors("space.pp", "pp", self.space.pp, "model.num_layers", self.model.num_layers)
+        _check_pipeline_depths(self.space, self.model.num_layers)
         _check_megatron_space(self.trial.trainer, self.space)
         _check_partial_recompute(self.trial.trainer, self.space)
         check_trainer_space(self)
@@ -177,13 +179,28 @@ class CampaignSpec(Strict):
         return self.tracking.uri or default_tracking_uri(self.runs_dir())
 
 
-def _check_divisors(key: str, name: str, values: list[int], of: str, total: int) -> None:
+def _check_divisors(key: str, name: str, values: list[int], of: str, total: int,
+                    hint: str = "") -> None:
     for value in values:
         if total % value:
             divisors = [d for d in range(1, total + 1) if total % d == 0]
             shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
             # Cross-field errors carry their key path in front; _describe keeps it.
-            raise ValueError(f"{key}: {name}={value} does not divide {of}={total}; use one of {shown}")
+            raise ValueError(f"{key}: {name}={value} does not divide {of}={total}; use one of "
+                             f"{shown}{hint}")
+
+
+def _check_pipeline_depths(space: SpaceSpec, num_layers: int) -> None:
+    """Each pp of the space splits the layers one of the ways the space lists."""
+    for pp in space.pp:
+        if any(split_problem(num_layers, pp, 1, s) is None for s in space.pipeline_split):
+            continue
+        other = [s for s in PIPELINE_SPLITS if split_problem(num_layers, pp, 1, s) is None]
+        hint = f", or set space.pipeline_split to [{other[0]}]" if other else ""
+        if "even" in space.pipeline_split:
+            _check_divisors("space.pp", "pp", [pp], "model.num_layers", num_layers, hint)
+        raise ValueError(f"space.pp: pp={pp}: {split_problem(num_layers, pp, 1, 'embedding_loss')}"
+                         f"{hint}")
 
 
 def _check_partial_recompute(trainer: str | None, space: SpaceSpec) -> None:

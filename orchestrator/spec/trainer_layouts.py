@@ -31,6 +31,7 @@ from typing import Any
 from orchestrator.common.errors import SpecError
 from orchestrator.layout import expert_tp
 from orchestrator.spec.context_layouts import check_context_space, context_refusal
+from orchestrator.spec.pipeline_layouts import pipeline_refusal
 from orchestrator.spec.precision_layouts import precision_refusal
 
 # torchtitan 0.3.0's MoE configs, from each module's config_registry.py ("*": every config of
@@ -229,13 +230,14 @@ LAYOUT_RULES = {"builtin": _builtin, "megatron-lm": _megatron_lm, "megatron-deep
 def layout_refusal(trainer: str | None, spec, config) -> str | None:
     """Why `trainer` cannot run this layout of the spec's model, or None: the mixture-of-experts
     rules where the model has experts, the context-parallel ones where cp > 1, then those of
-    precision, offload, overlap and bucket (precision_layouts.py)."""
+    precision, offload, overlap and bucket (precision_layouts.py) and of the pipeline split."""
     rule = LAYOUT_RULES.get(trainer or "builtin")
     if rule is not None and spec.model.is_moe:
         reason = rule(spec.model, config, spec.gpus_per_node)
         if reason:
             return reason
-    return context_refusal(trainer, spec, config) or precision_refusal(trainer, config)
+    return (context_refusal(trainer, spec, config) or precision_refusal(trainer, config)
+            or pipeline_refusal(trainer, config))
 
 
 def runnable(spec, configs: list, refused: list[str] | None = None) -> list:

@@ -143,6 +143,9 @@ def megatron_args(tool: str, spec, config, deepspeed_config_path: str = DEEPSPEE
             f"--pipeline-model-parallel-size={config.pp}", *context_args(tool, config)]
     if tool == LM and config.virtual_stages > 1:
         args.append(f"--num-virtual-stages-per-pipeline-rank={config.virtual_stages}")
+    if tool == LM and config.pp > 1 and config.pipeline_split == "embedding_loss":
+        args += ["--account-for-embedding-in-pipeline-split",
+                 "--account-for-loss-in-pipeline-split"]
     if tool == DS and config.pp == 1:
         args.append("--no-pipeline-parallel")
     args += [f"--micro-batch-size={config.micro_batch_size}",

@@ -67,12 +67,14 @@ def moe_freq(text: str) -> int | str:
 MOE_LAYER_FREQ = Flag(type=moe_freq)
 
 # Megatron-LM flags generated from TransformerConfig fields in megatron-core 0.19.2: the
-# renderer's MoE flags, --kv-channels and the FP8 ones (megatron_precision.py).
+# renderer's MoE flags, --kv-channels, the FP8 ones (megatron_precision.py) and the pipeline
+# split's.
 MEGATRON_LM_CONFIG_FLAGS = (
     "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size",
     "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--kv-channels",
     "--fp8-format", "--fp8-recipe",
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
 )
 
 # Flags both parsers declare alike.

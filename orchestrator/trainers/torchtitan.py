@@ -31,6 +31,12 @@ Context parallelism: `--parallelism.context-parallel-degree` on every layout and
 attention configs: spec/context_layouts.py). Its FSDP mesh is dp_shard x cp, so with cp > 1
 parameters are sharded over the cp ranks too, whatever the layout's ZeRO stage.
 
+Pipeline split: `--parallelism.pipeline-parallel-first-stage-less-layers` and
+`-last-stage-less-layers` are 1 with `pipeline_split: embedding_loss` (the embedding and the loss
+count as a layer each, torchtitan's default) and 0 with `even`, so torchtitan's split is the one
+the cost model priced (space/pipeline_split.py); the interleaved schedule names the layers of a
+model chunk.
+
 Precision and offload (torchtitan_precision.py): an FP8 layout names ParaTune's config
 registry as `--module`, whose config function loads the campaign's config and runs torchtitan's
 Float8 or MX converters on its model; optimizer+params offload is
@@ -103,11 +109,14 @@ def layout_args(spec, config) -> list[str]:
     if config.pp > 1:
         args += [f"--parallelism.pipeline-parallel-schedule={SCHEDULES[config.pp_schedule]}",
                  f"--parallelism.pipeline-parallel-microbatch-size={mbs}"]
-        if config.pp_schedule == "interleaved":  # exactly pp x v stages of equal layers
-            per_stage = spec.model.num_layers // (config.pp * config.virtual_stages)
-            args += [f"--parallelism.pipeline-parallel-layers-per-stage={per_stage}",
-                     "--parallelism.pipeline-parallel-first-stage-less-layers=0",
-                     "--parallelism.pipeline-parallel-last-stage-less-layers=0"]
+        # The embedding and the loss count as a layer each (torchtitan's default, 1) or not
+        # (0), so its split is the layout's (space/pipeline_split.py).
+        less = int(config.pipeline_split == "embedding_loss")
+        if config.pp_schedule == "interleaved":  # exactly pp x v stages
+            per_stage = config.busiest_chunk_layers(spec.model.num_layers)
+            args.append(f"--parallelism.pipeline-parallel-layers-per-stage={per_stage}")
+        args += [f"--parallelism.pipeline-parallel-first-stage-less-layers={less}",
+                 f"--parallelism.pipeline-parallel-last-stage-less-layers={less}"]
     offload = offload_args(config)
     if (config.pp > 1 or config.ep > 1) and "--training.disable-cuda-graphs" not in offload:
         args.append("--training.disable-cuda-graphs")  # Trainer.Config refuses either with them

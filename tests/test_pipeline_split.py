@@ -1,0 +1,165 @@
+"""The pipeline split (`pipeline_split`: even, or the embedding and the loss counted as a layer
+each): where the layers go is megatron-core's and torchtitan's own answer, the layouts each
+trainer refuses say so in one line, and the cost model prices the stage every step waits on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+from conftest import EXAMPLES
+from test_moe_trainers import generated, mcore  # noqa: F401  (megatron-core's fixtures)
+from test_torchtitan import _trial_args
+from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
+
+from orchestrator.common.errors import SpecError
+from orchestrator.space import ParallelConfig
+from orchestrator.space.pipeline_split import busiest_chunk_layers, split_problem, stage_layers
+from orchestrator.spec import load_spec, spec_from_dict
+from orchestrator.spec.planning import cost_model_for
+from orchestrator.spec.trainer_layouts import layout_refusal
+from orchestrator.trainers.megatron import megatron_args
+from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS, problems
+
+SPLITS = ("even", "embedding_loss")
+GRID = [(layers, pp, v, split) for layers, pp, v, split
+        in itertools.product(range(2, 20), (2, 3, 4, 8), (1, 2, 4), SPLITS)]
+
+
+def megatron_layers(layers: int, pp: int, v: int, split: str) -> list[list[int]] | None:
+    """Layers per (rank, chunk) as megatron-core builds them, or None where it refuses."""
+    import torch
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    counted = split == "embedding_loss"
+    try:
+        config = TransformerConfig(
+            num_layers=layers, hidden_size=64, num_attention_heads=4,
+            pipeline_model_parallel_size=pp, pipeline_dtype=torch.float32,
+            virtual_pipeline_model_parallel_size=v if v > 1 else None,
+            account_for_embedding_in_pipeline_split=counted,
+            account_for_loss_in_pipeline_split=counted)
+        return [[get_num_layers_to_build(config, vp_stage=c if v > 1 else None, pp_rank=r)
+                 for c in range(v)] for r in range(pp)]
+    except (ValueError, AssertionError):
+        return None
+
+
+def test_the_split_is_megatron_cores_on_every_layout_it_builds(mcore):  # noqa: F811
+    """Layers per pipeline rank and the largest model chunk match get_num_layers_to_build;
+    a split ParaTune refuses, megatron-core refuses too, save a first stage holding the
+    embedding alone (megatron-core builds it; ParaTune leaves such a stage out)."""
+    agreed = 0
+    for layers, pp, v, split in GRID:
+        built = megatron_layers(layers, pp, v, split)
+        problem = split_problem(layers, pp, v, split)
+        if problem is None:
+            assert built is not None, (layers, pp, v, split)
+            assert stage_layers(layers, pp, v, split) == tuple(map(sum, built))
+            assert busiest_chunk_layers(layers, pp, v, split) == max(map(max, built))
+            agreed += 1
+        elif built is not None:
+            assert split == "embedding_loss" and "no transformer layer" in problem
+    assert agreed > 60
+    assert stage_layers(126, 16, 8, "embedding_loss") == (7, *[8] * 14, 7)
+
+
+def _titan_spec(layers: int, **space):
+    return spec_from_dict({
+        "name": "titan", "model": {"preset": "llama-7b", "num_layers": layers},
+        "cluster": "h100-80g", "scale": {"nodes": 2, "global_batch_size": 32},
+        "space": {"tp": [1], "pp": [2], "zero_stage": [3], "micro_batch_size": [1], **space},
+        "trial": {"trainer": "torchtitan", "torchtitan": {"module": "llama3",
+                                                          "config": "llama3_8b"}}})
+
+
+@pytest.mark.parametrize("split,schedule,v,layers", [
+    ("even", "1f1b", 1, 32), ("embedding_loss", "1f1b", 1, 32),
+    ("even", "interleaved", 2, 32), ("embedding_loss", "interleaved", 2, 30)])
+def test_the_split_is_torchtitans_own(split, schedule, v, layers, parse, tmp_path):  # noqa: F811
+    """torchtitan's rendered less-layers and layers per stage give, through its own module
+    split, the layers ParaTune priced on each rank (the 1F1B even split was torchtitan's
+    default of one layer less at each end before ParaTune rendered 0)."""
+    from torchtitan.distributed.pipeline_parallel import (
+        _generate_llm_fqn_per_model_part,
+        _get_pp_rank_to_stage_indices_mapping,
+    )
+
+    spec = _titan_spec(layers, pp_schedule=[schedule], virtual_stages=[v],
+                       pipeline_split=[split])
+    config = spec.search_space().candidates()[0]
+    p = parse(_trial_args(spec, config, tmp_path)).parallelism
+    weight = p.pipeline_parallel_first_stage_less_layers
+    assert weight == p.pipeline_parallel_last_stage_less_layers == int(split != "even")
+    if v > 1:
+        assert p.pipeline_parallel_layers_per_stage == config.busiest_chunk_layers(layers)
+    parts = _generate_llm_fqn_per_model_part(2 * v, layers, weight, weight)
+    per_rank = tuple(
+        sum(sum(name.startswith("layers.") for name in parts[stage])
+            for stage in _get_pp_rank_to_stage_indices_mapping(
+                rank, 2, p.pipeline_parallel_schedule, 2 * v))
+        for rank in range(2))
+    assert per_rank == config.stage_layers(layers)
+
+
+def _llama3(**space):
+    return load_spec(EXAMPLES / "llama3-405b-128k.yaml",
+                     [f"space.{k}={v}" for k, v in space.items()])
+
+
+def test_the_llama3_example_renders_megatron_lms_split_flags(generated):  # noqa: F811
+    spec = _llama3()
+    config = next(c for c in spec.search_space().candidates() if c.pp == 16)
+    assert config.pipeline_split == "embedding_loss" and spec.model.num_layers == 126
+    args = megatron_args("megatron-lm", spec, config)
+    assert "--account-for-embedding-in-pipeline-split" in args
+    assert "--account-for-loss-in-pipeline-split" in args and "--num-layers=126" in args
+    assert problems(args, {**MEGATRON_LM_FLAGS, **generated}) == []
+    even = megatron_args("megatron-lm", spec, dataclasses.replace(
+        config, pp=1, dp=config.dp * 16, virtual_stages=1, pp_schedule="1f1b"))
+    assert not [a for a in even if a.startswith("--account-for")]  # no pipeline, no split
+
+
+@pytest.mark.parametrize("trainer", ["builtin", "deepspeed", "megatron-deepspeed"])
+def test_trainers_that_split_evenly_refuse_the_embedding_and_loss_split(trainer):
+    spec = _llama3()
+    config = next(c for c in spec.search_space().candidates() if c.pp == 16 and c.cp == 1)
+    reason = layout_refusal(trainer, spec, config)
+    assert reason.startswith(f"{trainer}: pipeline_split embedding_loss")
+    assert "space.pipeline_split to [even]" in reason and "\n" not in reason
+    assert layout_refusal("torchtitan", spec, config) is None
+
+
+def test_a_depth_only_the_other_split_takes_is_refused_with_that_fix():
+    with pytest.raises(SpecError, match=r"space.pp: pp=16 does not divide model.num_layers=126; "
+                       r"use one of .*, or set space.pipeline_split to \[embedding_loss\]"):
+        _llama3(pipeline_split="[even]", pp="[16]")
+    with pytest.raises(SpecError, match=r"space.pp: pp=7: pipeline_split embedding_loss: "
+                       r"num_layers\(126\) \+ 2 .* or set space.pipeline_split to \[even\]"):
+        _llama3(pp="[7]")
+
+
+def test_the_step_waits_on_the_busiest_stage():
+    """Llama 3's 126 layers split 7 + 14 x 8 + 7 take the step of 128 layers split evenly
+    (8 a stage), and its TFLOP/s count the 126 it has."""
+    spec = _llama3(cp="[16]", tp="[8]", pp="[16]", activation_checkpointing="[selective]",
+                   cp_comm_type="[allgather]", virtual_stages="[8]")
+    uneven = spec.search_space().candidates()[0]
+    stand_in = load_spec(EXAMPLES / "llama3-405b-128k.yaml", [
+        "model.num_layers=128", "space.pipeline_split=[even]", "space.cp=[16]", "space.tp=[8]",
+        "space.pp=[16]", "space.activation_checkpointing=[selective]",
+        "space.cp_comm_type=[allgather]", "space.virtual_stages=[8]"])
+    even = stand_in.search_space().candidates()[0]
+    real, padded = cost_model_for(spec).estimate(uneven), cost_model_for(stand_in).estimate(even)
+    assert real.step_time_s == pytest.approx(padded.step_time_s, rel=1e-3)
+    assert real.memory.total == pytest.approx(padded.memory.total, rel=1e-3)
+    assert real.tflops_per_gpu == pytest.approx(padded.tflops_per_gpu * 126 / 128, rel=1e-3)
+
+
+def test_a_layout_key_names_the_split_only_where_there_is_a_pipeline():
+    config = ParallelConfig(pp=2, dp=2, grad_accum_steps=2, pipeline_split="embedding_loss")
+    assert config.key().endswith("-embloss")
+    assert "embloss" not in ParallelConfig(dp=4, pipeline_split="embedding_loss").key()
