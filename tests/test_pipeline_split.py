@@ -13,8 +13,10 @@ from conftest import EXAMPLES
 from test_moe_trainers import generated, mcore  # noqa: F401  (megatron-core's fixtures)
 from test_torchtitan import _trial_args
 from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
+from trainer_checks import run_and_best
 
 from orchestrator.common.errors import SpecError
+from orchestrator.export import export
 from orchestrator.space import ParallelConfig
 from orchestrator.space.pipeline_split import busiest_chunk_layers, split_problem, stage_layers
 from orchestrator.spec import load_spec, spec_from_dict
@@ -163,3 +165,30 @@ def test_a_layout_key_names_the_split_only_where_there_is_a_pipeline():
     config = ParallelConfig(pp=2, dp=2, grad_accum_steps=2, pipeline_split="embedding_loss")
     assert config.key().endswith("-embloss")
     assert "embloss" not in ParallelConfig(dp=4, pipeline_split="embedding_loss").key()
+
+
+def test_the_llama3_campaigns_launch_files_are_for_its_126_layers(runs_dir, monkeypatch):
+    """The winner's launch files, in every format of its program, build Llama 3's own 126
+    layers with the split it was priced on."""
+    monkeypatch.chdir(EXAMPLES.parent)
+    spec = load_spec(EXAMPLES / "llama3-405b-128k.yaml",
+                     ["budget.max_trials=3", "tracking.enabled=false"])
+    view, best = run_and_best(spec)
+    assert best.config.pp > 1
+    for fmt in ("megatron-lm", "torchrun", "sbatch"):
+        text = export(fmt, spec, best.trial_id, best.config, view.trial_dir(best.trial_id))
+        assert "--num-layers=126" in text, fmt
+        assert "--account-for-embedding-in-pipeline-split" in text
+        assert "--account-for-loss-in-pipeline-split" in text
+
+
+def test_the_built_in_job_refuses_the_split_before_any_process_group():
+    from jobs.config import JobConfig
+    from jobs.model import ModelArgs
+    from jobs.trainer import Infeasible, check_feasible
+
+    config = JobConfig(model=ModelArgs(num_layers=6), pp=2, grad_accum_steps=2,
+                       pipeline_split="embedding_loss")
+    with pytest.raises(Infeasible, match="pipeline_split embedding_loss: the built-in trainer"):
+        check_feasible(config, 2)
+    check_feasible(dataclasses.replace(config, pipeline_split="even"), 2)
