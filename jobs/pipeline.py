@@ -21,11 +21,13 @@ def stage_ids(pp_rank: int, pp: int, virtual_stages: int) -> list[int]:
     return [pp_rank + k * pp for k in range(virtual_stages)]
 
 
-def split_stage(model: Transformer, stage: int, num_stages: int) -> Transformer:
-    """A copy of `model` that keeps only stage `stage` of `num_stages` equal slices of layers."""
+def split_stage(model: Transformer, stage: int, num_stages: int, layer_stages: list[int]
+                ) -> Transformer:
+    """A copy of `model` that keeps only stage `stage`'s layers (`layer_stages`: each layer's
+    stage of `num_stages`, as the layout splits them: orchestrator/pipeline_split.py); the
+    first stage keeps the embedding, the last the norm and the output."""
     chunk = copy.deepcopy(model)
-    per_stage = len(model.layers) // num_stages
-    keep = {str(i) for i in range(stage * per_stage, (stage + 1) * per_stage)}
+    keep = {str(i) for i, s in enumerate(layer_stages) if s == stage}
     for name in list(chunk.layers):
         if name not in keep:
             del chunk.layers[name]

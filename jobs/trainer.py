@@ -27,6 +27,7 @@ from jobs.parallelize import (
 )
 from jobs.pipeline import build_schedule, cross_entropy, split_stage, stage_ids
 from jobs.precision import apply_fp8, precision_problem
+from orchestrator.pipeline_split import layer_chunks, split_problem
 
 
 class Infeasible(Exception):
@@ -50,12 +51,9 @@ def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     dense = any(not is_moe_layer(m, i) for i in range(m.num_layers))
     if dense and m.ffn_hidden % config.tp:
         raise Infeasible(f"tp({config.tp}) must divide ffn_hidden({m.ffn_hidden})")
-    if config.pp > 1 and config.pipeline_split != "even":
-        raise Infeasible(f"pipeline_split {config.pipeline_split}: the built-in trainer splits "
-                         "the layers evenly over the pipeline stages")
-    if m.num_layers % (config.pp * config.virtual_stages):
-        raise Infeasible(f"pp({config.pp}) * virtual_stages({config.virtual_stages}) does not "
-                         f"divide num_layers({m.num_layers})")
+    if split := split_problem(m.num_layers, config.pp, config.virtual_stages,
+                              config.pipeline_split):
+        raise Infeasible(split)
     if config.sequence_parallel and (config.tp == 1 or m.seq_len % config.tp):
         raise Infeasible(f"sequence_parallel needs tp > 1 dividing seq_len({m.seq_len})")
     if config.tp > 1 and m.tied_embeddings:
@@ -205,7 +203,9 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
     if config.pp > 1:
         num_stages = config.pp * config.virtual_stages
         ids = stage_ids(mesh["pp"].get_local_rank(), config.pp, config.virtual_stages)
-        modules = [split_stage(model, i, num_stages) for i in ids]
+        layer_stages = layer_chunks(config.model.num_layers, config.pp, config.virtual_stages,
+                                    config.pipeline_split)
+        modules = [split_stage(model, i, num_stages, layer_stages) for i in ids]
     else:
         ids, modules = [0], [model]
     del model

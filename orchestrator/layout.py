@@ -25,7 +25,7 @@ CHECKPOINT_MODES = ("none", "selective", "full")
 # heads (a2a, DeepSpeed-Ulysses), or all-gathered K/V (allgather).
 CP_COMM_TYPES = ("p2p", "a2a", "allgather")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
-PIPELINE_SPLITS = ("even", "embedding_loss")  # space/pipeline_split.py
+PIPELINE_SPLITS = ("even", "embedding_loss")  # orchestrator/pipeline_split.py
 # GEMM precision: bf16 mixed precision (float32 on CPU clusters), or an FP8 recipe named by its
 # scaling: per tensor ("tensorwise"), per row ("rowwise"), per tensor from an amax history
 # ("delayed"), per 128-wide block ("blockwise", DeepSeek-V3's) or MXFP8's 32-element blocks.

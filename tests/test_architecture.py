@@ -157,7 +157,8 @@ def test_jobs_import_only_the_result_and_layout_schemas():
     graph = import_graph()
     from_jobs = {b for a, targets in graph.items() if a.startswith("jobs") for b in targets
                  if not b.startswith("jobs")}
-    assert from_jobs <= {"orchestrator.result", "orchestrator.layout"}
+    # The layout schema: the knobs (layout.py) and how a pipeline splits the layers.
+    assert from_jobs <= {"orchestrator.result", "orchestrator.layout", "orchestrator.pipeline_split"}
 
 
 def test_no_capability_probing_of_backends_or_searchers():

@@ -64,6 +64,10 @@ WORLD_4 = {
     "pp_gpipe": (case(2, pp=2, pp_schedule="gpipe"), None),
     "pp_1f1b": (case(2, pp=2), None),
     "pp_interleaved": (case(2, pp=2, pp_schedule="interleaved", virtual_stages=2), None),
+    # The embedding and the loss as a layer each: 6 chunks of one slot, the first the embedding
+    # alone, the last the norm and output alone (Llama 3's split, orchestrator/pipeline_split.py).
+    "pp_interleaved_embedding_loss": (case(2, pp=2, pp_schedule="interleaved", virtual_stages=3,
+                                           pipeline_split="embedding_loss"), None),
     "pp_fsdp": (case(2, pp=2, zero_stage=3), None),
     "pp_tp": (case(1, pp=2, tp=2, mbs=2), None),
     "ac_selective": (case(4, activation_checkpointing="selective"), 1.0),

@@ -18,7 +18,7 @@ from trainer_checks import run_and_best
 from orchestrator.common.errors import SpecError
 from orchestrator.export import export
 from orchestrator.space import ParallelConfig
-from orchestrator.space.pipeline_split import busiest_chunk_layers, split_problem, stage_layers
+from orchestrator.pipeline_split import busiest_chunk_layers, split_problem, stage_layers
 from orchestrator.spec import load_spec, spec_from_dict
 from orchestrator.spec.planning import cost_model_for
 from orchestrator.spec.trainer_layouts import layout_refusal
@@ -125,14 +125,15 @@ def test_the_llama3_example_renders_megatron_lms_split_flags(generated):  # noqa
     assert not [a for a in even if a.startswith("--account-for")]  # no pipeline, no split
 
 
-@pytest.mark.parametrize("trainer", ["builtin", "deepspeed", "megatron-deepspeed"])
-def test_trainers_that_split_evenly_refuse_the_embedding_and_loss_split(trainer):
+@pytest.mark.parametrize("trainer", ["deepspeed", "megatron-deepspeed"])
+def test_trainers_whose_pipelines_partition_their_own_way_refuse_the_split(trainer):
     spec = _llama3()
     config = next(c for c in spec.search_space().candidates() if c.pp == 16 and c.cp == 1)
     reason = layout_refusal(trainer, spec, config)
     assert reason.startswith(f"{trainer}: pipeline_split embedding_loss")
     assert "space.pipeline_split to [even]" in reason and "\n" not in reason
     assert layout_refusal("torchtitan", spec, config) is None
+    assert layout_refusal("builtin", spec, config) is None
 
 
 def test_a_depth_only_the_other_split_takes_is_refused_with_that_fix():
@@ -182,13 +183,26 @@ def test_the_llama3_campaigns_launch_files_are_for_its_126_layers(runs_dir, monk
         assert "--account-for-loss-in-pipeline-split" in text
 
 
-def test_the_built_in_job_refuses_the_split_before_any_process_group():
+def test_the_built_in_jobs_stages_hold_the_layers_the_layout_priced():
+    """4 layers on 2 ranks of 3 chunks, the embedding and the loss as layers: the first chunk
+    holds the embedding alone and the last the norm and output alone (tests/test_modes.py
+    trains this layout to a single process's losses)."""
     from jobs.config import JobConfig
-    from jobs.model import ModelArgs
+    from jobs.model import ModelArgs, Transformer
+    from jobs.pipeline import split_stage
     from jobs.trainer import Infeasible, check_feasible
 
-    config = JobConfig(model=ModelArgs(num_layers=6), pp=2, grad_accum_steps=2,
+    from orchestrator.pipeline_split import layer_chunks
+
+    config = JobConfig(model=ModelArgs(num_layers=4), dp=1, pp=2, grad_accum_steps=4,
+                       pp_schedule="interleaved", virtual_stages=3,
                        pipeline_split="embedding_loss")
-    with pytest.raises(Infeasible, match="pipeline_split embedding_loss: the built-in trainer"):
-        check_feasible(config, 2)
-    check_feasible(dataclasses.replace(config, pipeline_split="even"), 2)
+    check_feasible(config, 2)
+    model = Transformer(config.model)
+    chunks = [split_stage(model, s, 6, layer_chunks(4, 2, 3, "embedding_loss")) for s in range(6)]
+    assert [sorted(c.layers) for c in chunks] == [[], ["0"], ["1"], ["2"], ["3"], []]
+    assert chunks[0].tok_embeddings is not None and chunks[5].output is not None
+    assert all(c.tok_embeddings is None for c in chunks[1:])
+    assert all(c.output is None for c in chunks[:5])
+    with pytest.raises(Infeasible, match=r"num_layers\(4\) \+ 2 .* pp\(2\) \* virtual_stages\(2\)"):
+        check_feasible(dataclasses.replace(config, virtual_stages=2), 2)

@@ -25,7 +25,7 @@ import dataclasses
 
 from orchestrator.presets import ModelShape
 from orchestrator.space import ParallelConfig, ShardingFactors
-from orchestrator.space.pipeline_split import layer_chunks
+from orchestrator.pipeline_split import layer_chunks
 
 # Bytes per routed token per expert the router keeps: fp32 logits and probabilities.
 ROUTER_BYTES = 8

@@ -17,7 +17,7 @@ from orchestrator.layout import (
     with_knob_fields,
 )
 from orchestrator.space.errors import InvalidConfig
-from orchestrator.space.pipeline_split import busiest_chunk_layers, split_problem, stage_layers
+from orchestrator.pipeline_split import busiest_chunk_layers, split_problem, stage_layers
 from orchestrator.space.sharding import ShardingFactors, dp_mesh
 
 __all__ = ["CHECKPOINT_MODES", "PP_SCHEDULES", "ParallelConfig"]
@@ -60,7 +60,7 @@ class ParallelConfig:
         return min(1.0, self.recompute_num_layers / self.busiest_chunk_layers(num_layers))
 
     def stage_layers(self, num_layers: int) -> tuple[int, ...]:
-        """Transformer layers on each pipeline rank (space/pipeline_split.py)."""
+        """Transformer layers on each pipeline rank (orchestrator/pipeline_split.py)."""
         return stage_layers(num_layers, self.pp, self.virtual_stages, self.pipeline_split)
 
     def busiest_stage_layers(self, num_layers: int) -> int:

@@ -14,7 +14,7 @@ from orchestrator.common.paths import default_tracking_uri, runs_root
 from orchestrator.layout import PIPELINE_SPLITS
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
 from orchestrator.space import InvalidConfig, ParallelConfig, SearchSpace
-from orchestrator.space.pipeline_split import split_problem
+from orchestrator.pipeline_split import split_problem
 from orchestrator.spec.backends import BackendSpec, LocalBackendSpec
 from orchestrator.spec.command_knobs import pin_unused_knobs
 from orchestrator.spec.feasibility import explain_empty

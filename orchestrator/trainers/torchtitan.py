@@ -33,9 +33,9 @@ parameters are sharded over the cp ranks too, whatever the layout's ZeRO stage.
 
 Pipeline split: `--parallelism.pipeline-parallel-first-stage-less-layers` and
 `-last-stage-less-layers` are 1 with `pipeline_split: embedding_loss` (the embedding and the loss
-count as a layer each, torchtitan's default) and 0 with `even`, so torchtitan's split is the one
-the cost model priced (space/pipeline_split.py); the interleaved schedule names the layers of a
-model chunk.
+count as a layer each, torchtitan's default) and 0 with `even`, so torchtitan's split is the
+one the cost model priced (orchestrator/pipeline_split.py); the interleaved schedule names the
+layers of a model chunk.
 
 Precision and offload (torchtitan_precision.py): an FP8 layout names ParaTune's config
 registry as `--module`, whose config function loads the campaign's config and runs torchtitan's
@@ -110,7 +110,7 @@ def layout_args(spec, config) -> list[str]:
         args += [f"--parallelism.pipeline-parallel-schedule={SCHEDULES[config.pp_schedule]}",
                  f"--parallelism.pipeline-parallel-microbatch-size={mbs}"]
         # The embedding and the loss count as a layer each (torchtitan's default, 1) or not
-        # (0), so its split is the layout's (space/pipeline_split.py).
+        # (0), so its split is the layout's (orchestrator/pipeline_split.py).
         less = int(config.pipeline_split == "embedding_loss")
         if config.pp_schedule == "interleaved":  # exactly pp x v stages
             per_stage = config.busiest_chunk_layers(spec.model.num_layers)

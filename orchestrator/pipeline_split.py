@@ -5,22 +5,20 @@
   the first stage and the last chunk of the last stage hold one transformer layer fewer
   (Megatron-Core's --account-for-embedding-in-pipeline-split and
   --account-for-loss-in-pipeline-split; megatron/core/transformer/transformer_block.py,
-  get_num_layers_to_build). This is how Llama 3 405B's 126 layers run on 16 stages: "we reduce
-  one Transformer layer each from the first and the last stages" (The Llama 3 Herd of Models,
+  get_num_layers_to_build). This is how Llama 3 405B's 126 layers ran on 16 stages: one
+  transformer layer fewer on each of the first and last stages (The Llama 3 Herd of Models,
   arXiv 2407.21783, §3.3.2), so no stage waits on a layer more than the others.
 
 The rules are Megatron-Core's (TransformerConfig.__post_init__ and Megatron-LM's validate_args):
 the slots (layers, plus the embedding and the loss when they count) divide by pp, and a rank's
 slots by its virtual stages. The cost model prices the busiest stage and chunk (their layers).
-Standard library only.
+Standard library only, and no other module of ParaTune: the trial job splits its model by it.
+The split's values are the knob's (layout.py, PIPELINE_SPLITS).
 """
 
 from __future__ import annotations
 
-from orchestrator.layout import PIPELINE_SPLITS
-
-__all__ = ["PIPELINE_SPLITS", "busiest_chunk_layers", "layer_chunks", "split_problem",
-           "stage_layers"]
+__all__ = ["busiest_chunk_layers", "layer_chunks", "split_problem", "stage_layers"]
 
 
 def _extra_slots(split: str) -> int:
