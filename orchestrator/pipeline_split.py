@@ -18,6 +18,8 @@ The split's values are the knob's (layout.py, PIPELINE_SPLITS).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 __all__ = ["busiest_chunk_layers", "layer_chunks", "split_problem", "stage_layers"]
 
 
@@ -54,6 +56,7 @@ def layer_chunks(num_layers: int, pp: int, virtual_stages: int, split: str) -> l
     return [(i + offset) // size for i in range(num_layers)]
 
 
+@lru_cache(maxsize=4096)  # the cost model asks for every estimate
 def stage_layers(num_layers: int, pp: int, virtual_stages: int, split: str) -> tuple[int, ...]:
     """Transformer layers on each pipeline rank."""
     counts = [0] * pp
@@ -62,7 +65,10 @@ def stage_layers(num_layers: int, pp: int, virtual_stages: int, split: str) -> t
     return tuple(counts)
 
 
+@lru_cache(maxsize=4096)
 def busiest_chunk_layers(num_layers: int, pp: int, virtual_stages: int, split: str) -> int:
     """Transformer layers in the largest model chunk."""
-    chunks = layer_chunks(num_layers, pp, virtual_stages, split)
-    return max(chunks.count(c) for c in set(chunks))
+    counts: dict[int, int] = {}
+    for chunk in layer_chunks(num_layers, pp, virtual_stages, split):
+        counts[chunk] = counts.get(chunk, 0) + 1
+    return max(counts.values())

@@ -12,9 +12,9 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from orchestrator.common.errors import SpecError, excerpt
 from orchestrator.common.paths import default_tracking_uri, runs_root
 from orchestrator.layout import PIPELINE_SPLITS
+from orchestrator.pipeline_split import split_problem
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
 from orchestrator.space import InvalidConfig, ParallelConfig, SearchSpace
-from orchestrator.pipeline_split import split_problem
 from orchestrator.spec.backends import BackendSpec, LocalBackendSpec
 from orchestrator.spec.command_knobs import pin_unused_knobs
 from orchestrator.spec.feasibility import explain_empty
