@@ -206,3 +206,23 @@ def test_the_built_in_jobs_stages_hold_the_layers_the_layout_priced():
     assert all(c.output is None for c in chunks[:5])
     with pytest.raises(Infeasible, match=r"num_layers\(4\) \+ 2 .* pp\(2\) \* virtual_stages\(2\)"):
         check_feasible(dataclasses.replace(config, virtual_stages=2), 2)
+
+
+def test_a_split_that_places_the_layers_as_one_listed_before_is_one_layout():
+    """Both splits apply only at pp 2 with an even layer count and no virtual stages (pp
+    divides both the layers and the layers + 2), and there they place the layers alike: the
+    space keeps the first listed, and the note on the other says why. Elsewhere one applies."""
+    from test_space_notes import notes_of
+
+    both = "space.pipeline_split=[even, embedding_loss]"
+    spec = load_spec(EXAMPLES / "quickstart.yaml", ["space.pp=[2]", both])
+    assert {c.pipeline_split for c in spec.search_space().candidates()} == {"even"}
+    assert ("space.pipeline_split: embedding_loss is in no layout of this space: every layout "
+            "it makes is one another listed value makes already") in notes_of(
+        EXAMPLES / "quickstart.yaml", ["space.pp=[2]", both])
+    deeper = load_spec(EXAMPLES / "quickstart.yaml", [
+        "model.num_layers=6", "space.pp=[4]", "scale.nodes=2", both])
+    assert {c.pipeline_split for c in deeper.search_space().candidates()} == {"embedding_loss"}
+    assert {c.pipeline_split for c in load_spec(EXAMPLES / "quickstart.yaml", [
+        "model.num_layers=8", "space.pp=[4]", "scale.nodes=2", both]).search_space()
+        .candidates()} == {"even"}

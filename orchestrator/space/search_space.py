@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from orchestrator.layout import searched_knobs
+from orchestrator.pipeline_split import layer_chunks, split_problem
 from orchestrator.space.config import ParallelConfig
 from orchestrator.space.errors import InvalidConfig
 from orchestrator.space.ranges import FIT, SpaceRanges
@@ -71,6 +72,8 @@ class SearchSpace:
                 continue
             if any(k.redundant(values, s) for k in varied if k.redundant):
                 continue
+            if self._split_listed_before(values):
+                continue
             dp = self.world_size // model_ranks
             if self.global_batch_size % (mbs * dp):
                 continue
@@ -81,6 +84,19 @@ class SearchSpace:
                 valid = self._valid(base, sharding, refused)
                 found += [fit(c) for c in valid] if layers == FIT and fit else valid
         return list(dict.fromkeys(found))  # a fitted layout may be one listed as it is
+
+    def _split_listed_before(self, values: dict) -> bool:
+        """Whether a pipeline split listed earlier places the layers as this one does: one
+        layout, kept as listed first. (Even and embedding_loss both apply only at pp 2 without
+        virtual stages and with an even layer count, and there they agree.)"""
+        listed, split = self.ranges.pipeline_split, values["pipeline_split"]
+        pp, v = values["pp"], values["virtual_stages"]
+        if pp == 1 or split_problem(self.num_layers, pp, v, split):
+            return False
+        placed = layer_chunks(self.num_layers, pp, v, split)
+        return any(split_problem(self.num_layers, pp, v, other) is None
+                   and layer_chunks(self.num_layers, pp, v, other) == placed
+                   for other in listed[:listed.index(split)])
 
     def _listed(self) -> list[ParallelConfig]:
         """space.configs as given; dp and grad_accum_steps filled in from the scale."""

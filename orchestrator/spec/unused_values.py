@@ -39,7 +39,8 @@ def _why_unused(spec: CampaignSpec, knob: Knob, value, taken: dict[str, set]) ->
         runnable(narrowed, found, refused)
     except SpecError:
         return refused[0]
-    if knob.active_when is not None:
+    if knob.active_when is not None and not any(map(knob.active_when[1],
+                                                   taken[knob.active_when[0]])):
         decider = knob.active_when[0]
         which = ", ".join(map(_shown, sorted(taken[decider], key=str)))
         return (f"it applies only to some {decider} values, and this space's layouts have "
