@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import subprocess
 
 import pytest
 from conftest import EXAMPLES
@@ -178,6 +179,10 @@ def test_the_llama3_campaigns_launch_files_are_for_its_126_layers(runs_dir, monk
     assert best.config.pp > 1
     for fmt in ("megatron-lm", "torchrun", "sbatch"):
         text = export(fmt, spec, best.trial_id, best.config, view.trial_dir(best.trial_id))
+        (runs_dir.parent / fmt).write_text(text)
+        check = subprocess.run(["bash", "-n", str(runs_dir.parent / fmt)], capture_output=True,
+                               text=True)
+        assert check.returncode == 0, (fmt, check.stderr)
         assert "--num-layers=126" in text, fmt
         assert "--account-for-embedding-in-pipeline-split" in text
         assert "--account-for-loss-in-pipeline-split" in text

@@ -91,7 +91,7 @@ class SearchSpace:
         virtual stages and with an even layer count, and there they agree.)"""
         listed, split = self.ranges.pipeline_split, values["pipeline_split"]
         pp, v = values["pp"], values["virtual_stages"]
-        if pp == 1 or split_problem(self.num_layers, pp, v, split):
+        if pp == 1 or split == listed[0] or split_problem(self.num_layers, pp, v, split):
             return False
         placed = layer_chunks(self.num_layers, pp, v, split)
         return any(split_problem(self.num_layers, pp, v, other) is None

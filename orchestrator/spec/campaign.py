@@ -193,14 +193,14 @@ def _check_divisors(key: str, name: str, values: list[int], of: str, total: int,
 def _check_pipeline_depths(space: SpaceSpec, num_layers: int) -> None:
     """Each pp of the space splits the layers one of the ways the space lists."""
     for pp in space.pp:
-        if any(split_problem(num_layers, pp, 1, s) is None for s in space.pipeline_split):
+        problems = [split_problem(num_layers, pp, 1, s) for s in space.pipeline_split]
+        if None in problems:
             continue
         other = [s for s in PIPELINE_SPLITS if split_problem(num_layers, pp, 1, s) is None]
         hint = f", or set space.pipeline_split to [{other[0]}]" if other else ""
-        if "even" in space.pipeline_split:
+        if "even" in space.pipeline_split:  # the divisors are the even split's fix
             _check_divisors("space.pp", "pp", [pp], "model.num_layers", num_layers, hint)
-        raise ValueError(f"space.pp: pp={pp}: {split_problem(num_layers, pp, 1, 'embedding_loss')}"
-                         f"{hint}")
+        raise ValueError(f"space.pp: pp={pp}: {problems[0]}{hint}")
 
 
 def _check_partial_recompute(trainer: str | None, space: SpaceSpec) -> None:
