@@ -25,7 +25,8 @@ CHECKPOINT_MODES = ("none", "selective", "full")
 # heads (a2a, DeepSpeed-Ulysses), or all-gathered K/V (allgather).
 CP_COMM_TYPES = ("p2p", "a2a", "allgather")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
-PIPELINE_SPLITS = ("even", "embedding_loss")  # orchestrator/pipeline_split.py
+PIPELINE_SPLITS = ("even", "embedding_loss", "first_last")  # orchestrator/pipeline_split.py
+_SPLIT_KEYS = {"even": "", "embedding_loss": "-embloss", "first_last": "-firstlast"}
 # GEMM precision: bf16 mixed precision (float32 on CPU clusters), or an FP8 recipe named by its
 # scaling: per tensor ("tensorwise"), per row ("rowwise"), per tensor from an amax history
 # ("delayed"), per 128-wide block ("blockwise", DeepSeek-V3's) or MXFP8's 32-element blocks.
@@ -191,12 +192,11 @@ _KNOBS: list[Knob] = [
          active_when=("pp_schedule", lambda schedule: schedule == "interleaved"),
          key=lambda v: str(v["virtual_stages"])
          if _pipelined(v) and v["virtual_stages"] > 1 else ""),
-    Knob("pipeline_split", str, "even", "how the layers split over the pipeline stages: even, or "
-         "embedding_loss (the embedding and the loss count as a layer each)",
+    Knob("pipeline_split", str, "even", "how the stages share the layers: " + "|".join(_SPLIT_KEYS),
          choices=PIPELINE_SPLITS, space=("even",),
          redundant=lambda v, r: v["pp"] == 1 and v["pipeline_split"] != r.pipeline_split[0],
          active_when=("pp", lambda pp: pp > 1),
-         key=lambda v: "-embloss" if v["pp"] > 1 and v["pipeline_split"] != "even" else ""),
+         key=lambda v: _SPLIT_KEYS[v["pipeline_split"]] if v["pp"] > 1 else ""),
     Knob("compile", bool, False, "torch.compile the model", space=(False,),
          key=lambda v: "-compile" if v["compile"] else ""),
     # Context parallelism splits each sequence over cp ranks (Megatron-Core, torchtitan,

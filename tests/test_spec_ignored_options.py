@@ -109,8 +109,8 @@ def test_every_example_still_loads():
     ("space.nvfp4=[true]", "space.nvfp4", "FP4"),
     ("trial.fp4_recipe=nvfp4", "trial.fp4_recipe", "FP4"),
     ("space.tp_comm_overlap=[true]", "space.tp_comm_overlap", "tensor-parallel communication"),
-    ("space.decoder_first_pipeline_num_layers=[4]", "space.decoder_first_pipeline_num_layers",
-     "first and last pipeline stages of any layer count"),
+    ("space.pipeline_model_parallel_layout=[Et]", "space.pipeline_model_parallel_layout",
+     "pipeline stages of any layer count"),
 ])
 def test_a_feature_not_modelled_yet_is_named_not_called_a_typo(override, key, feature):
     with pytest.raises(SpecError) as err:
@@ -127,6 +127,8 @@ def test_a_feature_not_modelled_yet_is_named_not_called_a_typo(override, key, fe
     ("space.offload_optimizer=[true]", "space.offload_optimizer", "offload"),
     ("space.reduce_bucket_size=[5e8]", "space.reduce_bucket_size", "bucket_size"),
     ("space.overlap_grad_reduce=[true]", "space.overlap_grad_reduce", "overlap_comm"),
+    ("space.decoder_first_pipeline_num_layers=[4]", "space.decoder_first_pipeline_num_layers",
+     "pipeline_split: first_last sizes the first and last stages"),
 ])
 def test_deepspeed_and_megatron_names_for_the_new_knobs_name_ours(override, key, ours):
     with pytest.raises(SpecError, match=rf"{key}: unknown key; ParaTune calls it {ours}$"):

@@ -4,7 +4,9 @@ torchtitan and megatron sections), and how to find them.
 A leaf that both the spec (to validate templates) and the trainer adapters (to fill them) import.
 `steps` is the timed steps; `total_steps` adds `warmup_steps`, for trainers told how many
 steps to run in all. Every layout knob is one, so `{ep}` and `{etp}` give a script the expert
-layout it builds its mixture-of-experts layers with (DeepSpeed's MoE takes ep_size).
+layout it builds its mixture-of-experts layers with (DeepSpeed's MoE takes ep_size);
+`stage_layers` is the transformer layers of each pipeline stage, comma-separated, as the
+layout's pipeline_split places them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ PLACEHOLDER_PATTERN = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 CONFIG_FIELDS = tuple(k.name for k in knobs()) + SHARDING_FACTORS
 PLACEHOLDERS = tuple(dict.fromkeys(CONFIG_FIELDS + (
     "world_size", "nodes", "gpus_per_node", "global_batch_size", "seq_len", "steps",
-    "warmup_steps", "total_steps", "trial_id", "trial_dir", "deepspeed_config",
+    "warmup_steps", "total_steps", "trial_id", "trial_dir", "deepspeed_config", "stage_layers",
 )))
 
 

@@ -8,8 +8,8 @@ Pure arithmetic, in bytes. Sources:
   for fp32). FlashAttention keeps no s×s scores, so the 5as/h term goes.
 - pipeline: GPipe keeps all m micro-batches in flight; 1F1B keeps p on the first stage;
   interleaving adds a (p-1)/(p·v) share (Narayanan et al., arXiv 2104.04473, §2.2). The
-  busiest stage's layers with the first stage's embedding and micro-batches in flight: one
-  layer high when the embedding counts as a layer (orchestrator/pipeline_split.py).
+  busiest stage's layers with the first stage's embedding and micro-batches in flight: high
+  where the first stage holds fewer layers (orchestrator/pipeline_split.py).
 - temporaries: the optimizer step's fp32 gradient of the owned shard (4Ψ/s_os, as DeepSpeed
   and InternEvo allocate), two gathered layers of weights when weights are sharded (current
   and prefetched), fp32 logits and their gradient, two gradient buckets.

@@ -87,8 +87,7 @@ class SearchSpace:
 
     def _split_listed_before(self, values: dict) -> bool:
         """Whether a pipeline split listed earlier places the layers as this one does: one
-        layout, kept as listed first. (Even and embedding_loss both apply only at pp 2 without
-        virtual stages and with an even layer count, and there they agree.)"""
+        layout, kept as listed first (docs/costmodel.md, "Pipeline split": where they agree)."""
         listed, split = self.ranges.pipeline_split, values["pipeline_split"]
         pp, v = values["pp"], values["virtual_stages"]
         if pp == 1 or split == listed[0] or split_problem(self.num_layers, pp, v, split):

@@ -7,7 +7,8 @@ the DeepSpeed config written for each trial (at `{deepspeed_config}`, inside `{t
 holds the batch split, the ZeRO stage and, where cp > 1, `sequence_parallel_size`; `{etp}`, the
 expert tensor-parallel degree, is tp's where etp is unset. `{global_batch_size}` is the same for
 every layout, so it carries no knob. `{cp_comm_type}` reaches a command only as itself: a
-command that holds none is pinned to one type (p2p where the range lists it).
+command that holds none is pinned to one type (p2p where the range lists it). `{stage_layers}`,
+each pipeline stage's layers, carries the pipeline split.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ _CONFIG_FILE = ("deepspeed_config", "trial_dir")
 # knob -> the placeholders besides `{knob}` whose value changes with it
 ALSO_THROUGH: dict[str, tuple[str, ...]] = {
     "tp": ("dp", "grad_accum_steps", "etp", *_CONFIG_FILE),
-    "pp": ("dp", "grad_accum_steps", *_CONFIG_FILE),
+    "pp": ("dp", "grad_accum_steps", "stage_layers", *_CONFIG_FILE),
     "cp": ("dp", "grad_accum_steps", *_CONFIG_FILE),
     "micro_batch_size": ("grad_accum_steps", *_CONFIG_FILE),
     "zero_stage": _CONFIG_FILE,
+    "pipeline_split": ("stage_layers",),
 }
 
 

@@ -16,10 +16,12 @@ from fnmatch import fnmatchcase
 NOT_SUPPORTED_YET: dict[str, str] = {
     "*fp4*": "FP4 training (NVFP4, MXFP4)",
     "space.tp_comm_overlap": "overlapping tensor-parallel communication with its GEMMs",
-    # space.pipeline_split embedding_loss covers the embedding and the loss as a layer each.
-    "*first_pipeline_num_layers": "first and last pipeline stages of any layer count",
-    "*last_pipeline_num_layers": "first and last pipeline stages of any layer count",
+    # space.pipeline_split covers an even split, the embedding and the loss as a layer each,
+    # and first and last stages sized to the middle ones (first_last).
+    "*pipeline_model_parallel_layout": "pipeline stages of any layer count (a layout string)",
 }
+
+_FIRST_LAST = "pipeline_split: first_last sizes the first and last stages"
 
 # Other tools' names for a key ParaTune has (Megatron-LM's flags, Hugging Face configs), so
 # the error names ours rather than listing every key.
@@ -51,6 +53,9 @@ OTHER_NAMES: dict[str, str] = {
     "space.bucket_cap_mb": "bucket_size",
     "space.overlap_grad_reduce": "overlap_comm",
     "space.overlap_param_gather": "overlap_comm",
+    "space.*first_pipeline_num_layers": _FIRST_LAST,
+    "space.*last_pipeline_num_layers": _FIRST_LAST,
+    "space.num_layers_in_*_pipeline_stage": _FIRST_LAST,
 }
 
 _INDEX = re.compile(r"\[\d+\]$")

@@ -21,6 +21,7 @@ def placeholder_values(spec, config, trial_id: str, folder, steps: int) -> dict[
         "seq_len": spec.model.seq_len, "steps": steps, "warmup_steps": spec.trial.warmup_steps,
         "total_steps": steps + spec.trial.warmup_steps, "trial_id": trial_id,
         "trial_dir": str(folder.path), "deepspeed_config": str(folder.deepspeed_config),
+        "stage_layers": ",".join(map(str, config.stage_layers(spec.model.num_layers))),
     })
     return values
 

@@ -135,6 +135,18 @@ def _recompute(tool: str, config) -> list[str]:
             "--deepspeed-activation-checkpointing"]
 
 
+def _pipeline_split(config, num_layers: int) -> list[str]:
+    """Megatron-LM's flags for the layout's split (orchestrator/pipeline_split.py)."""
+    if config.pipeline_split == "embedding_loss":
+        return ["--account-for-embedding-in-pipeline-split",
+                "--account-for-loss-in-pipeline-split"]
+    if config.pipeline_split == "first_last":
+        layers = config.stage_layers(num_layers)
+        return [f"--decoder-first-pipeline-num-layers={layers[0]}",
+                f"--decoder-last-pipeline-num-layers={layers[-1]}"]
+    return []
+
+
 def megatron_args(tool: str, spec, config, deepspeed_config_path: str = DEEPSPEED_CONFIG_FILE
                   ) -> list[str]:
     """The model shape and the layout as `tool`'s flags (`--flag=value`, switches bare)."""
@@ -143,9 +155,8 @@ def megatron_args(tool: str, spec, config, deepspeed_config_path: str = DEEPSPEE
             f"--pipeline-model-parallel-size={config.pp}", *context_args(tool, config)]
     if tool == LM and config.virtual_stages > 1:
         args.append(f"--num-virtual-stages-per-pipeline-rank={config.virtual_stages}")
-    if tool == LM and config.pp > 1 and config.pipeline_split == "embedding_loss":
-        args += ["--account-for-embedding-in-pipeline-split",
-                 "--account-for-loss-in-pipeline-split"]
+    if tool == LM and config.pp > 1:
+        args += _pipeline_split(config, spec.model.num_layers)
     if tool == DS and config.pp == 1:
         args.append("--no-pipeline-parallel")
     args += [f"--micro-batch-size={config.micro_batch_size}",

@@ -118,6 +118,8 @@ MEGATRON_LM_FLAGS: dict[str, Flag] = {
     # Written by hand in megatron-core 0.19.2's megatron/training/arguments.py
     # (_add_distributed_args, _add_training_args, _add_experimental_args).
     "--overlap-param-gather": SWITCH,
+    "--decoder-first-pipeline-num-layers": INT,
+    "--decoder-last-pipeline-num-layers": INT,
     "--overlap-param-gather-with-optimizer-step": SWITCH,
     "--ddp-bucket-size": INT,
     "--optimizer-cpu-offload": SWITCH,

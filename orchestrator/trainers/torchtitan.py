@@ -80,6 +80,24 @@ STEP = re.compile(
 EXCEPTION = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*?:\s")
 
 
+def _pipeline_split(config, num_layers: int) -> list[str]:
+    """torchtitan's split of the layout's (orchestrator/pipeline_split.py): its stages hold
+    layers_per_stage slots, less the first and last stages' less-layers (the embedding and the
+    loss as a layer each: its default of 1; 0 for `even`). For `first_last`, every stage has
+    the busiest stage's slots and the ends fewer layers (1F1B only: pipeline_layouts.py)."""
+    if config.pipeline_split == "first_last":
+        layers = config.stage_layers(num_layers)
+        first, last = max(layers) - layers[0], max(layers) - layers[-1]
+    else:
+        first = last = int(config.pipeline_split == "embedding_loss")
+    args = []
+    if config.pp_schedule == "interleaved":  # exactly pp x v stages
+        per_stage = config.busiest_chunk_layers(num_layers)
+        args.append(f"--parallelism.pipeline-parallel-layers-per-stage={per_stage}")
+    return [*args, f"--parallelism.pipeline-parallel-first-stage-less-layers={first}",
+            f"--parallelism.pipeline-parallel-last-stage-less-layers={last}"]
+
+
 def layout_args(spec, config) -> list[str]:
     """The layout as torchtitan 0.3.0 overrides; the activation-checkpoint subcommand last."""
     if config.recompute_num_layers is not None:
@@ -109,14 +127,7 @@ def layout_args(spec, config) -> list[str]:
     if config.pp > 1:
         args += [f"--parallelism.pipeline-parallel-schedule={SCHEDULES[config.pp_schedule]}",
                  f"--parallelism.pipeline-parallel-microbatch-size={mbs}"]
-        # The embedding and the loss count as a layer each (torchtitan's default, 1) or not
-        # (0), so its split is the layout's (orchestrator/pipeline_split.py).
-        less = int(config.pipeline_split == "embedding_loss")
-        if config.pp_schedule == "interleaved":  # exactly pp x v stages
-            per_stage = config.busiest_chunk_layers(spec.model.num_layers)
-            args.append(f"--parallelism.pipeline-parallel-layers-per-stage={per_stage}")
-        args += [f"--parallelism.pipeline-parallel-first-stage-less-layers={less}",
-                 f"--parallelism.pipeline-parallel-last-stage-less-layers={less}"]
+        args += _pipeline_split(config, spec.model.num_layers)
     offload = offload_args(config)
     if (config.pp > 1 or config.ep > 1) and "--training.disable-cuda-graphs" not in offload:
         args.append("--training.disable-cuda-graphs")  # Trainer.Config refuses either with them
