@@ -7,6 +7,7 @@ model prices the stage every step waits on.
 from __future__ import annotations
 
 import dataclasses
+import json
 import itertools
 import subprocess
 
@@ -394,3 +395,13 @@ def test_a_command_gets_each_stages_layers(tmp_path):
     (config,) = spec.candidates()
     run = trainer_for(spec).run(spec, config, "t1", TrialFolder.of(tmp_path, "t1"), 3)
     assert run.program[1:] == ["--stages", "3,2"]
+
+
+def test_estimate_names_each_stages_layers(cli):
+    code, out, err = cli("estimate", str(EXAMPLES / "deepseek-v3.yaml"))
+    assert code == 0, err
+    assert "pipeline stages: 3 + 14 × 4 + 2 transformer layers (first_last split)" in out
+    code, out, err = cli("estimate", str(EXAMPLES / "deepseek-v3.yaml"), "--json")
+    assert json.loads(out)["stage_layers"] == [3, *[4] * 14, 2]
+    code, out, _ = cli("estimate", str(EXAMPLES / "quickstart.yaml"), "--pp", "1")
+    assert code == 0 and "pipeline stages" not in out

@@ -197,7 +197,8 @@ def estimate(
             raise UserError(f"{spec.name}: none of the space's {len(candidates)} configurations "
                             f"fits in {spec.cluster.memory_gb:g} GB")
         chosen = f"the cost model's best of {len(candidates)} configurations"
-    data = {**_describe_spec(spec), **result.to_dict(), "chosen": chosen or "pinned"}
+    data = {**_describe_spec(spec), **result.to_dict(), "chosen": chosen or "pinned",
+            "stage_layers": list(result.config.stage_layers(spec.model.num_layers))}
     if as_json:
         print_json(data)
     else:
@@ -215,9 +216,23 @@ def _print_estimate(spec, result, data: dict, chosen: str | None) -> None:
         for key, value in data[section].items():
             table.add_row(key.removesuffix("_gb").removesuffix("_s"), f"{value:.4g}")
         out.print(table)
+    if len(data["stage_layers"]) > 1:
+        out.print(f"pipeline stages: {stage_layers_text(data['stage_layers'])} transformer "
+                  f"layers ({result.config.pipeline_split} split)")
     verdict = "fits" if result.fits else "[red]does NOT fit[/]"
     out.print(f"{verdict}; {result.tokens_per_s:,.0f} tokens/s, "
               f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}")
+
+
+def stage_layers_text(layers: list[int]) -> str:
+    """Each stage's layers, a run of equal stages as one term: 3 + 14 × 4 + 2."""
+    runs: list[list[int]] = []
+    for count in layers:
+        if runs and runs[-1][1] == count:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, count])
+    return " + ".join(f"{n} × {count}" if n > 1 else str(count) for n, count in runs)
 
 
 def calibrate(
