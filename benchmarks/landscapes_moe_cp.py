@@ -21,8 +21,9 @@ MIXTRAL_SPACE = ["space.pp=[2, 4, 8]", "space.micro_batch_size=[1, 2, 4]",
 # (the example now has its own 61 layers, split 3 + 14 x 4 + 2 on 16 stages).
 DEEPSEEK_STAND_IN = ["model.num_layers=64", "space.pipeline_split=[even]"]
 # ep 4-64 (256 experts), etp unset or 1, tp 1-4, pp 4-16, micro-batch 1-4: 1,542 layouts.
-DEEPSEEK_SPACE = [*DEEPSEEK_STAND_IN, "space.tp=[1, 2, 4]", "space.pp=[4, 8, 16]", "space.ep=[4, 8, 16, 32, 64]",
-                  "space.etp=[null, 1]", "space.micro_batch_size=[1, 2, 4]",
+DEEPSEEK_SPACE = [*DEEPSEEK_STAND_IN, "space.tp=[1, 2, 4]", "space.pp=[4, 8, 16]",
+                  "space.ep=[4, 8, 16, 32, 64]", "space.etp=[null, 1]",
+                  "space.micro_batch_size=[1, 2, 4]",
                   "space.activation_checkpointing=[none, selective, full]",
                   "space.pp_schedule=[1f1b, interleaved]", "space.virtual_stages=[1, 2]"]
 # The landscapes keep the 128-layer, evenly split stand-in they were first drawn on (the

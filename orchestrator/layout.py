@@ -192,7 +192,7 @@ _KNOBS: list[Knob] = [
          active_when=("pp_schedule", lambda schedule: schedule == "interleaved"),
          key=lambda v: str(v["virtual_stages"])
          if _pipelined(v) and v["virtual_stages"] > 1 else ""),
-    Knob("pipeline_split", str, "even", "how the stages share the layers: " + "|".join(_SPLIT_KEYS),
+    Knob("pipeline_split", str, "even", "how stages share layers: " + "|".join(PIPELINE_SPLITS),
          choices=PIPELINE_SPLITS, space=("even",),
          redundant=lambda v, r: v["pp"] == 1 and v["pipeline_split"] != r.pipeline_split[0],
          active_when=("pp", lambda pp: pp > 1),

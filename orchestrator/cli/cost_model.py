@@ -217,14 +217,14 @@ def _print_estimate(spec, result, data: dict, chosen: str | None) -> None:
             table.add_row(key.removesuffix("_gb").removesuffix("_s"), f"{value:.4g}")
         out.print(table)
     if len(data["stage_layers"]) > 1:
-        out.print(f"pipeline stages: {stage_layers_text(data['stage_layers'])} transformer "
+        out.print(f"pipeline stages: {_stage_layers_text(data['stage_layers'])} transformer "
                   f"layers ({result.config.pipeline_split} split)")
     verdict = "fits" if result.fits else "[red]does NOT fit[/]"
     out.print(f"{verdict}; {result.tokens_per_s:,.0f} tokens/s, "
               f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}")
 
 
-def stage_layers_text(layers: list[int]) -> str:
+def _stage_layers_text(layers: list[int]) -> str:
     """Each stage's layers, a run of equal stages as one term: 3 + 14 × 4 + 2."""
     runs: list[list[int]] = []
     for count in layers:
