@@ -54,17 +54,36 @@ class ServiceProcess:
         return done.stdout.strip()
 
     def start(self) -> "ServiceProcess":
-        log = open(self.state_dir / "server.log", "ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "server", "--port", str(self.port),
-             "--state-dir", str(self.state_dir), "--database", self.database_url, *self.extra],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        """Start the server and wait until it answers. The port was free when chosen, but
+        another test's process may take it before the server binds: then a new one is tried."""
+        for _ in range(5):
+            if self._start_on_this_port():
+                return self
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+        raise AssertionError(f"no free port after 5 tries: {self.log_text()}")
+
+    def log_text(self) -> str:
+        return (self.state_dir / "server.log").read_text()
+
+    def _start_on_this_port(self) -> bool:
+        """True once the server answers; False if it exited because its port was taken."""
+        with open(self.state_dir / "server.log", "ab") as log:
+            log.write(f"-- starting on port {self.port}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator.cli", "server", "--port", str(self.port),
+                 "--state-dir", str(self.state_dir), "--database", self.database_url,
+                 *self.extra], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            assert self.process.poll() is None, (self.state_dir / "server.log").read_text()
+            if self.process.poll() is not None:
+                this_try = self.log_text().rsplit(f"-- starting on port {self.port}", 1)[-1]
+                assert "address already in use" in this_try.lower(), self.log_text()
+                return False
             try:
                 httpx.get(f"{self.url}/openapi.json", timeout=1)
-                return self
+                return True
             except httpx.TransportError:
                 time.sleep(0.2)
         raise AssertionError("the server did not answer in 60 s")

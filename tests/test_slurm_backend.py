@@ -96,7 +96,7 @@ def test_trial_timeout_inside_the_job(tmp_path):
     handle = backend().submit(request(tmp_path, "slow", timeout_s=8,
                                       env={"PARATUNE_INJECT_FAULT": "hang"}))
     result = wait_for_result(handle)
-    assert result.status == "timeout" and "timeout_s=8" in result.error
+    assert result.status == "timeout" and "timeout_s=8" in result.error, result.error
     assert not processes_naming(str(tmp_path / "slow"))
 
 

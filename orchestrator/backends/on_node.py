@@ -10,6 +10,7 @@ standard library and the trial program on the node.
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import socket
 import time
@@ -17,6 +18,7 @@ from typing import Any
 
 from orchestrator.backends.base import TrialRequest, start_trial
 from orchestrator.result import TrialResult
+from orchestrator.trial.folder import TrialFolder
 from orchestrator.trial.process import TrialProcess, rank_argv, trial_env
 
 
@@ -50,9 +52,31 @@ def run_trial_to_end(request: TrialRequest, poll_s: float = 0.5) -> dict[str, An
             signal.signal(signal.SIGTERM, previous)
 
 
-def run_on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float) -> TrialResult:
+def shared_deadline(folder: TrialFolder, attempt: str, timeout_s: float) -> float:
+    """The wall-clock time at which every task of one attempt at a trial stops: the first task
+    to start sets it, the others read it. Were each task to time itself from its own start, the
+    first one started would kill its ranks while a later task's ranks still wait on them in a
+    collective, and those would end `failed` instead of `timeout`."""
+    folder.path.mkdir(parents=True, exist_ok=True)
+    path = folder.path / f".deadline-{attempt}"
+    if not path.exists():
+        staged = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}")
+        staged.write_text(repr(time.time() + timeout_s))
+        try:
+            os.link(staged, path)  # atomic, and only the first task's link is made
+        except FileExistsError:
+            pass
+        finally:
+            staged.unlink()
+    return float(path.read_text())
+
+
+def run_on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float,
+                attempt: str | None = None) -> TrialResult:
     """Run this task's part of a trial as a child in the task's process group (so the
-    scheduler's stop reaches it), killed with its tree on any exception, timeout enforced.
+    scheduler's stop reaches it), killed with its tree on any exception, timeout enforced:
+    from a deadline all the attempt's tasks share where `attempt` names one (a trial of several
+    tasks), else from this task's start.
 
     SIGUSR2, submitit's signal ahead of the time limit (sent only when a spec's `sbatch_args`
     ask Slurm for it: slurm.WARNING_SIGNAL), is ignored here and in the trial's processes (an
@@ -66,9 +90,10 @@ def run_on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float
         pass
     folder = request.folder
     env = trial_env(folder, request.trial_id, {**request.run.env, **request.env})
+    deadline = shared_deadline(folder, attempt, request.timeout_s) if attempt else None
     process = TrialProcess(argv, folder=folder, env=env, timeout_s=request.timeout_s,
                            world_size=request.world_size, read_result=request.read_result,
-                           cwd=request.workdir, rank=rank, own_session=False)
+                           cwd=request.workdir, rank=rank, own_session=False, deadline=deadline)
     return _watch(process, poll_s)
 
 
@@ -88,5 +113,6 @@ def run_rank_at(request: TrialRequest, rank: int, local: tuple[int, int],
     with open(request.folder.rank_log(rank), "a") as log:
         log.write(f"paratune: rank {rank} of {world} on {socket.gethostname()} (local rank "
                   f"{local[0]} of {local[1]}), rendezvous at {master[0]}:{master[1]}\n")
-    result = run_on_node(placed, rank_argv(request.run), rank, poll_s)
+    result = run_on_node(placed, rank_argv(request.run), rank, poll_s,
+                         attempt=f"{master[0]}-{master[1]}")
     return result.to_dict() if rank == 0 else None

@@ -5,6 +5,7 @@ as submitit reads them.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from submitit import JobEnvironment
@@ -20,7 +21,7 @@ def run_rank(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | Non
     rendezvous come from the scheduler (submitit's TorchDistributedEnvironment); the result
     comes back from rank 0 (None from the others)."""
     rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False).rank
-    result = run_on_node(request, rank_argv(request.run), rank, poll_s)
+    result = run_on_node(request, rank_argv(request.run), rank, poll_s, attempt=attempt_of_job())
     return result.to_dict() if rank == 0 else None
 
 
@@ -33,7 +34,7 @@ def run_node(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | Non
     argv = node_argv(request.run, nodes=job.num_nodes, node_rank=job.node, per_node=per_node,
                      master=job.hostnames[0], port=rendezvous_port(job.job_id),
                      rendezvous_id=str(job.job_id))
-    result = run_on_node(request, argv, job.node, poll_s)
+    result = run_on_node(request, argv, job.node, poll_s, attempt=attempt_of_job())
     return result.to_dict() if job.node == 0 else None
 
 
@@ -42,6 +43,11 @@ def run_once(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | Non
     if JobEnvironment().global_rank != 0:
         return None
     return run_on_node(request, list(request.run.program), 0, poll_s).to_dict()
+
+
+def attempt_of_job() -> str:
+    """This run of the job: its id, and how often Slurm has requeued it under that id."""
+    return f"{JobEnvironment().job_id}-{os.environ.get('SLURM_RESTART_COUNT', '0')}"
 
 
 def rendezvous_port(job_id: str) -> int:

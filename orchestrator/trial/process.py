@@ -95,12 +95,15 @@ def timeout_result(timeout_s: float, world_size: int, compilers: list[str] = ())
 class TrialProcess:
     """A started trial program: `poll()` gives its result once it ends or outlives the timeout.
     `own_session=False` keeps it in the caller's process group, where a scheduler that stops a
-    task by its group (srun) reaches it."""
+    task by its group (srun) reaches it. `deadline` (wall-clock seconds), where given, replaces
+    the timeout counted from this process's start: one trial's tasks on several nodes share it."""
 
     def __init__(self, argv: list[str], *, folder: TrialFolder, env: dict[str, str],
                  timeout_s: float, world_size: int, read_result: Callable[[int | None], TrialResult],
-                 cwd: str | None = None, rank: int = 0, own_session: bool = True):
+                 cwd: str | None = None, rank: int = 0, own_session: bool = True,
+                 deadline: float | None = None):
         self.folder = folder
+        self.deadline = deadline
         self.read_result = read_result
         self.timeout_s = timeout_s
         self.world_size = world_size
@@ -125,14 +128,23 @@ class TrialProcess:
         if self._ended is not None:
             return self._ended
         returncode = self.process.poll()
-        if returncode is None and time.monotonic() - self.started <= self.timeout_s:
+        out_of_time = self._out_of_time()
+        if returncode is None and not out_of_time:
             return None
         if returncode is None:
             self._note_compilers()
         kill_tree(self.pid)  # the timeout, or ranks that outlived their launcher
         self.process.wait()
-        self._ended = (returncode, returncode is None)
+        # Past a shared deadline the other tasks kill their ranks, so a rank that fails then
+        # has lost a peer to the timeout rather than failed on its own.
+        peer_timed_out = returncode != 0 and self.deadline is not None and out_of_time
+        self._ended = (returncode, returncode is None or peer_timed_out)
         return self._ended
+
+    def _out_of_time(self) -> bool:
+        if self.deadline is not None:
+            return time.time() > self.deadline
+        return time.monotonic() - self.started > self.timeout_s
 
     def poll(self) -> TrialResult | None:
         ended = self.ended()
