@@ -29,6 +29,8 @@ def test_the_first_task_sets_the_deadline_and_the_others_read_it(tmp_path):
     assert shared_deadline(folder, "41-0", timeout_s=500) == first  # a later task, same attempt
     assert shared_deadline(folder, "41-1", timeout_s=500) >= before + 500  # a requeued attempt
     assert sorted(p.name for p in folder.path.iterdir()) == [".deadline-41-0", ".deadline-41-1"]
+    folder.prepare({})  # a new attempt in the same folder: a rendezvous may be met again
+    assert shared_deadline(folder, "41-0", timeout_s=500) >= before + 500
 
 
 def test_a_rank_failing_after_the_shared_deadline_lost_a_peer_to_the_timeout(tmp_path):

@@ -70,10 +70,12 @@ class TrialFolder:
         return [p for p in (self.log_file, self.sbatch_script) if p.exists()]
 
     def prepare(self, files: dict[str, str]) -> None:
-        """Write what a trial reads (name -> text) and clear a result left by an earlier
-        attempt."""
+        """Write what a trial reads (name -> text) and clear a result, and the deadline of
+        its tasks (backends/on_node.py), left by an earlier attempt."""
         self.path.mkdir(parents=True, exist_ok=True)
         self.result_file.unlink(missing_ok=True)
+        for deadline in self.path.glob(".deadline-*"):
+            deadline.unlink(missing_ok=True)
         for name, text in files.items():
             (self.path / name).write_text(text)
         self.tmp_dir.mkdir(exist_ok=True)
