@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -108,6 +109,15 @@ def alive_naming(marker: Path) -> list[int]:
         if named and not zombie:
             found.append(int(proc.name))
     return found
+
+
+def alive_after(marker: Path, within_s: float = 30) -> list[int]:
+    """`alive_naming(marker)` once they have ended or `within_s` has passed: a SIGKILLed
+    process still has to be scheduled to die, which takes a while on a busy machine."""
+    deadline = time.monotonic() + within_s
+    while (alive := alive_naming(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive
 
 
 def builtin_request(folder_path: Path, trial_id: str, settings: dict, *, timeout_s: float = 120,

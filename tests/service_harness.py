@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,17 @@ from pathlib import Path
 
 import httpx
 from conftest import ROOT
+from ports import free_port, start_on_a_free_port
 
 from orchestrator.common.processes import is_running, live_pids, parent_of, start_time
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def answers(port: int) -> bool:
+    try:
+        httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
+        return True
+    except httpx.TransportError:
+        return False
 
 
 class ServiceProcess:
@@ -54,39 +56,18 @@ class ServiceProcess:
         return done.stdout.strip()
 
     def start(self) -> "ServiceProcess":
-        """Start the server and wait until it answers. The port was free when chosen, but
-        another test's process may take it before the server binds: then a new one is tried."""
-        for _ in range(5):
-            if self._start_on_this_port():
-                return self
-            self.port = free_port()
-            self.url = f"http://127.0.0.1:{self.port}"
-        raise AssertionError(f"no free port after 5 tries: {self.log_text()}")
+        """Start the server (on another port if its own was taken meanwhile) and wait until
+        it answers."""
+        def launch(port: int) -> subprocess.Popen:
+            with open(self.state_dir / "server.log", "ab") as log:
+                return subprocess.Popen(
+                    [sys.executable, "-m", "orchestrator.cli", "server", "--port", str(port),
+                     "--state-dir", str(self.state_dir), "--database", self.database_url,
+                     *self.extra], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
 
-    def log_text(self) -> str:
-        return (self.state_dir / "server.log").read_text()
-
-    def _start_on_this_port(self) -> bool:
-        """True once the server answers; False if it exited because its port was taken."""
-        with open(self.state_dir / "server.log", "ab") as log:
-            log.write(f"-- starting on port {self.port}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator.cli", "server", "--port", str(self.port),
-                 "--state-dir", str(self.state_dir), "--database", self.database_url,
-                 *self.extra], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                this_try = self.log_text().rsplit(f"-- starting on port {self.port}", 1)[-1]
-                assert "address already in use" in this_try.lower(), self.log_text()
-                return False
-            try:
-                httpx.get(f"{self.url}/openapi.json", timeout=1)
-                return True
-            except httpx.TransportError:
-                time.sleep(0.2)
-        raise AssertionError("the server did not answer in 60 s")
+        self.process, self.port = start_on_a_free_port(launch, answers, self.state_dir / "server.log")
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self
 
     def _record_controllers(self) -> None:
         children = [p for p in live_pids() if parent_of(p) == self.process.pid]

@@ -165,7 +165,9 @@ def test_slurm_time_limit_ends_the_trial_as_timeout(cluster, tmp_path):
     assert "#SBATCH --signal=URG@90" in handle.request.folder.sbatch_script.read_text()
     assert sacct(handle.job.job_id, "State") == "TIMEOUT"
     ended = datetime.fromisoformat(sacct(handle.job.job_id, "End")).timestamp()
-    assert seen - ended < STATE_REFRESH_S + 5, f"end seen {seen - ended:.0f}s late"
+    # The refresh, sacct's own time and slurmdbd's lag on a busy machine, well short of the
+    # minute submitit would wait.
+    assert seen - ended < STATE_REFRESH_S + 25, f"end seen {seen - ended:.0f}s late"
     assert result.status == "timeout" and "TIMEOUT" in result.error
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 from conftest import EXAMPLES, journal_events
+from ports import free_port
 
 from orchestrator.spec import load_spec
 from orchestrator.trainers import DeepSpeedTrainer, Measure
@@ -105,11 +105,6 @@ def in_deepspeed(script: str, *args) -> dict:
 def load_in_deepspeed(path, dp: int) -> dict:
     return in_deepspeed(LOAD_IN_DEEPSPEED, path, dp)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_trial_config_and_export_load_in_deepspeed(tmp_path, monkeypatch, runs_dir, cli):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,14 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, journal_events, run_cli_process, write_spec
+from ports import free_port
 
 from orchestrator.tracking.session import HTTP_DEFAULTS
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class MlflowServer:
@@ -40,6 +35,8 @@ class MlflowServer:
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.time() + 240  # a server starts in seconds; far longer on a busy machine
         while time.time() < deadline:
+            if self.process.poll() is not None:  # its port taken, say: no use waiting
+                pytest.fail(f"mlflow server on port {self.port} exited ({self.process.returncode})")
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1)
                 return

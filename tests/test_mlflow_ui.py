@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT
+from ports import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # The quickstart on the simulated backend, each trial taking about a second, on a device so
@@ -128,11 +128,6 @@ def test_ui_links_every_campaign_or_the_one_asked_for(store):
                         "viewStateShareKey=paratune-trials&workflowType=machine_learning")
     assert trial_links(uri, store, server, "fastest") == [("fastest", every["fastest"])]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def chromium(url: str, profile: Path, *args: str) -> subprocess.CompletedProcess:

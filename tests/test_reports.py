@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, write_spec
+from ports import free_port
 
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",
            "megatron", "torchtitan")
@@ -203,12 +204,9 @@ def test_report_renders_in_a_headless_browser(quickstart, tmp_path):
 
 @pytest.mark.slow
 def test_ui_serves_the_tracking_store_on_localhost(quickstart):
-    import socket
     import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ui = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "ui", "quickstart",
                            "--runs-dir", str(quickstart), "--port", str(port)], cwd=ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)

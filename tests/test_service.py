@@ -13,7 +13,15 @@ import time
 from pathlib import Path
 
 import httpx
-from conftest import EXAMPLES, POSTGRES_ELSE_SQLITE, ROOT, alive_naming, journal_events, on_database
+from conftest import (
+    EXAMPLES,
+    POSTGRES_ELSE_SQLITE,
+    ROOT,
+    alive_after,
+    alive_naming,
+    journal_events,
+    on_database,
+)
 
 from orchestrator.record.journal import Journal
 
@@ -76,7 +84,8 @@ def test_server_killed_midway_resumes_every_campaign(service):
 def test_a_killed_controller_is_restarted(service):
     server = service().start()
     token = server.token("alice")
-    server.submit(token, SIMULATED, *simulated("restarted", trials=8, latency=0.5))
+    # Trials of 3 s: the controller is still running when the test kills it.
+    server.submit(token, SIMULATED, *simulated("restarted", trials=8, latency=3))
     deadline = time.monotonic() + 60
     while not server.campaign(token, "restarted")["trials"]:
         assert time.monotonic() < deadline, server.logs()
@@ -174,8 +183,7 @@ def test_cancel_stops_running_trials(service):
     # The trial it stopped ran no more: it is counted cancelled, not running.
     assert campaign["running"] == 0 and "running" not in campaign["counts"]
     assert campaign["counts"].get("cancelled") == 1, campaign["counts"]
-    time.sleep(0.5)
-    assert alive_naming(campaign_dir / "trials") == []
+    assert alive_after(campaign_dir / "trials") == []
     events = [e["event"] for e in journal_events(campaign_dir)]
     assert "campaign_cancelled" in events, server.logs()
 
@@ -231,8 +239,9 @@ def test_sigterm_detaches_and_the_next_server_reattaches(service):
 def test_queue_starts_higher_priority_first(service):
     server = service("--max-running", "1").start()
     token = server.token("alice")
-    server.submit(token, SIMULATED, *simulated("first", trials=3, latency=0.5, tracking=False))
-    deadline = time.monotonic() + 30
+    # Trials of 5 s: first still runs when both others are queued, however slow the submits.
+    server.submit(token, SIMULATED, *simulated("first", trials=3, latency=5, tracking=False))
+    deadline = time.monotonic() + 120
     while server.campaign(token, "first")["state"] == "queued":  # the queue is read each tick
         assert time.monotonic() < deadline, server.logs()
         time.sleep(0.1)
