@@ -120,7 +120,7 @@ def alive_after(marker: Path, within_s: float = 30) -> list[int]:
     return alive
 
 
-def builtin_request(folder_path: Path, trial_id: str, settings: dict, *, timeout_s: float = 120,
+def builtin_request(folder_path: Path, trial_id: str, settings: dict, *, timeout_s: float = 300,
                     env: dict | None = None, config=None):
     """A TrialRequest running the built-in job with these settings, for backend tests."""
     from orchestrator.backends.base import TrialRequest
@@ -138,10 +138,8 @@ def builtin_request(folder_path: Path, trial_id: str, settings: dict, *, timeout
                         steps=settings.get("steps", 2), timeout_s=timeout_s, env=dict(env or {}))
 
 
-def wait_for_result(handle, limit: float = 240, what: str = "the trial"):
+def wait_for_result(handle, limit: float = 420, what: str = "the trial"):
     """Poll a backend's trial handle until it gives a result; fail after `limit` seconds."""
-    import time
-
     deadline = time.time() + limit
     while (result := handle.poll()) is None:
         assert time.time() < deadline, f"{what} did not end within {limit:g}s"

@@ -16,7 +16,7 @@ import pytest
 from conftest import EXAMPLES as EXAMPLES_DIR
 from conftest import ROOT, journal_events, run_cli_process, write_spec
 
-FAST_TRIAL = {"steps": 3, "warmup_steps": 1, "timeout_s": 120}
+FAST_TRIAL = {"steps": 3, "warmup_steps": 1, "timeout_s": 300}
 
 
 def finished_events(campaign_dir: Path) -> list[dict]:
@@ -213,7 +213,7 @@ def test_calibration_on_real_cpu_trials(tmp_path, runs_dir, cli):
         tmp_path / "c.yaml", name="calib", search={"algorithm": "grid"}, budget={"max_trials": 8},
         space={"zero_stage": [0, 2], "micro_batch_size": [1, 4],
                "activation_checkpointing": ["none", "full"]},
-        trial={"steps": 8, "warmup_steps": 2, "timeout_s": 120},
+        trial={"steps": 8, "warmup_steps": 2, "timeout_s": 300},
     )
     assert cli("run", str(spec))[0] == 0
     code, out, err = cli("calibrate", "calib", "--json")

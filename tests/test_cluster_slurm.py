@@ -54,7 +54,7 @@ def backend(**spec):
     return SlurmBackend(SlurmBackendSpec(**{"time_limit_min": 5, **spec}), gpus_per_node=2)
 
 
-def world4(tmp_path, name, timeout_s=240, env=None):
+def world4(tmp_path, name, timeout_s=400, env=None):
     from orchestrator.space import ParallelConfig
 
     return builtin_request(

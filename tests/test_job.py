@@ -15,7 +15,7 @@ TINY = {"num_layers": 2, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "vocab
         "seq_len": 32}
 
 
-def run_job(tmp_path: Path, nproc: int, env: dict | None = None, timeout: float = 120, **settings):
+def run_job(tmp_path: Path, nproc: int, env: dict | None = None, timeout: float = 300, **settings):
     config = {"model": TINY, "dp": nproc, "micro_batch_size": 2, "grad_accum_steps": 2,
               "steps": 3, "warmup_steps": 1, "peak_tflops": 0.1, **settings}
     name = "-".join(f"{k}{v}" for k, v in settings.items()) or "default"

@@ -51,7 +51,7 @@ def test_campaign_on_ray_runs_real_trials(tmp_path, runs_dir, cli, ray_runtime):
                       search={"algorithm": "grid"}, budget={"max_trials": 2, "max_concurrent": 1},
                       space={"zero_stage": [0, 3], "micro_batch_size": [4],
                              "activation_checkpointing": ["none"]},
-                      trial={"steps": 2, "warmup_steps": 1, "timeout_s": 120})
+                      trial={"steps": 2, "warmup_steps": 1, "timeout_s": 300})
     code, _, err = cli("run", str(spec))
     assert code == 0, err
     finished = [e for e in journal_events(runs_dir / "on-ray") if e["event"] == "finished"]

@@ -35,7 +35,7 @@ def quickstart(tmp_path_factory):
     os.environ["PARATUNE_RUNS_DIR"] = str(runs)
     try:
         spec = write_spec(tmp / "q.yaml", budget={"max_trials": 3},
-                          trial={"steps": 3, "warmup_steps": 1, "timeout_s": 120})
+                          trial={"steps": 3, "warmup_steps": 1, "timeout_s": 300})
         assert main(["run", str(spec)]) == 0
         assert main(["report", "quickstart"]) == 0
     finally:

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
 ENV = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
 
-def request(tmp_path: Path, name: str, timeout_s: float = 120, env: dict | None = None, **settings):
+def request(tmp_path: Path, name: str, timeout_s: float = 300, env: dict | None = None, **settings):
     return builtin_request(
         tmp_path / name, name, {"model": TINY, "dp": 2, "micro_batch_size": 2,
                                 "grad_accum_steps": 2, "steps": 2, "warmup_steps": 1, **settings},
@@ -59,7 +59,7 @@ def test_campaign_on_slurm_with_two_tasks_per_trial(tmp_path, runs_dir, cli):
                       search={"algorithm": "grid"}, budget={"max_trials": 2, "max_concurrent": 2},
                       space={"zero_stage": [0, 3], "micro_batch_size": [4],
                              "activation_checkpointing": ["none"]},
-                      trial={"steps": 2, "warmup_steps": 1, "timeout_s": 120, "env": ENV})
+                      trial={"steps": 2, "warmup_steps": 1, "timeout_s": 300, "env": ENV})
     code, _, err = cli("run", str(spec))
     assert code == 0, err
     events = journal_events(runs_dir / "on-slurm")
