@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from orchestrator.common.processes import is_running
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "cluster"
 STATE = Path(os.environ.get("PARATUNE_CLUSTER_STATE", "/tmp/paratune-cluster"))
@@ -38,16 +40,10 @@ def skip_reason() -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def leftovers(pids: list[int]) -> list[str]:
-    """What a stopped cluster left behind: live recorded PIDs, namespaces, links, files."""
-    left = [f"process {pid}" for pid in pids if _alive(pid)]
+def leftovers(pids: list[tuple[int, int]]) -> list[str]:
+    """What a stopped cluster left behind: recorded processes still running (by PID and start
+    time, so a PID another process got since is not counted), namespaces, links, files."""
+    left = [f"process {pid}" for pid, started in pids if is_running(pid, started)]
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     left += [f"namespace {line.split()[0]}" for line in netns.splitlines()
              if line.startswith("ptc-")]
@@ -58,15 +54,21 @@ def leftovers(pids: list[int]) -> list[str]:
     return left
 
 
-def recorded_pids() -> list[int]:
+def recorded_pids() -> list[tuple[int, int]]:
+    """(PID, start time) of each daemon start_cluster.sh recorded (tests/recorded_pids.sh)."""
     lines = (STATE / "pids").read_text().splitlines() if (STATE / "pids").exists() else []
-    return [int(line.split()[1]) for line in lines if len(line.split()) == 2]
+    return [(int(fields[1]), int(fields[2])) for fields in map(str.split, lines)
+            if len(fields) == 3]
 
 
 def pid_of(name: str) -> int:
+    """The PID of the recorded daemon `name`, which must still be the process recorded."""
     for line in (STATE / "pids").read_text().splitlines():
-        if line.split()[0] == name:
-            return int(line.split()[1])
+        fields = line.split()
+        if fields[0] == name:
+            pid, started = int(fields[1]), int(fields[2])
+            assert is_running(pid, started), f"{name} (PID {pid}) is no longer running"
+            return pid
     raise KeyError(name)
 
 

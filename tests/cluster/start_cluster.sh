@@ -42,7 +42,8 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   for _ in $(seq 1 $((limit * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
   echo "start_cluster: $what did not come up in ${limit}s" >&2; return 1
 }
-record() { echo "$1 $2" >> "$STATE/pids"; }
+source "$(dirname "$0")/../recorded_pids.sh"
+record() { record_pid "$STATE/pids" "$1" "$2"; }
 spawn() {  # spawn NAME NODE COMMAND...: a daemon in the background, its PID recorded, in the
   # node's network namespace with the node's host name (own UTS namespace) and hosts file (own
   # mount namespace, with a /dev/shm of its own); not `ip netns exec`, whose fresh /sys hides the cgroups slurmd needs

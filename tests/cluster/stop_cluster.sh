@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
-# Undo start_cluster.sh: stop the daemons it recorded, by PID, in reverse order (SIGTERM, then
-# SIGKILL after 5 s); then end every process still inside the namespaces it made (job steps,
+# Undo start_cluster.sh: stop the daemons it recorded, by PID (while it still names the process
+# recorded: tests/recorded_pids.sh), in reverse order (SIGTERM, then SIGKILL after 5 s); then end every process still inside the namespaces it made (job steps,
 # trial ranks, Ray workers: all started there by this cluster); then delete those namespaces,
 # the bridge and veths, and the /etc/netns files. Prints what needed SIGKILL.
 # Usage: tests/cluster/stop_cluster.sh [STATE_DIR]   (default /tmp/paratune-cluster)
 set -u
 STATE=${1:-/tmp/paratune-cluster}
-stop_pid() {  # stop_pid NAME PID
-  kill -TERM "$2" 2>/dev/null || return 0
-  for _ in $(seq 1 25); do kill -0 "$2" 2>/dev/null || return 0; sleep 0.2; done
+source "$(dirname "$0")/../recorded_pids.sh"
+stop_pid() {  # stop_pid NAME PID START
+  still_ours "$2" "$3" && kill -TERM "$2" 2>/dev/null || return 0
+  for _ in $(seq 1 25); do still_ours "$2" "$3" || return 0; sleep 0.2; done
   kill -KILL "$2" 2>/dev/null && echo "stop_cluster: $1 ($2) needed SIGKILL"
 }
 if [ -f "$STATE/pids" ]; then
-  tac "$STATE/pids" | while read -r name pid; do
+  tac "$STATE/pids" | while read -r name pid started; do
     case $name in
       # `ray start --block` only watches its node's Ray processes, and takes more than 5 s to
       # stop them one by one on SIGTERM: it is killed, and they end with the namespace below.
-      ray-*) kill -KILL "$pid" 2>/dev/null ;;
-      *) [ -n "${pid:-}" ] && stop_pid "$name" "$pid" ;;
+      ray-*) still_ours "$pid" "$started" && kill -KILL "$pid" 2>/dev/null ;;
+      *) stop_pid "$name" "$pid" "$started" ;;
     esac
   done
 fi

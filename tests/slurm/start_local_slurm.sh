@@ -26,6 +26,7 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   echo "start_local_slurm: $what did not come up in ${limit}s" >&2; exit 1
 }
 pid_of() { cat "$1" 2>/dev/null; }
+source "$(dirname "$0")/../recorded_pids.sh"
 # A start that fails part-way stops the daemons it had recorded, so none is left behind.
 trap 'status=$?; [ $status = 0 ] || bash "$(dirname "$0")/stop_local_slurm.sh" "$STATE"' EXIT
 
@@ -34,7 +35,7 @@ mkdir -p /run/munge /var/log/munge /var/lib/munge && chown munge:munge /run/mung
 [ -f /etc/munge/munge.key ] || (dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null && chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key)
 runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
 wait_for 10 munged test -s /run/munge/munged.pid
-echo "munged $(pid_of /run/munge/munged.pid)" >> "$STATE/pids"
+record_pid "$STATE/pids" munged "$(pid_of /run/munge/munged.pid)"
 
 # MariaDB for slurmdbd
 mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld
@@ -42,7 +43,7 @@ setsid /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/my
   --bind-address=127.0.0.1 --pid-file=/run/mysqld/paratune.pid >"$STATE/mariadb.log" 2>&1 < /dev/null &
 wait_for 30 mariadb mariadb -e "select 1"
 wait_for 10 "mariadb pid file" test -s /run/mysqld/paratune.pid
-echo "mariadbd $(pid_of /run/mysqld/paratune.pid)" >> "$STATE/pids"
+record_pid "$STATE/pids" mariadbd "$(pid_of /run/mysqld/paratune.pid)"
 mariadb -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmpw'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
 
 mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
@@ -89,15 +90,15 @@ CONF
 
 slurmdbd
 wait_for 30 slurmdbd test -s "$STATE/slurmdbd.pid"
-echo "slurmdbd $(pid_of "$STATE/slurmdbd.pid")" >> "$STATE/pids"
+record_pid "$STATE/pids" slurmdbd "$(pid_of "$STATE/slurmdbd.pid")"
 # On a new database slurmdbd creates its tables before it listens; a slurmctld started before
 # then finds no TRES and exits.
 wait_for 60 "slurmdbd's port" bash -c "exec 3<>/dev/tcp/127.0.0.1/6819"
 slurmctld
 wait_for 30 slurmctld test -s "$STATE/slurmctld.pid"
-echo "slurmctld $(pid_of "$STATE/slurmctld.pid")" >> "$STATE/pids"
+record_pid "$STATE/pids" slurmctld "$(pid_of "$STATE/slurmctld.pid")"
 slurmd
 wait_for 30 slurmd test -s "$STATE/slurmd.pid"
-echo "slurmd $(pid_of "$STATE/slurmd.pid")" >> "$STATE/pids"
+record_pid "$STATE/pids" slurmd "$(pid_of "$STATE/slurmd.pid")"
 wait_for 60 "the node to be idle" sh -c "timeout 10 sinfo -h -o %t | grep -qx idle"
 echo "local Slurm up: $(sinfo -h -o '%P %a %D %t') (state in $STATE)"
