@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 from conftest import ROOT
-from ports import free_port, start_on_a_free_port
+from ports import start_on_a_free_port
 
 from orchestrator.common.processes import is_running, live_pids, parent_of, start_time
 
@@ -31,8 +31,8 @@ class ServiceProcess:
         self.state_dir = state_dir
         self.database_url = database_url
         self.extra = list(extra)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port: int | None = None  # chosen at start (tests/ports.py)
+        self.url = ""
         self.process: subprocess.Popen | None = None
         # (PID, start time) of the controllers it ran, recorded at stop or kill, ended at stop.
         self.controllers: set[tuple[int, int]] = set()

@@ -23,12 +23,14 @@ def exits_failing(folder: TrialFolder, deadline: float | None) -> TrialProcess:
 
 def test_the_first_task_sets_the_deadline_and_the_others_read_it(tmp_path):
     folder = TrialFolder(tmp_path / "t0001")
+    folder.prepare({})
     before = time.time()
     first = shared_deadline(folder, "41-0", timeout_s=8)
     assert before + 8 <= first <= time.time() + 8
     assert shared_deadline(folder, "41-0", timeout_s=500) == first  # a later task, same attempt
     assert shared_deadline(folder, "41-1", timeout_s=500) >= before + 500  # a requeued attempt
-    assert sorted(p.name for p in folder.path.iterdir()) == [".deadline-41-0", ".deadline-41-1"]
+    assert sorted(folder.path.glob(".deadline-*")) == [folder.path / ".deadline-41-0",
+                                                        folder.path / ".deadline-41-1"]
     folder.prepare({})  # a new attempt in the same folder: a rendezvous may be met again
     assert shared_deadline(folder, "41-0", timeout_s=500) >= before + 500
 

@@ -57,8 +57,7 @@ def shared_deadline(folder: TrialFolder, attempt: str, timeout_s: float) -> floa
     to start sets it, the others read it. Were each task to time itself from its own start, the
     first one started would kill its ranks while a later task's ranks still wait on them in a
     collective, and those would end `failed` instead of `timeout`."""
-    folder.path.mkdir(parents=True, exist_ok=True)
-    path = folder.path / f".deadline-{attempt}"
+    path = folder.deadline_file(attempt)
     if not path.exists():
         staged = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}")
         staged.write_text(repr(time.time() + timeout_s))

@@ -7,6 +7,7 @@ each prints one JSON object.
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from pathlib import Path
@@ -226,13 +227,8 @@ def _print_estimate(spec, result, data: dict, chosen: str | None) -> None:
 
 def _stage_layers_text(layers: list[int]) -> str:
     """Each stage's layers, a run of equal stages as one term: 3 + 14 × 4 + 2."""
-    runs: list[list[int]] = []
-    for count in layers:
-        if runs and runs[-1][1] == count:
-            runs[-1][0] += 1
-        else:
-            runs.append([1, count])
-    return " + ".join(f"{n} × {count}" if n > 1 else str(count) for n, count in runs)
+    runs = [(count, len(list(run))) for count, run in itertools.groupby(layers)]
+    return " + ".join(f"{n} × {count}" if n > 1 else str(count) for count, n in runs)
 
 
 def calibrate(

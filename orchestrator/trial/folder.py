@@ -16,6 +16,7 @@ SETTINGS_FILE = "trial.json"
 SBATCH_SCRIPT = "sbatch.sh"
 DEEPSPEED_CONFIG_FILE = "ds_config.json"
 DEEPSPEED_CHANGES_FILE = "ds_config.changes.txt"  # what the config changed from the user's
+DEADLINE_PREFIX = ".deadline-"  # + an attempt's name: when its tasks stop (backends/on_node.py)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,10 @@ class TrialFolder:
     def tmp_dir(self) -> Path:
         return self.path / "tmp"
 
+    def deadline_file(self, attempt: str) -> Path:
+        """When every task of one attempt at the trial stops (backends/on_node.py)."""
+        return self.path / f"{DEADLINE_PREFIX}{attempt}"
+
     def rank_log(self, rank: int) -> Path:
         """Rank 0 writes the trial log; other ranks launched one task each get their own."""
         return self.log_file if rank == 0 else self.path / f"rank{rank}.log"
@@ -74,7 +79,7 @@ class TrialFolder:
         its tasks (backends/on_node.py), left by an earlier attempt."""
         self.path.mkdir(parents=True, exist_ok=True)
         self.result_file.unlink(missing_ok=True)
-        for deadline in self.path.glob(".deadline-*"):
+        for deadline in self.path.glob(f"{DEADLINE_PREFIX}*"):
             deadline.unlink(missing_ok=True)
         for name, text in files.items():
             (self.path / name).write_text(text)
