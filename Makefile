@@ -31,7 +31,7 @@ demo: $(STAMP)
 # about 70 s); tests/test_cluster_ray.py builds it again with a Ray head and worker on it, about
 # 2 minutes more. Skipped with the reason otherwise.
 # Likewise the campaign service's database tests get a real PostgreSQL (its URL passed to
-# pytest in PARATUNE_TEST_POSTGRES_URL), stopped by its PID when this run started it.
+# pytest in PARATUNE_TEST_POSTGRES_URL), stopped by the PID it recorded when this run started it.
 # The tests run on two pytest-xdist workers (tests/conftest.py keeps those sharing daemons on
 # one); the few marked `serial`, which rank this machine's measured speeds, run alone after.
 SLURM_STATE := /tmp/paratune-slurm
@@ -43,7 +43,7 @@ test: $(STAMP)
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  bash tests/slurm/start_local_slurm.sh $(SLURM_STATE) && started=1 || echo "local Slurm did not start: its tests will be skipped"; \
 	else echo "not root: the Slurm tests will be skipped"; fi; \
-	pg_up() { [ -s $(POSTGRES_STATE)/url ] && kill -0 "$$(cat $(POSTGRES_STATE)/pid 2>/dev/null)" 2>/dev/null; }; \
+	pg_up() { bash tests/postgres/postgres_up.sh $(POSTGRES_STATE) >/dev/null; }; \
 	if [ -n "$${PARATUNE_TEST_POSTGRES_URL:-}" ]; then echo "using the PostgreSQL at $$PARATUNE_TEST_POSTGRES_URL"; \
 	elif pg_up; then echo "using the local PostgreSQL already running"; \
 	elif [ "$$(id -u)" = 0 ]; then \

@@ -2,8 +2,9 @@
 # Start a real PostgreSQL on this machine for the campaign service's database tests: a fresh
 # cluster in $STATE/data (initdb as user postgres), its socket in $STATE, TCP on 127.0.0.1 only
 # (a free port from 55432 up), trust authentication for the socket and 127.0.0.1 only, and an
-# empty database `paratune`. Writes the postmaster's PID to $STATE/pid and the SQLAlchemy URL
-# to $STATE/url. Installs Debian's package when no PostgreSQL is installed. Needs root.
+# empty database `paratune`. Records the postmaster in $STATE/pid ("postgres PID START":
+# tests/recorded_pids.sh) and writes the SQLAlchemy URL to $STATE/url. Installs Debian's
+# package when no PostgreSQL is installed. Needs root.
 # Stop with stop_local_postgres.sh.
 # Usage: tests/postgres/start_local_postgres.sh [STATE_DIR]   (default /tmp/paratune-postgres)
 set -euo pipefail
@@ -13,13 +14,14 @@ STATE=${STATE%/}
 [ -n "$STATE" ] || { echo "start_local_postgres: refusing / as the state dir" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "start_local_postgres: needs root (initdb and postgres run as user postgres)" >&2; exit 1; }
 
+source "$(dirname "$0")/../recorded_pids.sh"
 # The postmaster of an earlier start, when it still runs: reuse it.
+if running=$(bash "$(dirname "$0")/postgres_up.sh" "$STATE"); then
+  echo "local PostgreSQL already up: PID $running, $(cat "$STATE/url")"; exit 0
+fi
 postmaster_alive() {  # postmaster_alive PID
   [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = postgres ]
 }
-if [ -s "$STATE/pid" ] && [ -s "$STATE/url" ] && postmaster_alive "$(cat "$STATE/pid")"; then
-  echo "local PostgreSQL already up: PID $(cat "$STATE/pid"), $(cat "$STATE/url")"; exit 0
-fi
 # What a start that did not finish, or a postmaster that died, left behind (our files only).
 if [ -s "$STATE/data/postmaster.pid" ] && postmaster_alive "$(head -n1 "$STATE/data/postmaster.pid")"; then
   echo "start_local_postgres: a postgres (PID $(head -n1 "$STATE/data/postmaster.pid")) still runs on $STATE/data;" \
@@ -78,7 +80,7 @@ for PORT in $(seq 55432 55531); do
   launcher=$!
   for _ in $(seq 1 150); do  # up to 30 s
     if [ -z "$PID" ] && [ -s "$STATE/data/postmaster.pid" ]; then
-      PID=$(head -n1 "$STATE/data/postmaster.pid"); echo "$PID" > "$STATE/pid"
+      PID=$(head -n1 "$STATE/data/postmaster.pid"); : > "$STATE/pid"; record_pid "$STATE/pid" postgres "$PID"
     fi
     [ -n "$PID" ] && ready "$PORT" && break
     kill -0 "$launcher" 2>/dev/null || break
