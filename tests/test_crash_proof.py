@@ -43,13 +43,16 @@ def paratune(*args: str, env: dict) -> subprocess.Popen:
 
 
 def test_second_controller_is_refused_with_the_holders_pid(tmp_path, runs_dir):
-    spec = simulated_spec(tmp_path / "s.yaml", "locked", 40, latency_s=2.0)  # ~20 s: still running
+    spec = simulated_spec(tmp_path / "s.yaml", "locked", 40, latency_s=2.0)
     env = {"PARATUNE_RUNS_DIR": str(runs_dir)}
     first = paratune("run", str(spec), env=env)
-    lock = runs_dir / "locked" / "controller.lock"
-    deadline = time.time() + 60
-    while time.time() < deadline and not (lock.exists() and lock.read_text()):
+    campaign = runs_dir / "locked"
+    deadline = time.time() + 120  # its lock held and its spec saved: the journal follows both
+    while time.time() < deadline and not (
+            (campaign / "journal.jsonl").exists() and journal_events(campaign)):
         time.sleep(0.1)
+    # Stopped, the first controller holds its lock however long the second takes to start.
+    first.send_signal(signal.SIGSTOP)
     second = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", "locked"],
                             cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True)
     first.send_signal(signal.SIGKILL)
