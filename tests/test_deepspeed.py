@@ -106,7 +106,6 @@ def load_in_deepspeed(path, dp: int) -> dict:
     return in_deepspeed(LOAD_IN_DEEPSPEED, path, dp)
 
 
-
 def test_trial_config_and_export_load_in_deepspeed(tmp_path, monkeypatch, runs_dir, cli):
     from orchestrator.export import export
 

@@ -20,7 +20,6 @@ from ports import free_port
 from orchestrator.tracking.session import HTTP_DEFAULTS
 
 
-
 class MlflowServer:
     def __init__(self, root: Path, port: int):
         self.root, self.port, self.process = root, port, None

@@ -129,7 +129,6 @@ def test_ui_links_every_campaign_or_the_one_asked_for(store):
     assert trial_links(uri, store, server, "fastest") == [("fastest", every["fastest"])]
 
 
-
 def chromium(url: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
     flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
              "--no-first-run", "--disable-background-networking", "--disable-component-update",

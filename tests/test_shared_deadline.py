@@ -9,7 +9,7 @@ import time
 
 from orchestrator.backends.on_node import shared_deadline
 from orchestrator.result import TrialResult
-from orchestrator.trial.folder import TrialFolder
+from orchestrator.trial.folder import DEADLINE_PREFIX, TrialFolder
 from orchestrator.trial.process import TrialProcess
 
 
@@ -29,8 +29,8 @@ def test_the_first_task_sets_the_deadline_and_the_others_read_it(tmp_path):
     assert before + 8 <= first <= time.time() + 8
     assert shared_deadline(folder, "41-0", timeout_s=500) == first  # a later task, same attempt
     assert shared_deadline(folder, "41-1", timeout_s=500) >= before + 500  # a requeued attempt
-    assert sorted(folder.path.glob(".deadline-*")) == [folder.path / ".deadline-41-0",
-                                                        folder.path / ".deadline-41-1"]
+    assert sorted(folder.path.glob(f"{DEADLINE_PREFIX}*")) == [folder.deadline_file("41-0"),
+                                                                folder.deadline_file("41-1")]
     folder.prepare({})  # a new attempt in the same folder: a rendezvous may be met again
     assert shared_deadline(folder, "41-0", timeout_s=500) >= before + 500
 

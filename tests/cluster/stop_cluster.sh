@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Undo start_cluster.sh: stop the daemons it recorded, by PID (while it still names the process
-# recorded: tests/recorded_pids.sh), in reverse order (SIGTERM, then SIGKILL after 5 s); then end every process still inside the namespaces it made (job steps,
-# trial ranks, Ray workers: all started there by this cluster); then delete those namespaces,
-# the bridge and veths, and the /etc/netns files. Prints what needed SIGKILL.
+# recorded: tests/recorded_pids.sh), in reverse order (SIGTERM, then SIGKILL after 5 s); then
+# end every process still inside the namespaces it made (job steps, trial ranks, Ray workers:
+# all started there by this cluster); then delete those namespaces, the bridge and veths, and
+# the /etc/netns files. Prints what needed SIGKILL.
 # Usage: tests/cluster/stop_cluster.sh [STATE_DIR]   (default /tmp/paratune-cluster)
 set -u
 STATE=${1:-/tmp/paratune-cluster}
