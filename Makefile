@@ -33,7 +33,7 @@ demo: $(STAMP)
 # Likewise the campaign service's database tests get a real PostgreSQL (its URL passed to
 # pytest in PARATUNE_TEST_POSTGRES_URL), stopped by the PID it recorded when this run started it.
 # The tests run on two pytest-xdist workers (tests/conftest.py keeps those sharing daemons on
-# one); the few marked `serial`, which rank this machine's measured speeds, run alone after.
+# one). No test ranks speeds measured here: those checks are benchmarks (benchmarks/).
 SLURM_STATE := /tmp/paratune-slurm
 POSTGRES_STATE := /tmp/paratune-postgres
 
@@ -50,8 +50,7 @@ test: $(STAMP)
 	  bash tests/postgres/start_local_postgres.sh $(POSTGRES_STATE) && pg_started=1 || echo "local PostgreSQL did not start: its tests will be skipped"; \
 	else echo "not root: the PostgreSQL tests will be skipped"; fi; \
 	if [ -z "$${PARATUNE_TEST_POSTGRES_URL:-}" ] && pg_up; then export PARATUNE_TEST_POSTGRES_URL="$$(cat $(POSTGRES_STATE)/url)"; fi; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider -rs -m "not study and not serial" -n 2 --dist loadgroup --durations=15; status=$$?; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider -rs -m "serial and not study" --durations=5 || status=1; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -rs -m "not study" -n 2 --dist loadgroup --durations=15; status=$$?; \
 	if [ $$pg_started = 1 ]; then bash tests/postgres/stop_local_postgres.sh $(POSTGRES_STATE); fi; \
 	if [ $$started = 1 ]; then bash tests/slurm/stop_local_slurm.sh $(SLURM_STATE); fi; \
 	exit $$status

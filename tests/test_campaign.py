@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -198,49 +196,30 @@ def test_simulated_campaign_runs_a_published_setup_on_a_laptop(tmp_path, runs_di
     assert status["best"]["tokens_per_s"] > 0
 
 
-def step_spread(campaign: Path) -> float:
-    """The median over a campaign's trials of p90/median step time: how much a trial's own
-    steps swung, near 1.0 on a machine that was quiet throughout."""
-    results = [e["result"] for e in finished_events(campaign) if e["result"]["status"] == "ok"]
-    return statistics.median(r["step_time_p90_s"] / r["step_time_s"] for r in results)
+# The planted cluster's peak: cpu-local's 0.1 TFLOPS per core, 1.6 times slower.
+PLANTED_PEAK_TFLOPS = 0.1 / 1.6
 
 
-@pytest.mark.slow
-@pytest.mark.serial  # throughputs measured beside other tests would rank their neighbours
-def test_calibration_on_real_cpu_trials(tmp_path, runs_dir, cli):
-    """8 real torchrun trials of the tiny model; the calibrated cost model ranks them right."""
+def test_calibration_recovers_a_planted_cluster_from_a_campaigns_trials(tmp_path, runs_dir, cli):
+    """8 trials measured on a planted cluster (the simulator with no noise, its compute 1.6
+    times slower than the `cpu-local` preset says): `calibrate` refits from the stock preset,
+    and each trial, predicted by a refit on the other seven, comes out within 3% of its
+    measurement (the searchers' tie); the stock preset as is misses every one by most of the
+    planted factor. How the refit fares on real trials measured on this machine is a
+    benchmark (benchmarks/calibration_cpu_trials.py): a shared machine's load can reorder
+    close throughputs."""
+    planted = {"preset": "cpu-local", "name": "planted", "peak_tflops": PLANTED_PEAK_TFLOPS}
     spec = write_spec(
-        tmp_path / "c.yaml", name="calib", search={"algorithm": "grid"}, budget={"max_trials": 8},
+        tmp_path / "c.yaml", name="calib", cluster=planted, search={"algorithm": "grid"},
+        budget={"max_trials": 8}, backend={"kind": "simulated", "noise": 0.0},
         space={"zero_stage": [0, 2], "micro_batch_size": [1, 4],
                "activation_checkpointing": ["none", "full"]},
-        trial={"steps": 8, "warmup_steps": 2, "timeout_s": 300},
     )
     assert cli("run", str(spec))[0] == 0
-    code, out, err = cli("calibrate", "calib", "--json")
+    code, out, err = cli("calibrate", "calib", "--cluster", "cpu-local", "--held-out", "--json")
     assert code == 0, err
     fit = json.loads(out)
     assert fit["trials"] == 8 and len(fit["per_trial"]) == 8
-    code, out, err = cli("calibrate", "calib", "--held-out", "--json")
-    assert code == 0, err
-    held = json.loads(out)
-    assert held["held_out"]["base"] == "cpu-local"
-    errors = [t["held_out_error"] for t in held["per_trial"]]
-    assert len(errors) == 8
-    # Predicted by a refit on the other seven, a trial is off by 13-28% in the runs
-    # docs/costmodel.md records; half its throughput off would be a model that does not carry.
-    assert 0 < held["held_out"]["median_abs_error"] < 0.5
-    print(f"calibration: median |error| {fit['median_abs_error']:.1%}, Spearman {fit['spearman']:.2f}"
-          f"; held out {held['held_out']['median_abs_error']:.1%}")
-    assert fit["median_abs_error"] < 0.25
-    # The ranking, where a measurement can tell: each pair of trials whose throughputs differ by
-    # more than this shared machine's run-to-run swings (up to 20%, docs/costmodel.md), widened
-    # by the step-to-step spread the trials themselves saw (a busy machine's), is predicted in
-    # the measured order. Closer pairs may swap: in one slow run they took the Spearman
-    # correlation of all 8 to 0.60, with a median error of 11%.
-    apart = [(a, b) for a, b in itertools.permutations(fit["per_trial"], 2)
-             if a["measured_tokens_per_s"] > 1.3 * step_spread(runs_dir / "calib")
-             * b["measured_tokens_per_s"]]
-    assert apart, "no two trials far enough apart to check the ranking"
-    for a, b in apart:
-        assert a["predicted_tokens_per_s"] > b["predicted_tokens_per_s"], (a, b)
-    print(f"ranking checked on {len(apart)} pairs (step spread {step_spread(runs_dir / 'calib'):.2f})")
+    assert fit["held_out"]["base"] == "cpu-local"
+    assert max(abs(t["held_out_error"]) for t in fit["per_trial"]) < 0.03
+    assert min(t["error"] for t in fit["per_trial"]) > 0.3  # the stock preset, as is: too fast
