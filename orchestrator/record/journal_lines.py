@@ -1,8 +1,10 @@
 """Reading a journal line by line, so that damage costs a line, never the campaign.
 
 A journal may be cut by a kill mid-write, hand-edited, half-copied or hit by a bad disk. Each
-line is checked on its own: a line that is not UTF-8, not JSON, not an object, or an event of
-the wrong shape is skipped, counted and named (`Damage`), and every other line still counts.
+line is checked on its own: a line that is not UTF-8, not JSON, not an object, nested deeper
+than an event ever is, holding a number no float can hold (every reader computes in floats), or
+an event of the wrong shape is skipped, counted and named (`Damage`), and every other line still
+counts.
 The file itself is opened without following a symbolic link: a journal is only ever appended
 to where the campaign keeps it.
 """
@@ -14,6 +16,7 @@ import json
 import math
 import os
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,8 @@ TRIAL_EVENTS = ("submitted", "reattached", "finished", "tracked")
 CAMPAIGN_EVENTS = ("campaign", "campaign_end", "campaign_cancelled")
 FIDELITIES = ("full", "screen", "repeat", "scaling")
 NAMED_AT_MOST = 3  # lines named in the one-line summary; the count covers the rest
+MAX_DEPTH = 16  # an event nests 4 levels (a result's extra holding a mapping); deeper is damage
+FLOAT_DIGITS = 309  # digits of the largest float (1.8e308); a longer whole number cannot fit
 
 
 @dataclass
@@ -89,19 +94,67 @@ def parse_lines(raw: bytes, damage: Damage) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            event = json.loads(line.decode("utf-8"))
+            event = _DECODER.decode(line.decode("utf-8"))
         except UnicodeDecodeError:
             damage.skip(number, "not UTF-8 text")
             continue
-        except (json.JSONDecodeError, RecursionError):
+        except _Unfit as exc:
+            damage.skip(number, str(exc))
+            continue
+        except RecursionError:
+            damage.skip(number, f"nested more than {MAX_DEPTH} levels deep")
+            continue
+        except json.JSONDecodeError:
             damage.skip(number, "not JSON (a line cut short by a kill reads so)")
             continue
-        why = event_problem(event)
+        why = _too_deep(line, event) or event_problem(event)
         if why:
             damage.skip(number, why)
             continue
         events.append(event)
     return events
+
+
+class _Unfit(ValueError):
+    """A number in a line that no float can hold; the message says which."""
+
+
+def _whole_number(text: str) -> int:
+    """A JSON integer, refused before Python converts thousands of digits (or fails to)."""
+    digits = len(text.lstrip("-"))
+    if digits <= FLOAT_DIGITS:  # JSON has no leading zeros: a longer one cannot fit
+        value = int(text)
+        if abs(value) <= _LARGEST_WHOLE_FLOAT:
+            return value
+    raise _Unfit(f"a number of {digits} digits, past a float's range (1.8e308)")
+
+
+def _decimal_number(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Unfit(f"the number {excerpt(text, 24, quote=False)}, past a float's range (1.8e308)")
+    return value
+
+
+_LARGEST_WHOLE_FLOAT = int(sys.float_info.max)
+_DECODER = json.JSONDecoder(parse_int=_whole_number, parse_float=_decimal_number)
+
+
+def _too_deep(line: bytes, event: Any) -> str | None:
+    """Why the event nests deeper than MAX_DEPTH, or None; a line with few brackets is not
+    walked."""
+    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
+        return None
+    stack = [(event, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"nested more than {MAX_DEPTH} levels deep"
+        if isinstance(value, dict):
+            stack.extend((item, depth + 1) for item in value.values())
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
+    return None
 
 
 def event_problem(event: Any) -> str | None:
@@ -123,6 +176,9 @@ def event_problem(event: Any) -> str | None:
 # The campaign events' fields, and the types a reader relies on.
 _CAMPAIGN_FIELDS = {"name": str, "spec_digest": str, "parent_run_id": str, "stop_reason": str,
                     "started_at": (int, float), "trials_stopped": int}
+# A finished trial's result values that readers compute with (its GPU-hours), here or in the
+# result's `extra`; the measurements themselves may be NaN (a diverged loss is data).
+_COMPUTED_RESULT_FIELDS = ("world_size", "simulated_duration_s")
 
 
 def _campaign_event_problem(kind: str, event: dict[str, Any]) -> str | None:
@@ -130,6 +186,22 @@ def _campaign_event_problem(kind: str, event: dict[str, Any]) -> str | None:
         value = event.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
             return f"{kind} event whose {name} is {type(value).__name__}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{kind} event whose {name} is {value}"
+    return None
+
+
+def _computed_result_problem(trial_id: str, result: dict[str, Any]) -> str | None:
+    extra = result.get("extra")
+    for where in (result, extra if isinstance(extra, dict) else {}):
+        for name in _COMPUTED_RESULT_FIELDS:
+            value = where.get(name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not math.isfinite(value):
+                return f"finished event of {trial_id} whose result {name} is " \
+                       f"{excerpt(value, 24)}, not a finite number"
     return None
 
 
@@ -145,6 +217,8 @@ def _trial_event_problem(kind: str, event: dict[str, Any]) -> str | None:
         return f"{kind} event of {event['trial_id']} whose handle is not an object"
     if kind == "finished" and not isinstance(event.get("result"), dict):
         return f"finished event of {event['trial_id']} without a result object"
+    if kind == "finished":
+        return _computed_result_problem(event["trial_id"], event["result"])
     if kind == "tracked" and not isinstance(event.get("run_id"), str):
         return f"tracked event of {event['trial_id']} without an MLflow run id"
     return None
