@@ -28,6 +28,10 @@ def test_running_or_reading_ones_own_code_takes_a_grant(service, tmp_path):
         "model: a file": ["model=/etc/hostname.yaml"],
         "cluster: a file": [f"cluster={tmp_path / 'missing.yaml'}"],
         "trial.env.LD_PRELOAD": ["trial.env.LD_PRELOAD=/tmp/evil.so"],
+        # Named beside NCCL's and libfabric's tuning variables, these load code or write files.
+        **{f"trial.env.{name}": [f"trial.env.{name}=/home/alice/libevil.so"]
+           for name in ("NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "FI_PROVIDER_PATH",
+                        "NCCL_DEBUG_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")},
         "trial.workdir": ["trial.workdir=/tmp"],
         "trial.deepspeed": ["trial.trainer=deepspeed", "trial.deepspeed.script=/tmp/x.py"],
         "trial.trainer": ["trial.trainer=torchtitan"],

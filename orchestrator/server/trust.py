@@ -10,18 +10,14 @@ project. A campaign is seen by its owner, its project's members and admins.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sqlalchemy import select
 
 from orchestrator.server.db import Campaign, CodeGrant, Database, ProjectMember, User
+from orchestrator.server.trial_env import TUNING_ENV
 
 USER, PROJECT = "user", "project"
-# Environment names a trial may be given without a code grant: tuning variables of the
-# communication and threading libraries, none of which loads code.
-TUNING_ENV = re.compile(r"^(NCCL_|RCCL_|OMP_NUM_THREADS$|MKL_NUM_THREADS$|CUDA_DEVICE_MAX_CONN"
-                        r"|PYTORCH_CUDA_ALLOC_CONF$|TORCH_NCCL_|NVTE_|FI_|UCX_|MIOPEN_)")
 REDACTED = "<redacted>"
 
 
@@ -66,7 +62,7 @@ def code_in(data: dict[str, Any], client_workdir: str | None) -> list[str]:
     if trial.get("trainer") not in (None, "builtin"):
         found.append("trial.trainer")
     env = trial.get("env") if isinstance(trial.get("env"), dict) else {}
-    found += [f"trial.env.{name}" for name in env if not TUNING_ENV.match(str(name))]
+    found += [f"trial.env.{name}" for name in env if str(name) not in TUNING_ENV]
     found += [f"backend.{key}" for key in ("setup", "sbatch_args", "address") if backend.get(key)]
     return found
 
