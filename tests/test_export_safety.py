@@ -18,8 +18,10 @@ import yaml
 from orchestrator.common.errors import SpecError
 from orchestrator.export import FORMATS, export
 from orchestrator.export.common import origin as _origin
+from orchestrator.export.common import env_line
 from orchestrator.export.program import RUN_DIR_FOLDER, RUN_DIR_MARK
 from orchestrator.spec import spec_from_dict
+from orchestrator.spec.trial import SHELL_ENV
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.builtin import job_flags, job_settings
 from orchestrator.trainers.megatron import megatron_args
@@ -169,3 +171,18 @@ def test_line_breaks_and_unsafe_names_are_refused(change, key):
     message = str(info.value)
     assert "\n" not in message and len(message) < 500
     assert message.startswith(f"s.yaml: {key}"), message
+
+
+@pytest.mark.parametrize("name", sorted(SHELL_ENV) + ["BASH_FUNC_f"])
+def test_env_names_the_shell_acts_on_are_refused(tmp_path, name):
+    """`srun bash -c` in an sbatch export runs the file BASH_ENV names (expanding `$(...)` in
+    it); the other names change how the script's shell reads or runs it."""
+    marker = tmp_path / "INJECTED"
+    with pytest.raises(SpecError) as info:
+        spec_from_dict(base(trial={"env": {name: f"$(touch {shlex.quote(str(marker))})"}},
+                            backend={"kind": "slurm"}), source="s.yaml")
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"s.yaml: trial.env.{name}: "), message
+    assert "drop it or rename it" in message
+    with pytest.raises(ValueError, match=f"trial.env.{name}"):
+        env_line(name, "x")

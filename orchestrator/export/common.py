@@ -9,7 +9,7 @@ from importlib.metadata import version
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.spec.strings import ENV_NAME
-from orchestrator.spec.trial import BASH_READONLY
+from orchestrator.spec.trial import BASH_READONLY, is_shell_variable
 from orchestrator.trainers.builtin import BuiltinTrainer
 
 BUILTIN_TOOL = f"{BuiltinTrainer.tool} under torchrun, PyTorch {version('torch')}"
@@ -32,6 +32,8 @@ def env_line(name: str, value: str) -> str:
         raise ValueError(f"trial.env: {name!r} is not an environment variable name")
     if name in BASH_READONLY:  # the spec refuses these too: bash would stop at the export
         raise ValueError(f"trial.env.{name}: bash holds {name} read-only; drop it or rename it")
+    if is_shell_variable(name):  # and these: the script's shell would act on it
+        raise ValueError(f"trial.env.{name}: the shell acts on {name}; drop it or rename it")
     return f"export {name}={shlex.quote(value)}"
 
 

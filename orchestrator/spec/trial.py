@@ -25,6 +25,18 @@ LOG_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_pe
                "mfu_percent", "loss", "peak_memory_gb")
 # Names bash holds read-only (`readonly -p`): a launch script that exports one stops there.
 BASH_READONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
+# Names the shell itself acts on: a startup file a non-interactive bash (`srun bash -c` in an
+# sbatch export) or an interactive sh runs, prompts and tracing it expands, word splitting,
+# `cd`'s search path, globbing, command lookup, compatibility and POSIX modes. A launch script
+# that exported one would run differently, or run the value; so would names of the form
+# BASH_FUNC_*, which bash reads as functions.
+SHELL_ENV = frozenset({"BASH_ENV", "ENV", "PROMPT_COMMAND", "PS4", "BASH_XTRACEFD", "IFS",
+                       "CDPATH", "GLOBIGNORE", "EXECIGNORE", "BASH_COMPAT", "POSIXLY_CORRECT"})
+SHELL_FUNCTION_PREFIX = "BASH_FUNC_"
+
+
+def is_shell_variable(name: str) -> bool:
+    return name in SHELL_ENV or name.startswith(SHELL_FUNCTION_PREFIX)
 
 
 def check_placeholders(items: list[str]) -> list[str]:
@@ -144,6 +156,10 @@ class TrialSpec(Strict):
             if key in BASH_READONLY:
                 raise ValueError(f"trial.env.{key}: bash holds {key} read-only, so an exported "
                                  "launch script would stop at it; drop it or rename it")
+            if is_shell_variable(key):
+                raise ValueError(f"trial.env.{key}: the shell acts on {key} itself, so an "
+                                 "exported launch script would run differently or run its "
+                                 "value; drop it or rename it")
             if isinstance(value, (list, dict)) or value is None:
                 raise ValueError(f"{key}: give a string, number or true/false, not "
                                  f"{excerpt(value, 40)}")
