@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from orchestrator.backends.base import TrialRequest, start_trial
+from orchestrator.common.bounded_files import UnreadableFile, read_bounded
 from orchestrator.result import TrialResult
 from orchestrator.trial.folder import TrialFolder
 from orchestrator.trial.process import TrialProcess, rank_argv, trial_env
@@ -67,7 +68,10 @@ def shared_deadline(folder: TrialFolder, attempt: str, timeout_s: float) -> floa
             pass
         finally:
             staged.unlink()
-    return float(path.read_text())
+    try:  # a trial's program may have left anything at that name
+        return float(read_bounded(path, 64))
+    except (UnreadableFile, ValueError):
+        return time.time() + timeout_s
 
 
 def run_on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float,
@@ -109,9 +113,8 @@ def run_rank_at(request: TrialRequest, rank: int, local: tuple[int, int],
            "MASTER_PORT": str(master[1])}
     placed = dataclasses.replace(request, env={**request.env, **env})
     request.folder.path.mkdir(parents=True, exist_ok=True)
-    with open(request.folder.rank_log(rank), "a") as log:
-        log.write(f"paratune: rank {rank} of {world} on {socket.gethostname()} (local rank "
-                  f"{local[0]} of {local[1]}), rendezvous at {master[0]}:{master[1]}\n")
+    request.folder.note(f"rank {rank} of {world} on {socket.gethostname()} (local rank "
+                        f"{local[0]} of {local[1]}), rendezvous at {master[0]}:{master[1]}", rank)
     result = run_on_node(placed, rank_argv(request.run), rank, poll_s,
                          attempt=f"{master[0]}-{master[1]}")
     return result.to_dict() if rank == 0 else None

@@ -1,30 +1,111 @@
 """A trial's result from what it left in its folder: its own report if it wrote one (the
 built-in job does), a `PARATUNE_RESULT {json}` line in its log, else its log read by its
-trainer's adapter, with out-of-memory messages mapped to `oom`."""
+trainer's adapter, with out-of-memory messages mapped to `oom`.
+
+What a trial leaves may be anything (a FIFO, a link to /dev/zero, gigabytes, JSON nested a
+million deep): it is read bounded, and whatever cannot be read is the trial's failure, in one
+line, never the controller's."""
 
 from __future__ import annotations
 
 import json
 import statistics
+from typing import Any
 
+from orchestrator.common.bounded_files import UnreadableFile, read_bounded, read_tail
 from orchestrator.result import STDOUT_MARKER, TrialResult
 from orchestrator.trainers.base import LogMetrics, Measure, TrainerAdapter
-from orchestrator.trial.folder import RESULT_FILE, TrialFolder
+from orchestrator.trial.folder import LOG_FILE, RESULT_FILE, TrialFolder
+
+RESULT_MAX_BYTES = 1 << 20  # a result is a few hundred bytes; its step times a few KB more
+LOG_TAIL_BYTES = 4 << 20  # what of a log is read: its step lines and its last words are there
+MAX_DEPTH = 32  # nesting of a result's JSON: its `extra` may hold a mapping or two
+MAX_INT_DIGITS = 64  # beyond, an integer is no measurement (and no float holds it)
+
+
+class _BadResult(ValueError):
+    """A result that parses but is not one: its text is the reason."""
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _BadResult(f"an integer of {len(text.lstrip('-'))} digits; report numbers as floats")
+    return int(text)
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and mappings nest in `value` (walked without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in
+                         (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def parse_result(text: str) -> TrialResult:
+    """A trial's result from its JSON text; _BadResult, with the reason, when it is none."""
+    try:
+        data = json.loads(text, parse_int=_bounded_int)
+    except RecursionError:
+        raise _BadResult(f"JSON nested more than {MAX_DEPTH} levels deep") from None
+    except json.JSONDecodeError as exc:
+        raise _BadResult(f"not JSON ({exc})") from None
+    except _BadResult:
+        raise
+    except ValueError as exc:  # e.g. Python's own limit on an integer's digits
+        raise _BadResult(str(exc)[:200]) from None
+    if not isinstance(data, dict):
+        raise _BadResult(f"a JSON {type(data).__name__}, not an object of result fields")
+    if _depth(data) > MAX_DEPTH:
+        raise _BadResult(f"JSON nested more than {MAX_DEPTH} levels deep")
+    try:
+        return TrialResult.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise _BadResult(str(exc)[:500]) from None
+
+
+def _reported(folder: TrialFolder) -> TrialResult:
+    """The result file the trial wrote, or its failure to write a readable one."""
+    try:
+        raw = read_bounded(folder.result_file, RESULT_MAX_BYTES)
+        return parse_result(raw.decode("utf-8"))
+    except UnreadableFile as exc:
+        why = str(exc)
+    except UnicodeDecodeError:
+        why = "not UTF-8 text"
+    except _BadResult as exc:
+        why = str(exc)
+    return TrialResult(status="failed", error=f"unreadable {RESULT_FILE}: {why}")
+
+
+def read_log(folder: TrialFolder) -> tuple[str, str | None]:
+    """The last LOG_TAIL_BYTES of the trial's log ("" where there is none), and why it could
+    not be read where it could not."""
+    try:
+        return read_tail(folder.log_file, LOG_TAIL_BYTES).decode(errors="replace"), None
+    except UnreadableFile as exc:
+        return "", None if exc.missing else str(exc)
 
 
 def read_trial_result(folder: TrialFolder, returncode: int | None, adapter: TrainerAdapter,
                       measure: Measure) -> TrialResult:
-    if folder.result_file.exists():  # trusted even on a non-zero exit: torch can abort at teardown
-        try:
-            return TrialResult.from_dict(json.loads(folder.result_file.read_text()))
-        except (json.JSONDecodeError, TypeError, ValueError) as exc:
-            return TrialResult(status="failed", error=f"unreadable {RESULT_FILE}: {exc}")
-    log = folder.log_file.read_text(errors="replace") if folder.log_file.exists() else ""
+    if (linked := folder.followed_link()) is not None:
+        return TrialResult(status="failed", error=f"{linked} is a symbolic link; a trial's "
+                           "files are never read elsewhere")
+    if folder.left_result():  # trusted even on a non-zero exit: torch can abort at teardown
+        return _reported(folder)
+    log, unreadable = read_log(folder)
+    if unreadable:
+        return TrialResult(status="failed", world_size=measure.world_size,
+                           error=f"unreadable {LOG_FILE}: {unreadable}")
     for line in reversed(log.splitlines()):
         if line.startswith(STDOUT_MARKER + " "):
             try:
-                return TrialResult.from_dict(json.loads(line[len(STDOUT_MARKER) + 1:]))
-            except (json.JSONDecodeError, TypeError, ValueError):
+                return parse_result(line[len(STDOUT_MARKER) + 1:])
+            except _BadResult:
                 break
     return result_from_log(adapter, log, returncode, measure)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.common.bounded_files import UnreadableFile, read_tail
 from orchestrator.common.processes import descendants
 from orchestrator.result import PHASE_LINE
 
@@ -21,12 +22,9 @@ COMPILERS = ("ninja", "cc1plus", "cc1", "c++", "g++", "gcc", "clang", "clang++",
 
 def last_activity(log_file: Path) -> str | None:
     """The text of the last phase line in the log, if any."""
-    try:
-        with open(log_file, "rb") as log:
-            log.seek(0, 2)
-            log.seek(max(0, log.tell() - TAIL_BYTES))
-            tail = log.read().decode(errors="replace")
-    except OSError:
+    try:  # bounded, and never a FIFO or link the trial left at the log's name
+        tail = read_tail(log_file, TAIL_BYTES).decode(errors="replace")
+    except UnreadableFile:
         return None
     for line in reversed(tail.splitlines()):
         at = line.find(PHASE_LINE)

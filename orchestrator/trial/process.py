@@ -19,7 +19,7 @@ from orchestrator.result import TrialResult
 from orchestrator.trainers import TrainerRun
 from orchestrator.trial.activity import compilers_below, compiling_note
 from orchestrator.trial.extension_locks import clear_abandoned_locks
-from orchestrator.trial.folder import TrialFolder
+from orchestrator.trial.folder import TrialFolder, open_for_append
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,7 +107,7 @@ class TrialProcess:
         self.read_result = read_result
         self.timeout_s = timeout_s
         self.world_size = world_size
-        with open(folder.rank_log(rank), "ab") as log:
+        with open_for_append(folder.rank_log(rank)) as log:
             for lock in clear_abandoned_locks(env):
                 log.write(f"paratune: removed the abandoned build lock {lock}\n".encode())
             log.flush()
@@ -159,9 +159,8 @@ class TrialProcess:
         """At the timeout: say in the trial log what was compiling, if anything was."""
         self.compilers = compilers_below(self.pid)
         if self.compilers:
-            with open(self.folder.log_file, "a") as log:
-                log.write(f"paratune: trial.timeout_s={self.timeout_s:g}s passed; "
-                          f"{compiling_note(self.compilers)}\n")
+            self.folder.note(f"trial.timeout_s={self.timeout_s:g}s passed; "
+                             f"{compiling_note(self.compilers)}")
 
     def kill(self) -> None:
         kill_tree(self.pid)
