@@ -5,6 +5,8 @@ trial-length settings, and say so for a format of another program."""
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from conftest import EXAMPLES
 
@@ -57,7 +59,8 @@ def test_the_deepspeed_launch_file_carries_the_winners_config_without_trial_only
                                                    "budget.max_trials=1"])
     config = spec.candidates()[0]
     script = export("torchrun", spec, "t0001", config)
-    written = script.split("<<'PARATUNE_FILE_END'\n", 1)[1].split("\nPARATUNE_FILE_END", 1)[0]
+    quoted = script.split("printf '%s\\n' \\\n", 1)[1].split('> "$RUN_DIR"/ds_config.json', 1)[0]
+    written = "\n".join(shlex.split(quoted.replace("\\\n", " ")))  # a quoted word a line
     assert '"train_batch_size": 16' in written and "steps_per_print" not in written
     assert "log_level" not in written
     assert '--deepspeed_config "$RUN_DIR"/ds_config.json' in script

@@ -1,8 +1,9 @@
 """Launch files cannot be broken out of: names, env values, trainer arguments and Slurm fields
 holding `$(...)`, backticks, `;` and quotes are exported as data (every shell export passes
 `bash -n`; the torchrun, torchtitan, megatron, command and sbatch exports are run with stand-ins for
-torchrun, srun and scontrol, and the injected commands never run), and line breaks are refused
-in the spec with one line."""
+torchrun, srun and scontrol, and the injected commands never run), the files a script writes
+hold any text as data, and line breaks and names the shell acts on are refused in the spec
+with one line."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export import FORMATS, export
 from orchestrator.export.common import origin as _origin
 from orchestrator.export.common import env_line
-from orchestrator.export.program import RUN_DIR_FOLDER, RUN_DIR_MARK
+from orchestrator.export.program import RUN_DIR_FOLDER, RUN_DIR_MARK, write_files
 from orchestrator.spec import spec_from_dict
 from orchestrator.spec.trial import SHELL_ENV
 from orchestrator.trainers import trainer_for
@@ -186,3 +189,35 @@ def test_env_names_the_shell_acts_on_are_refused(tmp_path, name):
     assert "drop it or rename it" in message
     with pytest.raises(ValueError, match=f"trial.env.{name}"):
         env_line(name, "x")
+
+
+def written_by_script(files: dict[str, str], folder: Path) -> dict[str, str]:
+    """What bash writes into `folder` running write_files' lines for `files`."""
+    script = folder / "write.sh"
+    script.write_text("set -euo pipefail\n" + write_files(files))
+    subprocess.run(["bash", str(script)], env={**os.environ, "RUN_DIR": str(folder / "run")},
+                   cwd=folder, check=True, capture_output=True, timeout=30)
+    return {name: (folder / "run" / name).read_bytes().decode() for name in files}
+
+
+def test_files_a_script_writes_hold_their_text_and_nothing_in_it_runs(tmp_path):
+    """A file the script writes into $RUN_DIR (a DeepSpeed config) is data whatever it holds: a
+    line that reads as a here-document's end, quotes, `$(...)`, backslashes, carriage returns."""
+    marker = tmp_path / "INJECTED"
+    touch = f"touch {shlex.quote(str(marker))}"
+    texts = ["", "\n", "{\n}\n", "a\n\nb", f"x\nPARATUNE_FILE_END\n{touch}\ny",
+             f"PARATUNE_FILE_END\n{touch}", f"EOF\n{touch}\nEOF", "back\\slash\\\nend\\",
+             "tab\tand\rreturn", "'\"'\"'", "ünïcode ✓", *hostile(marker)]
+    files = {f"f{i}.json": text for i, text in enumerate(texts)}
+    assert written_by_script(files, tmp_path) == {k: v + "\n" for k, v in files.items()}
+    assert not marker.exists()
+
+
+@settings(max_examples=25, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\0")),
+                min_size=1, max_size=4))
+def test_any_text_a_script_writes_comes_back_as_it_was(tmp_path_factory, texts):
+    files = {f"f{i}": text for i, text in enumerate(texts)}
+    folder = tmp_path_factory.mktemp("write")
+    assert written_by_script(files, folder) == {k: v + "\n" for k, v in files.items()}

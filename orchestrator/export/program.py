@@ -29,7 +29,6 @@ RUN_DIR_FOLDER = SimpleNamespace(
     path=RUN_DIR_MARK, deepspeed_config=f"{RUN_DIR_MARK}/{DEEPSPEED_CONFIG_FILE}",
     settings_file=f"{RUN_DIR_MARK}/{SETTINGS_FILE}", result_file=f"{RUN_DIR_MARK}/{RESULT_FILE}")
 LONGER = 7919  # extra steps for the second rendering: the words that change carry the length
-FILE_END = "PARATUNE_FILE_END"
 
 
 @dataclass(frozen=True)
@@ -118,10 +117,14 @@ def exported_program(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
 
 def write_files(files: dict[str, str]) -> str:
     """Shell lines that make $RUN_DIR (default ./paratune-run, made absolute) and write each
-    file into it from a quoted here-document (nothing in it expands)."""
+    file into it with printf, each of its lines one single-quoted word: no text can end that
+    quoting early (a here-document would end at any line that reads as its terminator), and
+    nothing in it expands."""
     lines = 'mkdir -p "${RUN_DIR:=paratune-run}"\nRUN_DIR=$(cd "$RUN_DIR" && pwd)\n'
     for name, text in files.items():
-        lines += f"cat > \"$RUN_DIR\"/{shlex.quote(name)} <<'{FILE_END}'\n{text}\n{FILE_END}\n"
+        words = "".join(f"  {shlex.quote(line)} \\\n" for line in text.split("\n"))
+        lines += (f"# $RUN_DIR/{shlex.quote(name)}: each line below is one line of it, quoted\n"
+                  f"printf '%s\\n' \\\n{words}  > \"$RUN_DIR\"/{shlex.quote(name)}\n")
     return lines
 
 
