@@ -22,6 +22,7 @@ from typing import Any
 from orchestrator.common.objective import Objective
 from orchestrator.result import METRIC_FIELDS, TrialResult
 from orchestrator.space import ParallelConfig
+from orchestrator.tracking.half_made import is_half_made, set_aside, sqlite_file
 from orchestrator.tracking.view import experiment_tags
 
 MAX_TAG_CHARS = 5000
@@ -118,21 +119,35 @@ def _ms(seconds: float | None) -> int | None:
 
 class Tracker:
     def __init__(self, uri: str, experiment: str, artifact_root: Path | None = None,
-                 objective: Objective | None = None):
+                 objective: Objective | None = None, remake_half_made: bool = False):
         """Open (or create) the experiment and make sure it carries the experiment kind and,
-        given the campaign's objective, the saved trial view (view.py)."""
-        from mlflow.tracking import MlflowClient
-
+        given the campaign's objective, the saved trial view (view.py). `remake_half_made`:
+        a SQLite store whose set-up was cut short is set aside and made anew (half_made.py;
+        `set_aside` then names the copy), for a caller that writes the journal to it again."""
         if uri.startswith("sqlite:"):
             _fast_sqlite()
         for key, value in QUIET_ARTIFACTS.items():  # a user's own setting wins
             os.environ.setdefault(key, value)
         self.uri = uri
+        self.set_aside: Path | None = None
         _check_sqlite_store(uri)
         with _first_use(uri):
-            self.client = MlflowClient(tracking_uri=uri)
-            self.experiment_id = self._experiment(experiment, artifact_root,
-                                                  experiment_tags(objective))
+            try:
+                self._open(experiment, artifact_root, objective)
+            except Exception:
+                store = sqlite_file(uri)
+                if not (remake_half_made and store and is_half_made(store)):
+                    raise
+                self.set_aside = set_aside(store)
+                self._open(experiment, artifact_root, objective)
+
+    def _open(self, experiment: str, artifact_root: Path | None,
+              objective: Objective | None) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.experiment_id = self._experiment(experiment, artifact_root,
+                                              experiment_tags(objective))
 
     def _experiment(self, name: str, artifact_root: Path | None, tags: dict[str, str]) -> str:
         found = self.client.get_experiment_by_name(name)

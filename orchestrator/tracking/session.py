@@ -57,13 +57,22 @@ class TrackingSession:
 
     def _connect(self) -> bool:
         try:
+            remade = False
             if self.tracker is None:
                 self.tracker = Tracker(self.uri, f"paratune/{self.campaign}",
-                                       artifact_root=self.artifact_root, objective=self.objective)
+                                       artifact_root=self.artifact_root, objective=self.objective,
+                                       remake_half_made=True)
+                remade = self.tracker.set_aside is not None
+                if remade:
+                    log.warning("the MLflow store %s was half-made (its set-up cut short, by a "
+                                "full disk say); set it aside as %s and writing every finished "
+                                "trial to a fresh store from the journal", self.uri.removeprefix(
+                                    "sqlite:///"), self.tracker.set_aside)
             if self.parent_run_id is not None and not self.tracker.run_exists(self.parent_run_id):
-                log.warning("MLflow at %s has lost campaign %s's run %s; writing the campaign "
-                            "to it again from the journal", self.uri, self.campaign,
-                            self.parent_run_id)
+                if not remade:
+                    log.warning("MLflow at %s has lost campaign %s's run %s; writing the "
+                                "campaign to it again from the journal", self.uri, self.campaign,
+                                self.parent_run_id)
                 self.parent_run_id = None
             if self.parent_run_id is None:
                 self.parent_run_id = (self.tracker.campaign_run() or
