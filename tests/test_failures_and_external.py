@@ -149,28 +149,6 @@ def test_a_trial_never_gets_a_services_credentials(tmp_path, runs_dir, cli, monk
         assert "PARATUNE_SLOTS_TOKEN" not in names and "PARATUNE_DATABASE_URL" not in names
 
 
-def test_running_trials_count_against_the_gpu_hours_budget(tmp_path, runs_dir, cli):
-    """Two trials at once on two GPUs each, one of 3 s and one of 10 s, with 8 GPU-seconds of
-    budget: when the short one ends (3 GPU-s spent: it reports a world size of 1) the long one
-    has used 6, so no third trial starts, though the finished trial alone leaves budget."""
-    spec = external_spec(tmp_path, "file", timeout_s=60)
-    write_spec(spec, name="ext-budget", search={"algorithm": "grid"},
-               scale={"nodes": 1, "gpus_per_node": 2, "global_batch_size": 8},
-               budget={"max_trials": 6, "max_concurrent": 2, "gpu_hours": 8 / 3600},
-               space={"tp": [1], "zero_stage": [0, 1, 2, 3], "micro_batch_size": [2],
-                      "activation_checkpointing": ["none"]},
-               trial={"command": [*yaml.safe_load(spec.read_text())["trial"]["command"],
-                                  "--stage", "{zero_stage}", "--naps", "3,10,3,3"],
-                      "timeout_s": 60})
-    code, _, err = cli("run", str(spec))
-    assert code == 0, err
-    events = journal_events(runs_dir / "ext-budget")
-    started = [e["config"]["zero_stage"] for e in events if e["event"] == "submitted"]
-    assert sorted(started) == [0, 1], started
-    status = json.loads(cli("status", "ext-budget", "--json")[1])
-    assert status["budget"]["exhausted"].startswith("gpu_hours"), status["budget"]
-
-
 def test_external_command_without_result_fails_and_a_slow_one_times_out(tmp_path, runs_dir, cli):
     assert cli("run", str(external_spec(tmp_path, "none")))[0] == 0
     results = [e["result"] for e in journal_events(runs_dir / "ext-none") if e["event"] == "finished"]

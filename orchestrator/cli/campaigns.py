@@ -237,6 +237,8 @@ def _print_status(r: dict) -> None:
     out.print(line)
     b = r["budget"]
     used = [f"{b['trials']}/{b['max_trials']} trials", f"{campaign_table.hours(b['gpu_hours'])} GPU-hours"]
+    if b["gpu_hours_reserved"]:
+        used[-1] += f" used, {campaign_table.hours(b['gpu_hours_reserved'])} reserved by running trials"
     if b["gpu_hours_left"] is not None:
         used[-1] += f" ({campaign_table.hours(b['gpu_hours_left'])} left)"
     if b["wall_clock_left_s"] is not None:

@@ -13,7 +13,7 @@ from orchestrator.common.locks import controller_alive
 from orchestrator.common.objective import Objective
 from orchestrator.costmodel import Calibration, calibrate
 from orchestrator.record.best import best_record
-from orchestrator.record.budget import BudgetState, Tally
+from orchestrator.record.budget import BudgetState, Tally, held_gpu_hours, reservation
 from orchestrator.record.journal import (
     INCOMPLETE,
     SCALING,
@@ -123,8 +123,21 @@ class CampaignView:
         return self.journal.campaign_info().get("parent_run_id")
 
     def budget(self, records: list[TrialRecord] | None = None) -> BudgetState:
-        tally = Tally.of(self.records() if records is None else records, self.objective)
-        return tally.state(self.spec.budget, self.started_at())
+        records = self.records() if records is None else records
+        tally = Tally.of(records, self.objective)
+        return tally.state(self.spec.budget, self.started_at(),
+                           reserved_gpu_hours=self._held_gpu_hours(records))
+
+    def _held_gpu_hours(self, records: list[TrialRecord]) -> float:
+        """What the trials still running hold of budget.gpu_hours (budget.py): those submitted
+        and not ended, while the campaign has not ended (a stopped controller's local trials
+        run on)."""
+        running = [r for r in records if r.submitted_at is not None and r.result is None]
+        if self.spec.budget.gpu_hours is None or not running or self.state() != INCOMPLETE:
+            return 0.0
+        cost_model = cost_model_for(self.spec)
+        return held_gpu_hours(((r, reservation(self.spec, r, cost_model).gpu_hours)
+                               for r in running), time.time())
 
     def calibration(self, records: list[TrialRecord] | None = None) -> Calibration | None:
         """The cost model refit on the campaign's measured trials; None with too few."""

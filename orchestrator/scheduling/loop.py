@@ -10,6 +10,9 @@ results are arriving.
 When campaigns share machines each trial also needs a slot (slots.py): a campaign refused one
 waits with its next trial in hand and asks again, and reports slots free only once their
 trials are journaled as ended, so the journals never show more trials at once than granted.
+Under `budget.gpu_hours` each trial first reserves what it may use (record/budget.py): one
+whose reservation does not fit in what is left waits in hand the same way until a running
+trial ends, and is not started when none runs.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from pathlib import Path
 
 from orchestrator.backends import Backend, TrialHandle
 from orchestrator.costmodel import CostModel
-from orchestrator.record.budget import Tally, running_gpu_hours
+from orchestrator.record.budget import Tally
 from orchestrator.record.journal import REPEAT, SCREEN, SEARCH, Journal, TrialRecord
 from orchestrator.result import TrialResult
 from orchestrator.scheduling.live_cost_model import LiveCostModel
 from orchestrator.scheduling.proposals import Proposal, ProposalSource
 from orchestrator.scheduling.requests import trial_request
+from orchestrator.scheduling.reservations import Reservations
 from orchestrator.scheduling.slots import NoSlotLimit, TrialSlots
 from orchestrator.search import Searcher
 from orchestrator.space import ParallelConfig
@@ -71,7 +75,9 @@ class SchedulingLoop:
         self.running: dict[str, tuple[TrialRecord, TrialHandle]] = {}
         self.stop_reason: str | None = None
         self._pending: list[TrialRecord] = []
-        self._waiting: tuple[TrialRecord, bool] | None = None  # (trial, budgeted) refused a slot
+        self._waiting: tuple[TrialRecord, bool] | None = None  # (trial, budgeted) held back
+        self.reservations = Reservations(spec, self.model)  # of budget.gpu_hours
+        self._no_room: str | None = None  # why budgeted trials stopped: the next did not fit
         self._retry_at = 0.0
         self._activity_at = 0.0  # when running trials' logs are next read
         self._seen = {(r.config, r.phase) for r in records.values()}
@@ -112,6 +118,14 @@ class SchedulingLoop:
             record, budgeted = entry
             if record.done:  # infeasible ones are recorded without running
                 continue
+            refused = self._no_room_for(record)
+            if refused and self.busy:
+                self._waiting = entry  # a running trial's end gives back what it did not use
+                break
+            if refused:  # nothing runs that could give any back: it never runs
+                self._drop(record)
+                self._no_room = self.stop_reason = refused
+                continue
             if not self.slots.acquire(self.busy):
                 self._waiting = entry  # first in line when a slot is granted
                 self._retry_at = time.monotonic() + SLOT_RETRY_S
@@ -128,9 +142,7 @@ class SchedulingLoop:
             entry, self._waiting = self._waiting, None
             if not (entry[1] and self._budget_spent()):
                 return entry
-            record = entry[0]  # the budget ran out while it waited: it never runs
-            del self.records[record.trial_id]
-            self._seen.discard((record.config, record.phase))
+            self._drop(entry[0])  # the budget ran out while it waited: it never runs
         if self.queue:
             return self.queue.popleft(), False
         return self._propose(sources)
@@ -141,11 +153,22 @@ class SchedulingLoop:
         return sum(1 for r in self._pending if r.submitted_at is None)
 
     def _budget_spent(self) -> str | None:
-        running = running_gpu_hours([r for r, _ in self.running.values()], time.time())
-        budget = self.tally.state(self.spec.budget, self.started_at, pending=self._pending_new(),
-                                  running_gpu_hours=running)
-        self.stop_reason = budget.exhausted()  # patience can recover as running trials improve
+        budget = self.tally.state(self.spec.budget, self.started_at, pending=self._pending_new())
+        # Patience can recover as running trials improve; a trial refused room cannot.
+        self.stop_reason = budget.exhausted() or self._no_room
         return self.stop_reason
+
+    def _no_room_for(self, record: TrialRecord) -> str | None:
+        holding = [*(r for r, _ in self.running.values()), *self._pending]
+        return self.reservations.refusal(record, holding, self.tally, self.started_at)
+
+    def _drop(self, record: TrialRecord) -> None:
+        """Forget a trial that will not run. One a resumed campaign was to run again stays:
+        its journal has it submitted."""
+        self.reservations.settled(record.trial_id)
+        if record.submitted_at is None:
+            del self.records[record.trial_id]
+            self._seen.discard((record.config, record.phase))
 
     def _propose(self, sources: list[ProposalSource]) -> tuple[TrialRecord, bool] | None:
         spent = self._budget_spent()
@@ -205,6 +228,7 @@ class SchedulingLoop:
                     self._follow_activity(record)
                 continue
             del self.running[trial_id]
+            self.reservations.settled(trial_id)
             if result.world_size is None:
                 result.world_size = record.config.world_size
             self._finish(record, result)
@@ -239,6 +263,7 @@ class SchedulingLoop:
         for _, handle in self.running.values():
             handle.cancel()
         self.running.clear()
+        self.reservations.clear()
         self.slots.report(0)
 
 

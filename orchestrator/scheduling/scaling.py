@@ -7,7 +7,8 @@ computed as in the Frontier paper (Dash et al., arXiv 2312.12705):
   efficiency = speed-up over the smallest count / ideal speed-up (the ratio of node counts).
 
 The study is a proposal source: once the search is over and its trials have ended, it
-proposes the best layout at each node count, outside the search budget.
+proposes the best layout at each node count, outside the search's trial budget (each trial
+still reserves its share of `budget.gpu_hours` first).
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 A campaign counts against a quota with what it used once it has ended, and with the larger of
 its `budget.gpu_hours` and what it used while it is queued or running: the budget is what it
-may still spend, so admitting it reserves that much.
+may still spend, so admitting it reserves that much. Its controller keeps it within that budget
+(each trial reserves its share before it starts, record/budget.py), so the quota bounds what it
+spends, not only what it asks; a quota requires a budget of every campaign it applies to.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from orchestrator.record.budget import hours
 from orchestrator.server.db import FINAL_STATES, Campaign, Database, Quota
 
 USER, PROJECT = "user", "project"
@@ -55,11 +58,6 @@ def refusal(s: Session, owner: str, project: str | None, asked: float | None,
         taken = sum(committed(c, used_by(c)) for c in campaigns)
         if taken + asked > quota.gpu_hours:
             return (f"quota of {scope} {name!r}: {quota.gpu_hours:g} GPU-hours, "
-                    f"{_hours(taken)} used or reserved; this campaign asks for {asked:g} "
+                    f"{hours(taken)} used or reserved; this campaign asks for {asked:g} "
                     "(budget.gpu_hours): lower it, or ask an admin to raise the quota")
     return None
-
-
-def _hours(value: float) -> str:
-    """6,770 rather than 6.77e+03."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
