@@ -44,10 +44,10 @@ def parse_submission(data: dict[str, Any], runs_dir: Path, workdir: str | None =
     tracking = data.setdefault("tracking", {})
     if isinstance(tracking, dict):
         tracking["runs_dir"] = str(runs_dir)
-    trial = data.get("trial")
-    if pinned_workdir is not None and (trial is None or isinstance(trial, dict)):
+    trial = data.get("trial")  # one given as null or not a mapping is refused by the spec
+    if pinned_workdir is not None and ("trial" not in data or isinstance(trial, dict)):
         data.setdefault("trial", {})["workdir"] = str(pinned_workdir)
-    elif workdir and (trial is None or isinstance(trial, dict)):
+    elif workdir and ("trial" not in data or isinstance(trial, dict)):
         trial = data.setdefault("trial", {})
         given = trial.get("workdir")
         if given is None or (isinstance(given, str) and not os.path.isabs(given)):

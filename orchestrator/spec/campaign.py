@@ -50,7 +50,8 @@ def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:
             raise ValueError(f"preset: give a {kind} preset's name, one of {', '.join(presets)}")
         base = _resolve_preset(value["preset"], presets, kind)
         overrides = {k: v for k, v in value.items() if k != "preset"}
-        return {**base.model_dump(), **overrides}
+        fields = base if isinstance(base, dict) else base.model_dump()  # a file, or a preset
+        return {**fields, **overrides}
     return value
 
 

@@ -149,6 +149,13 @@ def _describe(exc: ValidationError, source: str, within: tuple[str, ...] = ()) -
                 f"{err.get('ctx', {}).get('tag')!r}; choose one of {tags}")
     if err["type"] == "missing":
         return f"{source}: {key}: required key is missing; add it"
+    if err["type"] in MAPPING_ERRORS and err.get("input", ...) is None:  # `trial:`, trial=null
+        field = _field_at(err["loc"])
+        optional = field is not None and not field.is_required()
+        give = ("a preset's name, a preset file or a mapping of its keys"
+                if key in ("model", "cluster") else "its keys as a mapping")
+        return (f"{source}: {key}: empty (null); give {give}"
+                + (", or leave it out for the defaults" if optional else ""))
     if "input" in err and err["type"] not in ("value_error",):
         msg = f"{msg} (got {excerpt(err['input'])})"
     if err["type"] == "string_type" and not isinstance(err.get("input"), (dict, list)):
@@ -161,6 +168,7 @@ def _describe(exc: ValidationError, source: str, within: tuple[str, ...] = ()) -
 
 
 NUMBER_ERRORS = ("float_type", "float_parsing", "int_type", "int_parsing")
+MAPPING_ERRORS = ("model_type", "model_attributes_type", "dict_type")
 
 
 def _yaml_float_text(value: Any) -> bool:

@@ -1,14 +1,19 @@
-"""Reading YAML a user wrote, with bounds: a size cap, UTF-8 only, a nesting limit, duplicate
-keys refused and aliases allowed only while their expansion stays small (no alias bombs)."""
+"""Reading YAML a user wrote, with bounds: a size cap, regular files only (a FIFO or a device
+is refused, never waited on), UTF-8 only, a nesting limit, duplicate keys refused and aliases
+allowed only while their expansion stays small (no alias bombs). Numbers are never base 60:
+YAML 1.1 reads `1:30` as 90, which no one writing `budget.max_trials=1:30` meant; it stays the
+text it is (and a number field says so)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, SequenceNode
 
+from orchestrator.common.bounded_files import UnreadableFile, read_bounded
 from orchestrator.common.errors import SpecError, excerpt
 
 MAX_BYTES = 1 << 20  # a spec is a few KB; 1 MiB leaves room for long space.configs lists
@@ -54,6 +59,22 @@ class BoundedLoader(yaml.SafeLoader):
                 continue  # an unhashable key: SafeLoader reports it
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
+
+
+# SafeLoader's int and float patterns less their base-60 forms (`1:30`, `1:30.5`).
+_NOT_BASE_60 = {
+    "tag:yaml.org,2002:int": re.compile(r"""^(?:[-+]?0b[0-1_]+
+        |[-+]?0[0-7_]+
+        |[-+]?(?:0|[1-9][0-9_]*)
+        |[-+]?0x[0-9a-fA-F_]+)$""", re.X),
+    "tag:yaml.org,2002:float": re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""", re.X),
+}
+BoundedLoader.yaml_implicit_resolvers = {
+    first: [(tag, _NOT_BASE_60.get(tag, pattern)) for tag, pattern in resolvers]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
 
 def _expanded_size(root: Any) -> int:
@@ -134,13 +155,11 @@ def load_yaml_file(path: Path, *, saved: bool = False) -> Any:
     """A YAML file a user wrote (size, encoding and structure bounded) or that a campaign
     saved of a spec it accepted (`saved`: bounded by size and encoding)."""
     limit = SAVED_MAX_BYTES if saved else MAX_BYTES
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(limit + 1)
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    if len(raw) > limit:
-        raise SpecError(f"{path}: larger than {limit // 1024} KiB; a campaign spec is a few KB")
+    try:  # a FIFO or a device is refused, never waited on
+        raw = read_bounded(path, limit, follow_links=True)
+    except UnreadableFile as exc:
+        fix = "check the path" if exc.missing else "give a regular YAML file of a few KB"
+        raise SpecError(f"{exc}; {fix}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
