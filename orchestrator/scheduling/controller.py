@@ -145,7 +145,9 @@ class Controller:
         summary.complete = True
         held_back = next((s.held_back for s in sources if s.held_back), None)
         summary.stop_reason = loop.stop_reason or held_back or "search space exhausted"
-        self.view.journal.record_end(summary.stop_reason)
+        # One end per ending: resuming an ended campaign that runs nothing more adds none.
+        if self.view.journal.ending() != (FINISHED, summary.stop_reason):
+            self.view.journal.record_end(summary.stop_reason)
         if tracking is not None:
             tracking.finish(self._summary_metrics(summary, loop), summary.records,
                             self.view.objective.metric)
