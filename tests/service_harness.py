@@ -27,10 +27,15 @@ def answers(port: int) -> bool:
 
 
 class ServiceProcess:
-    def __init__(self, state_dir: Path, database_url: str, *extra: str):
+    def __init__(self, state_dir: Path, database_url: str, *extra: str,
+                 runs_dir: Path | None = None, python: str = sys.executable):
+        """`runs_dir`: a --runs-dir of its own (else STATE_DIR/runs); `python`: the interpreter
+        the server, and so its controllers, run on."""
         self.state_dir = state_dir
         self.database_url = database_url
-        self.extra = list(extra)
+        self.extra = list(extra) + (["--runs-dir", str(runs_dir)] if runs_dir else [])
+        self._runs_dir = runs_dir
+        self.python = python
         self.port: int | None = None  # chosen at start (tests/ports.py)
         self.url = ""
         self.process: subprocess.Popen | None = None
@@ -42,10 +47,10 @@ class ServiceProcess:
 
     @property
     def runs_dir(self) -> Path:
-        return self.state_dir / "runs"
+        return self._runs_dir or self.state_dir / "runs"
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT,
+        return subprocess.run([self.python, "-m", "orchestrator.cli", *args], cwd=ROOT,
                               env=self.env, capture_output=True, text=True, timeout=120)
 
     def token(self, user: str, admin: bool = False) -> str:
@@ -61,7 +66,7 @@ class ServiceProcess:
         def launch(port: int) -> subprocess.Popen:
             with open(self.state_dir / "server.log", "ab") as log:
                 return subprocess.Popen(
-                    [sys.executable, "-m", "orchestrator.cli", "server", "--port", str(port),
+                    [self.python, "-m", "orchestrator.cli", "server", "--port", str(port),
                      "--state-dir", str(self.state_dir), "--database", self.database_url,
                      *self.extra], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
 

@@ -4,6 +4,7 @@ service's own database (so the first admin token needs no server running)."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -39,7 +40,7 @@ def _database(state_dir: Path, database: Optional[str]):
     from orchestrator.server.db import Database
 
     config = _config(state_dir, database)
-    config.state_dir.mkdir(parents=True, exist_ok=True)
+    config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         return Database(config.url)
     except Exception as exc:
@@ -73,6 +74,8 @@ def server(
     from orchestrator.server.database_lock import DatabaseLock
     from orchestrator.server.state_lock import StateDirLock
 
+    if run_as:  # what the service writes (its database first) is its own alone
+        os.umask(0o077)
     config = _config(state_dir, database, runs_dir, max_running=max_running, max_trials=max_trials,
                      run_as=run_as)
     # A second server on this state directory or database, or on a taken port, stops here:

@@ -28,14 +28,14 @@ class ServiceConfig:
     @property
     def trial_workdir(self) -> Path:
         """Where the trials of users without a code grant run: an empty folder of the
-        service's (no campaign can be named so), so nothing a user placed is imported."""
-        return self.runs_dir / ".service-workdir"
+        service's, out of the runs directory (which campaigns may change), so nothing a user
+        placed is imported."""
+        return self.state_dir / "workdir"
 
     def log_path(self, name: str) -> Path:
         return self.state_dir / "logs" / f"{name}.log"
 
     def spec_path(self, name: str) -> Path:
-        """Where a campaign's first controller reads its spec: out of the state directory
-        when controllers run as a user of their own, who may not enter it."""
-        folder = self.runs_dir / ".service-specs" if self.run_as else self.state_dir / "specs"
-        return folder / f"{name}.yaml"
+        """Where a campaign's first controller reads its spec (with --run-as, one of the two
+        folders of the state directory its user may read: isolation.py)."""
+        return self.state_dir / "specs" / f"{name}.yaml"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from orchestrator.server.campaign_summary import ProgressCache
@@ -13,7 +14,10 @@ from orchestrator.server.db import FINAL_STATES, Campaign, Database
 from orchestrator.server.isolation import RunAs, isolate
 from orchestrator.server.links import MlflowLinks
 from orchestrator.server.slot_pool import SlotPool
+from orchestrator.server.submission import parse_submission
+from orchestrator.server.submission_as_user import names_files, parse_in_child
 from orchestrator.server.supervisor import Supervisor
+from orchestrator.spec import CampaignSpec
 
 
 @dataclass
@@ -34,19 +38,31 @@ class Service:
     run_as: RunAs | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.config.state_dir.mkdir(parents=True, exist_ok=True)
+        self.config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.config.runs_dir.mkdir(parents=True, exist_ok=True)
-        self.config.trial_workdir.mkdir(exist_ok=True)
         self.run_as = RunAs.of(self.config.run_as) if self.config.run_as else None
         if self.run_as:
             isolate(self.run_as, self.config.state_dir, self.config.runs_dir,
                     [self.config.trial_workdir, self.config.spec_path("x").parent])
+        else:
+            self.config.trial_workdir.mkdir(exist_ok=True)
         self.db = Database(self.config.url)
         self.slots = SlotPool(self.db, self.config.max_trials)
         self.progress = ProgressCache(self.config.runs_dir)
         self.links = MlflowLinks(self.mlflow_ui)
         self.supervisor = Supervisor(self.db, self.config, self.slots, self.progress,
                                      self.base_url, self.lock_held, self.run_as)
+
+    def parse(self, data: dict[str, Any], workdir: str | None, pinned_workdir: Path | None,
+              notes: list[str]) -> CampaignSpec:
+        """A submission's spec (submission.parse_submission), checked by a child process as
+        the run-as user, or as ours where the spec names files (submission_as_user.py)."""
+        if not (self.run_as or names_files(data)):
+            return parse_submission(data, self.config.runs_dir, workdir,
+                                    pinned_workdir=pinned_workdir, notes=notes)
+        return parse_in_child(data, self.config.runs_dir, workdir, pinned_workdir, notes,
+                              env=self.supervisor.controller_env(),
+                              cwd=self.supervisor.controller_cwd(), run_as=self.run_as)
 
     def used_gpu_hours(self, row: Campaign) -> float:
         return self.progress.progress(row.name).gpu_hours

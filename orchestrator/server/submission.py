@@ -56,12 +56,17 @@ def parse_submission(data: dict[str, Any], runs_dir: Path, workdir: str | None =
     candidates = preflight(spec)
     if notes is not None:
         notes += unused_values(spec, candidates)
-    resolved = resolved_yaml(spec)  # what the controller will read, bounded the same way
+    check_resolved(spec)
+    return spec
+
+
+def check_resolved(spec: CampaignSpec) -> None:
+    """What the controller will read is bounded as a spec a user writes."""
+    resolved = resolved_yaml(spec)
     if len(resolved.encode()) > MAX_BYTES:
         raise SpecError(f"{SOURCE}: larger than {MAX_BYTES // 1024} KiB once resolved; a "
                         "campaign spec is a few KB: shorten its values")
     load_yaml_text(resolved, SOURCE)
-    return spec
 
 
 def resolved_yaml(spec: CampaignSpec) -> str:

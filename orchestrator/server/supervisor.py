@@ -27,7 +27,7 @@ from orchestrator.server.controller_process import (
     how_it_ended,
     last_line,
 )
-from orchestrator.server.isolation import RunAs
+from orchestrator.server.isolation import RunAs, write_service_file
 from orchestrator.server.db import (
     CANCELLED,
     FAILED,
@@ -178,9 +178,10 @@ class Supervisor:
         stops its trials but leaves its campaign resumable). False when nothing was started."""
         if not (self.config.runs_dir / row.name / SPEC_FILE).exists():
             return False
-        process = ControllerProcess.launch(controller_argv("cancel", row.name), self._env(),
-                                           self.config.log_path(row.name), self._cwd(),
-                                           purpose=CANCEL, run_as=self.run_as)
+        process = ControllerProcess.launch(controller_argv("cancel", row.name),
+                                           self.controller_env(), self.config.log_path(row.name),
+                                           self.controller_cwd(), purpose=CANCEL,
+                                           run_as=self.run_as)
         self.processes[row.name] = process
         row.controller_pid, row.controller_start = process.pid, process.started
         return True
@@ -190,28 +191,30 @@ class Supervisor:
         spec_file = self.config.spec_path(row.name)
         if not resume:
             spec_file.parent.mkdir(parents=True, exist_ok=True)
-            spec_file.write_text(row.spec_yaml)
+            write_service_file(spec_file, row.spec_yaml)
         argv = controller_argv("resume", row.name) if resume else controller_argv("run", str(spec_file))
         token, row.slot_digest = new_token()
-        env = self._env({"PARATUNE_SLOTS_URL": f"{self.slots_url}/api/slots/{row.name}",
-                         "PARATUNE_SLOTS_TOKEN": token})
-        process = ControllerProcess.launch(argv, env, self.config.log_path(row.name), self._cwd(),
-                                           run_as=self.run_as)
+        env = self.controller_env({"PARATUNE_SLOTS_URL": f"{self.slots_url}/api/slots/{row.name}",
+                                   "PARATUNE_SLOTS_TOKEN": token})
+        process = ControllerProcess.launch(argv, env, self.config.log_path(row.name),
+                                           self.controller_cwd(), run_as=self.run_as)
         self.processes[row.name] = process
         row.controller_pid, row.controller_start = process.pid, process.started
         row.started_at = row.started_at or time.time()
         row.reason = None  # a restart's back-off note no longer applies
         log.info("%s: controller PID %d (%s)", row.name, process.pid, argv[3])
 
-    def _cwd(self) -> str:
+    def controller_cwd(self) -> str:
         """Where controllers start: the service's folder, or the runs directory for a user
         of their own (who may not enter the service's)."""
         return str(self.config.runs_dir) if self.run_as else os.getcwd()
 
-    def _env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+    def controller_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("PARATUNE_SLOTS_") and k not in CLIENT_ENV + SERVER_ENV}
         env["PARATUNE_RUNS_DIR"] = str(self.config.runs_dir)
+        if self.run_as:  # its own home and caches: the service's are out of its reach
+            env = self.run_as.environment(env, self.config.runs_dir)
         return {**env, **(extra or {})}
 
     def _last_words(self, name: str) -> str:

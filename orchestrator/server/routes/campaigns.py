@@ -15,7 +15,7 @@ from orchestrator.server.db import CANCELLED, QUEUED, RUNNING, Campaign, User
 from orchestrator.server.quotas import refusal
 from orchestrator.server.routes.dependencies import campaign_row, current_user, service_of
 from orchestrator.server.service import Service
-from orchestrator.server.submission import parse_submission, read_submission, resolved_yaml
+from orchestrator.server.submission import read_submission, resolved_yaml
 from orchestrator.server.trust import code_in, may_run_code, may_see, may_submit_to
 from orchestrator.spec import CampaignSpec
 
@@ -72,9 +72,8 @@ def _checked_spec(body: Submission, me: User, service: Service,
                 f"{needs_grant[0]}: running programs or reading files of your own on this "
                 "service takes a code grant (`paratune server grant --user NAME`, by an admin); "
                 "without one, name presets and the built-in trainer only"))
-        spec = parse_submission(data, service.config.runs_dir, body.workdir,
-                                pinned_workdir=None if trusted else service.config.trial_workdir,
-                                notes=notes)
+        spec = service.parse(data, body.workdir,
+                             None if trusted else service.config.trial_workdir, notes)
     except UserError as exc:
         raise HTTPException(422, one_line(str(exc))) from None
     source = spec.search.warm_start
