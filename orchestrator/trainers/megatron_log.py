@@ -27,7 +27,10 @@ import re
 from orchestrator.trainers.base import LogMetrics
 
 ITERATION = re.compile(r"\biteration\s+(?P<it>\d+)\s*/\s*\d+\s*\|(?P<fields>.*)$")
-MEMORY = re.compile(r"memory \((?P<unit>MB|GB)\).*?\|\s*max allocated:\s*(?P<max>[\d.]+)")
+MEMORY = re.compile(r"memory \((?P<unit>MB|GB)\)")
+# Searched after MEMORY, not in one pattern with it: that one scans to the line's end from each
+# "memory (MB)", so a line of many takes quadratic time.
+MAX_ALLOCATED = re.compile(r"\|\s*max allocated:\s*(?P<max>[\d.]+)")
 EXCEPTION = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s*)?"  # torchrun's rank prefix
                        r"(?P<error>(?:[\w.]+\.)?\w*(?:Error|Exception)(?::.*)?)$")
 
@@ -77,8 +80,9 @@ def parse_megatron_log(text: str, read_tflops: bool) -> LogMetrics:
                 metrics.tokens_per_s_per_gpu.append(values[TOKENS_PER_GPU])
             continue
         memory = MEMORY.search(line)
-        if memory:
-            gb = float(memory["max"]) / (1024.0 if memory["unit"] == "MB" else 1.0)
+        peak = memory and MAX_ALLOCATED.search(line, memory.end())
+        if peak:
+            gb = float(peak["max"]) / (1024.0 if memory["unit"] == "MB" else 1.0)
             metrics.peak_memory_gb = max(metrics.peak_memory_gb or 0.0, gb)
             continue
         error = EXCEPTION.match(line)

@@ -21,6 +21,7 @@ RESULT_MAX_BYTES = 1 << 20  # a result is a few hundred bytes; its step times a 
 LOG_TAIL_BYTES = 4 << 20  # what of a log is read: its step lines and its last words are there
 MAX_DEPTH = 32  # nesting of a result's JSON: its `extra` may hold a mapping or two
 MAX_INT_DIGITS = 64  # beyond, an integer is no measurement (and no float holds it)
+METRIC_LINE_CHARS = 2000  # a metric line is a few hundred: what is longer is read that far
 
 
 class _BadResult(ValueError):
@@ -114,11 +115,21 @@ def result_from_log(adapter: TrainerAdapter, log: str, returncode: int | None,
                     measure: Measure) -> TrialResult:
     """The result a trainer's log shows: `oom` on an out-of-memory message, `ok` when it exited
     cleanly after logging steps, else `failed` with the log's last lines."""
+    try:
+        return _judged(adapter, log, returncode, measure)
+    except Exception as exc:  # noqa: BLE001 - the log is the trial's text: what trips a parser fails the trial
+        return TrialResult(status="failed", world_size=measure.world_size, error=(
+            f"{adapter.name}: its log holds a line its parser cannot read "
+            f"({type(exc).__name__}: {str(exc)[:200]}): {log_tail(log)}"))
+
+
+def _judged(adapter: TrainerAdapter, log: str, returncode: int | None,
+            measure: Measure) -> TrialResult:
     world = measure.world_size
     oom = adapter.out_of_memory(log)
     if oom:
         return TrialResult(status="oom", world_size=world, error=oom)
-    metrics = adapter.parse_log(log)
+    metrics = adapter.parse_log("\n".join(line[:METRIC_LINE_CHARS] for line in log.splitlines()))
     if metrics.steps == 0 or returncode not in (0, None):
         reason = metrics.error or (f"exit code {returncode}, " if returncode else "")
         what = "no step metrics in its log" if metrics.steps == 0 else \
