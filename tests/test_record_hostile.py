@@ -22,6 +22,9 @@ TRIALS = 3
 HUGE = st.integers(310, 5000).map(lambda digits: "9" * digits)  # past a float's 1.8e308
 BEYOND_FLOAT = st.one_of(HUGE, st.just("-" + "9" * 400), st.just("1e400"), st.just("-2.5e999"))
 NOT_FINITE = st.sampled_from(["NaN", "Infinity", "-Infinity"])
+# Numbers a float holds whose products and sums do not (a world of 1.5e308 ranks), or that are
+# no time, world or duration at all.
+OUT_OF_RANGE = st.sampled_from(["1.5e308", "9" * 308, "-5", "4e11"])
 # Where a reader computes with a number: the event's time, the campaign's start, and what a
 # finished trial's GPU-hours are made of.
 COMPUTED_ON = ["time", "started_at", "result.world_size", "result.simulated_duration_s",
@@ -73,21 +76,22 @@ def nested(depth: int) -> str:
 def hostile_lines(draw, sound: bytes) -> tuple[bytes, bool]:
     """A hostile line, and whether every reader must skip it (else it may count as data)."""
     how = draw(st.sampled_from(["beyond float", "not finite computed", "not finite shown",
-                                "deep", "campaign_end"]))
+                                "out of range", "deep", "campaign_end"]))
     if how == "campaign_end":  # the line that took down the service's campaign list
         stamp = draw(st.one_of(HUGE, NOT_FINITE))
         return f'{{"event":"campaign_end","stop_reason":"x","time":{stamp}}}'.encode(), True
     if how == "deep":
         field = draw(st.sampled_from(["config.tp", "result.extra.profile", "handle.pid"]))
         return with_token(template(sound, field), field, nested(draw(st.integers(40, 3000)))), True
-    field = draw(st.sampled_from(COMPUTED_ON + SHOWN))
     if how == "beyond float":
+        field = draw(st.sampled_from(COMPUTED_ON + SHOWN))
         return with_token(template(sound, field), field, draw(BEYOND_FLOAT)), True
-    token = draw(NOT_FINITE)
-    if how == "not finite computed":
-        field = draw(st.sampled_from(COMPUTED_ON))
-        return with_token(template(sound, field), field, token), True
-    return with_token(template(sound, field), field, token), False
+    if how == "not finite shown":
+        field = draw(st.sampled_from(SHOWN))
+        return with_token(template(sound, field), field, draw(NOT_FINITE)), False
+    field = draw(st.sampled_from(COMPUTED_ON))
+    token = draw(OUT_OF_RANGE if how == "out of range" else NOT_FINITE)
+    return with_token(template(sound, field), field, token), True
 
 
 def strict_json(text: str):

@@ -165,8 +165,7 @@ def event_problem(event: Any) -> str | None:
     kind = event.get("event")
     if kind not in TRIAL_EVENTS + CAMPAIGN_EVENTS:
         return f"unknown event {excerpt(kind, 40)}"
-    stamp = event.get("time")
-    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
+    if not _in_range(event.get("time"), COMPUTED_RANGES["time"]):
         return f"{kind} event without a valid time"
     if kind in CAMPAIGN_EVENTS:
         return _campaign_event_problem(kind, event)
@@ -176,9 +175,19 @@ def event_problem(event: Any) -> str | None:
 # The campaign events' fields, and the types a reader relies on.
 _CAMPAIGN_FIELDS = {"name": str, "spec_digest": str, "parent_run_id": str, "stop_reason": str,
                     "started_at": (int, float), "trials_stopped": int}
-# A finished trial's result values that readers compute with (its GPU-hours), here or in the
-# result's `extra`; the measurements themselves may be NaN (a diverged loss is data).
+# The numbers readers compute with (elapsed time, durations, GPU-hours), each bounded so that
+# their sums and products stay finite: a time from 1970 to the year 5138, a world of up to
+# 2^31 ranks, a simulated trial of up to 3,000 years. The measurements themselves are only
+# shown and compared, and may be NaN (a diverged loss is data).
+COMPUTED_RANGES = {"time": 1e11, "started_at": 1e11, "world_size": 2**31,
+                   "simulated_duration_s": 1e11}
 _COMPUTED_RESULT_FIELDS = ("world_size", "simulated_duration_s")
+
+
+def _in_range(value: Any, highest: float) -> bool:
+    """A number from 0 to `highest` (NaN is none)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and \
+        0 <= value <= highest
 
 
 def _campaign_event_problem(kind: str, event: dict[str, Any]) -> str | None:
@@ -186,22 +195,22 @@ def _campaign_event_problem(kind: str, event: dict[str, Any]) -> str | None:
         value = event.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
             return f"{kind} event whose {name} is {type(value).__name__}"
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"{kind} event whose {name} is {value}"
+    started = event.get("started_at")
+    if started is not None and not _in_range(started, COMPUTED_RANGES["started_at"]):
+        return f"{kind} event whose started_at {excerpt(started, 24)} is no time"
     return None
 
 
 def _computed_result_problem(trial_id: str, result: dict[str, Any]) -> str | None:
+    """Why a result's world size or simulated duration (in it or in its `extra`) cannot be
+    computed with, or None."""
     extra = result.get("extra")
     for where in (result, extra if isinstance(extra, dict) else {}):
         for name in _COMPUTED_RESULT_FIELDS:
-            value = where.get(name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                    not math.isfinite(value):
-                return f"finished event of {trial_id} whose result {name} is " \
-                       f"{excerpt(value, 24)}, not a finite number"
+            value, highest = where.get(name), COMPUTED_RANGES[name]
+            if value is not None and not _in_range(value, highest):
+                return (f"finished event of {trial_id} whose result {name} is "
+                        f"{excerpt(value, 24)}, not a number from 0 to {highest:g}")
     return None
 
 
