@@ -26,8 +26,6 @@ from test_service import QUICKSTART, SIMULATED, one_real_trial, simulated
 USER = "nobody"
 SECRET = "S3cretPW2"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="--run-as needs the tests to run "
-                                "as root (`make test` as root), to start the server as root")
 
 
 def runs_as_user(python: str, env: dict[str, str]) -> bool:
@@ -87,7 +85,8 @@ def python_for_user(base: Path) -> tuple[str, dict[str, str]]:
 def base():
     """A folder the run-as user may enter (pytest's own are mode 0700), removed at the end."""
     if os.geteuid() != 0:
-        pytest.skip("not root")
+        pytest.skip("--run-as needs the tests to run as root (`make test` as root), to start "
+                    "the server as root")
     folder = Path(tempfile.mkdtemp(prefix="paratune-run-as-"))
     folder.chmod(0o755)
     yield folder
@@ -121,6 +120,26 @@ def trial_running(server: ServiceProcess, script: str, name: str) -> list[str]:
     return [f"name={name}", "budget.max_trials=1", "tracking.enabled=false",
             f"trial.command=[/bin/sh, -c, '{script}']",
             f"trial.env.TORCH_EXTENSIONS_DIR={server.runs_dir / 'extensions'}"]
+
+
+def test_a_named_file_is_read_by_a_child_that_does_not_repeat_it(tmp_path):
+    """Without --run-as too: a FIFO is refused at once, answered as a missing file is, and a
+    value of the file that does not validate is named by its key alone."""
+    from orchestrator.common.errors import SpecError
+    from orchestrator.server.submission import read_submission
+    from orchestrator.server.submission_as_user import parse_in_child
+
+    (tmp_path / "bad.yaml").write_text(f"num_layers: {SECRET}\nhidden: 64\n")
+    os.mkfifo(tmp_path / "fifo.yaml")
+    answers = {}
+    for name in ("bad.yaml", "fifo.yaml", "missing.yaml"):
+        data = read_submission(SIMULATED.read_text(), [*simulated("x"), f"model={tmp_path / name}"])
+        with pytest.raises(SpecError) as refused:
+            parse_in_child(data, tmp_path / "runs", None, None, [], cwd=str(tmp_path),
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        answers[name] = str(refused.value).replace(str(tmp_path / name), "FILE")
+    assert SECRET not in answers["bad.yaml"] and "model.num_layers" in answers["bad.yaml"]
+    assert answers["fifo.yaml"] == answers["missing.yaml"]
 
 
 def test_a_file_named_by_a_user_is_read_as_the_run_as_user(server):

@@ -62,9 +62,9 @@ class RunAs:
         """`env` for this user's processes: its own HOME (a folder in the runs directory where
         it has none), with the caches under it, and no path into the service's home."""
         home = self.home or str(Path(runs_dir) / ".home")
-        ours = os.environ.get("HOME")
+        ours = os.environ.get("HOME", "").rstrip("/")  # "" for none, or for "/"
         kept = {k: v for k, v in env.items() if k not in HOME_VARIABLES
-                or not ours or not (v == ours or v.startswith(ours.rstrip("/") + "/"))}
+                or not ours or not (v == ours or v.startswith(ours + "/"))}
         cache = kept.setdefault("XDG_CACHE_HOME", f"{home}/.cache")
         kept.setdefault("TORCH_EXTENSIONS_DIR", f"{cache}/torch_extensions")
         return {**kept, "HOME": home, "USER": self.name, "LOGNAME": self.name}

@@ -72,7 +72,9 @@ def parse_in_child(data: dict[str, Any], runs_dir: Path, workdir: str | None,
         spec.setdefault("trial", {})["workdir"] = str(pinned_workdir)
     checked = spec_from_dict(spec, source=SOURCE)
     check_resolved(checked)
-    notes += [excerpt(n, 500, quote=False) for n in reply.get("notes", [])[:100]]
+    given = reply.get("notes")
+    notes += [excerpt(str(n), 500, quote=False) for n in (given or [])[:100]
+              if isinstance(given, list)]
     return checked
 
 
