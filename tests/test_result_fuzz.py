@@ -169,7 +169,7 @@ LEFT_BY_TRIAL = {
 }
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(left=st.sampled_from(sorted(LEFT_BY_TRIAL)) | contents)
 def test_a_hostile_trial_under_a_real_controller_ends_as_data(tmp_path_factory, left):
     tmp = tmp_path_factory.mktemp("fuzz")

@@ -13,6 +13,7 @@ import statistics
 from typing import Any
 
 from orchestrator.common.bounded_files import UnreadableFile, read_bounded, read_tail
+from orchestrator.common.errors import excerpt
 from orchestrator.result import STDOUT_MARKER, TrialResult
 from orchestrator.trainers.base import LogMetrics, Measure, TrainerAdapter
 from orchestrator.trial.folder import LOG_FILE, RESULT_FILE, TrialFolder
@@ -57,7 +58,7 @@ def parse_result(text: str) -> TrialResult:
     except _BadResult:
         raise
     except ValueError as exc:  # e.g. Python's own limit on an integer's digits
-        raise _BadResult(str(exc)[:200]) from None
+        raise _BadResult(excerpt(str(exc), 200, quote=False)) from None
     if not isinstance(data, dict):
         raise _BadResult(f"a JSON {type(data).__name__}, not an object of result fields")
     if _depth(data) > MAX_DEPTH:
@@ -65,7 +66,7 @@ def parse_result(text: str) -> TrialResult:
     try:
         return TrialResult.from_dict(data)
     except (TypeError, ValueError) as exc:
-        raise _BadResult(str(exc)[:500]) from None
+        raise _BadResult(excerpt(str(exc), 300, quote=False)) from None
 
 
 def _reported(folder: TrialFolder) -> TrialResult:
@@ -120,7 +121,7 @@ def result_from_log(adapter: TrainerAdapter, log: str, returncode: int | None,
     except Exception as exc:  # noqa: BLE001 - the log is the trial's text: what trips a parser fails the trial
         return TrialResult(status="failed", world_size=measure.world_size, error=(
             f"{adapter.name}: its log holds a line its parser cannot read "
-            f"({type(exc).__name__}: {str(exc)[:200]}): {log_tail(log)}"))
+            f"({type(exc).__name__}: {excerpt(str(exc), 200, quote=False)}): {log_tail(log)}"))
 
 
 def _judged(adapter: TrainerAdapter, log: str, returncode: int | None,
