@@ -248,3 +248,25 @@ def test_a_trial_cannot_open_the_state_directory_across_a_restart(server):
     assert as_user("ls", str(state)).returncode != 0
     assert as_user("cat", str(state / "server.db")).returncode != 0
     assert server.campaign(token, "relinker")["final"]
+
+
+def test_folders_the_run_as_user_could_swap_are_refused(tmp_path):
+    """In-process: a state directory in a folder of the run-as user's is refused before
+    anything is changed, and a spec file is never written through a link."""
+    from orchestrator.common.errors import UserError
+    from orchestrator.server.isolation import RunAs, isolate, write_service_file
+
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to the run-as user needs root")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, pwd.getpwnam(USER).pw_uid, -1)
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(UserError, match=f"belongs to {USER}"):
+        isolate(RunAs.of(USER), theirs / "state", tmp_path / "runs", [])
+    assert (tmp_path / "runs").stat().st_uid == 0
+    (tmp_path / "target").write_text("original\n")
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "target")
+    with pytest.raises(OSError):
+        write_service_file(tmp_path / "link.yaml", "name: x\n")
+    assert (tmp_path / "target").read_text() == "original\n"

@@ -83,6 +83,10 @@ def isolate(run_as: RunAs, state_dir: Path, runs_dir: Path, shared: list[Path]) 
     if runs in state.parents:
         raise UserError(f"--state-dir: {state} is inside the runs directory {runs}, which "
                         "campaigns may change; give a --state-dir outside it")
+    for folder in (state, *state.parents, *runs.parents):
+        if folder.exists() and folder.stat().st_uid == run_as.uid:  # it could swap what is in it
+            raise UserError(f"{folder} belongs to {run_as.name}, who could replace the service's "
+                            "folders in it; give --state-dir and --runs-dir in folders of root's")
     runs.mkdir(parents=True, exist_ok=True)
     with _Folder(runs) as folder:
         os.fchown(folder.fd, run_as.uid, run_as.gid)
@@ -108,15 +112,13 @@ def write_service_file(path: Path, text: str) -> None:
     never through a link: an existing one must be the service's own regular file."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
                  0o644)
-    try:
+    with os.fdopen(fd, "wb") as out:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
             raise UserError(f"{path}: not a file of the service's own; remove it")
-        os.ftruncate(fd, 0)
+        out.truncate(0)
         os.fchmod(fd, 0o644)
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
+        out.write(text.encode())
 
 
 class _Folder:
