@@ -9,7 +9,8 @@ from conftest import journal_events, write_spec
 
 def ends(runs_dir, name: str) -> list[int]:
     """Where `campaign_end` events stand among the journal's events."""
-    return [i for i, e in enumerate(journal_events(runs_dir / name)) if e["event"] == "campaign_end"]
+    events = journal_events(runs_dir / name)
+    return [i for i, e in enumerate(events) if e["event"] == "campaign_end"]
 
 
 def test_resume_of_an_ended_campaign_writes_no_second_end(tmp_path, runs_dir, cli):

@@ -36,7 +36,8 @@ def without_waiting(call, fifo):
     return answer["result"]
 
 
-@pytest.mark.parametrize("command", [["run"], ["estimate"], ["run", "--dry-run"]])
+@pytest.mark.parametrize("command", [["run"], ["estimate"], ["run", "--dry-run"],
+                                     ["submit", "--server", "http://127.0.0.1:9"]])
 def test_a_fifo_as_the_spec_is_refused_not_waited_on(cli, tmp_path, runs_dir, command):
     fifo = tmp_path / "spec.yaml"
     os.mkfifo(fifo)

@@ -28,9 +28,11 @@ from orchestrator.cli.service_client import (
     connect,
     server_url,
 )
+from orchestrator.common.bounded_files import UnreadableFile, read_bounded
 from orchestrator.common.errors import UserError
 from orchestrator.export import FORMATS
 from orchestrator.server.submission import SOURCE
+from orchestrator.spec.yaml_input import MAX_BYTES
 
 FOLLOW_POLL_S = 0.5
 
@@ -69,11 +71,14 @@ def submit(
 ) -> None:
     """Queue a campaign on the service; prints its name and returns at once."""
     url = _server(server, "submit", "`paratune run SPEC` runs a campaign here")
-    try:
-        text = spec_file.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{spec_file}: no such file; give the path of a campaign YAML") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # a FIFO or a device is refused, never waited on
+        text = read_bounded(spec_file, MAX_BYTES, follow_links=True).decode()
+    except UnreadableFile as exc:
+        if exc.missing:
+            raise UserError(f"{spec_file}: no such file; give the path of a campaign "
+                            "YAML") from None
+        raise UserError(f"{exc}; give a campaign YAML file") from None
+    except UnicodeDecodeError as exc:
         raise UserError(f"{spec_file}: cannot read it ({exc.__class__.__name__}); give a "
                         "campaign YAML file") from None
     with connect(url, token) as client:
