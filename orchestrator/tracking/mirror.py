@@ -56,11 +56,11 @@ def _first_use(uri: str) -> Iterator[None]:
     """Hold an exclusive lock on `<store>.lock` while a SQLite store is opened: MLflow creates
     and migrates its tables on first use, and two controllers doing so at once (a service
     starting campaigns together) leave a store that fails with "table already exists"."""
-    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
-    if not path or path == ":memory:":
+    path = sqlite_file(uri)
+    if path is None:
         yield
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(f"{path}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -78,8 +78,8 @@ def _check_sqlite_store(uri: str) -> None:
     otherwise fail on every call with a many-line SQL error."""
     import sqlite3
 
-    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
-    if not path or path == ":memory:" or not os.path.isfile(path):
+    path = sqlite_file(uri)
+    if path is None or not path.is_file():
         return
     try:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
