@@ -134,6 +134,25 @@ def token_create(
         db.dispose()
 
 
+@token_app.command("revoke")
+def token_revoke(
+    user: str = typer.Option(..., "--user", help="the user whose tokens to delete"),
+    state_dir: Path = STATE_DIR,
+    database: Optional[str] = DATABASE,
+) -> None:
+    """Delete every token of a user: the server refuses them from the next request on, and
+    their queued campaigns do not start."""
+    from orchestrator.server.auth import check_user_name, revoke_tokens
+
+    check_user_name(user)
+    db = _database(state_dir, database)
+    try:
+        count = revoke_tokens(db, user)
+    finally:
+        db.dispose()
+    console.print(f"{count} token(s) of {user!r} revoked", markup=False, highlight=False)
+
+
 @quota_app.command("set")
 def quota_set(
     gpu_hours: float = typer.Option(..., "--gpu-hours", help="GPU-hours allowed (above 0)"),

@@ -1,6 +1,7 @@
 """The service's HTTP API (FastAPI): campaigns, their logs, launch files and reports, trial
 slots and quotas, one router per resource (server/routes/). Every /api request carries a bearer
-token; errors are one line in `detail`.
+token, looked up on each request (a deleted token stops working at once); a body over 8 MiB is
+refused before it is read (body_limit.py); errors are one line in `detail`.
 
 The API writes only the service's own records (a submitted campaign, a cancel request, a
 quota); the supervisor acts on them, and progress is read from the campaigns' journals.
@@ -16,6 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from orchestrator.common.errors import one_line
 from orchestrator.server.auth import Authenticator
+from orchestrator.server.body_limit import BodyLimit
 from orchestrator.server.routes import accounts, campaigns, outputs, slots
 from orchestrator.server.service import Service
 
@@ -40,6 +42,7 @@ def create_app(service: Service) -> FastAPI:
     app.state.authenticate = Authenticator(service.db)
     app.add_exception_handler(RequestValidationError, one_line_validation)
     app.add_exception_handler(HTTPException, one_line_error)
+    app.add_middleware(BodyLimit)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page():

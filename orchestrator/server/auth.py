@@ -7,9 +7,9 @@ import hashlib
 import re
 import secrets
 import threading
-import time
 
-from sqlalchemy import select
+from sqlalchemy import Connection, delete, select
+from sqlalchemy.exc import DBAPIError
 
 from orchestrator.common.errors import UserError
 from orchestrator.server.db import Database, Token, User
@@ -58,26 +58,44 @@ def user_for(db: Database, token: str) -> User | None:
         return user
 
 
-class Authenticator:
-    """`user_for` with each answer kept for `ttl_s`: every poll of every client is
-    authenticated, and one lookup a few seconds is enough (a token is never edited, only
-    created)."""
+def revoke_tokens(db: Database, user: str) -> int:
+    """Delete every token of `user`: their requests are refused from the next one on, and their
+    queued campaigns do not start (admission.py); how many there were."""
+    with db.session() as s:
+        return s.execute(delete(Token).where(Token.user == user)).rowcount
 
-    def __init__(self, db: Database, ttl_s: float = 5.0):
+
+class Authenticator:
+    """`user_for` on every request, so that a deleted token or user is refused at the next one:
+    one indexed read, on a connection of its own kept open in autocommit (a pooled session's
+    checkout, ping and reset would cost more than the read, on every poll of every client)."""
+
+    def __init__(self, db: Database):
         self.db = db
-        self.ttl_s = ttl_s
-        self._known: dict[str, tuple[float, User]] = {}
+        self._connection: Connection | None = None
         self._lock = threading.Lock()
 
     def __call__(self, token: str) -> User | None:
-        key = digest(token)
-        now = time.monotonic()
+        query = (select(User.name, User.admin).join(Token, Token.user == User.name)
+                 .where(Token.digest == digest(token)))
         with self._lock:
-            hit = self._known.get(key)
-        if hit and now - hit[0] < self.ttl_s:
-            return hit[1]
-        user = user_for(self.db, token)
-        if user is not None:
-            with self._lock:
-                self._known[key] = (now, user)
-        return user
+            try:
+                row = self._connected().execute(query).first()
+            except DBAPIError:  # the database went away: once more, on a new connection
+                self.close()
+                row = self._connected().execute(query).first()
+        return None if row is None else User(name=row.name, admin=row.admin)
+
+    def _connected(self) -> Connection:
+        if self._connection is None:
+            self._connection = self.db.engine.connect().execution_options(
+                isolation_level="AUTOCOMMIT")
+        return self._connection
+
+    def close(self) -> None:
+        if self._connection is not None:
+            try:
+                self._connection.close()
+            except DBAPIError:
+                pass
+            self._connection = None

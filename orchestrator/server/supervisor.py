@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from sqlalchemy import func, select
 
+from orchestrator.server.admission import start_refusal
 from orchestrator.server.auth import new_token
 from orchestrator.server.campaign_summary import ProgressCache
 from orchestrator.server.config import ServiceConfig
@@ -234,6 +235,11 @@ class Supervisor:
             if running >= self.config.max_running:
                 row.reason = (f"waiting: {running} of {self.config.max_running} campaigns "
                               "running (server --max-running)")
+                continue
+            refused = start_refusal(s, self.db, self.config, row)
+            if refused:  # a token, grant or quota taken back while it waited
+                self._final(row, FAILED, refused)
+                log.warning("%s: %s", row.name, refused)
                 continue
             row.state, row.reason = RUNNING, None
             running += 1

@@ -17,8 +17,9 @@ def service_of(request: Request) -> Service:
     return request.app.state.service
 
 
-# The polled paths (user, campaign, campaigns) are async: their work is a cache hit or one
-# short read, cheaper on the event loop than a hand-off to the thread pool.
+# The polled paths (user, campaign, campaigns) are async: their work is a few short reads (the
+# token's, looked up on every request so a deleted one stops at once), cheaper on the event
+# loop than a hand-off to the thread pool.
 async def current_user(request: Request,
                        credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
                        ) -> User:
