@@ -129,15 +129,21 @@ class CampaignView:
                            reserved_gpu_hours=self._held_gpu_hours(records))
 
     def _held_gpu_hours(self, records: list[TrialRecord]) -> float:
-        """What the trials still running hold of budget.gpu_hours (budget.py): those submitted
-        and not ended, while the campaign has not ended (a stopped controller's local trials
-        run on)."""
-        running = [r for r in records if r.submitted_at is not None and r.result is None]
-        if self.spec.budget.gpu_hours is None or not running or self.state() != INCOMPLETE:
+        """What the trials submitted and not ended hold of budget.gpu_hours (budget.py) while
+        the campaign has not ended: as its controller counts them while it runs; their
+        reservations alone once it has stopped (its local trials may run on, and resume
+        reserves again for those it runs again)."""
+        unfinished = [r for r in records if r.submitted_at is not None and r.result is None]
+        if self.spec.budget.gpu_hours is None or not unfinished:
+            return 0.0
+        phase, _ = self.phase()
+        if phase not in ("running", "stopped"):
             return 0.0
         cost_model = cost_model_for(self.spec)
-        return held_gpu_hours(((r, reservation(self.spec, r, cost_model).gpu_hours)
-                               for r in running), time.time())
+        held = [(r, reservation(self.spec, r, cost_model).gpu_hours) for r in unfinished]
+        if phase == "stopped":
+            return sum(reserved for _, reserved in held)
+        return held_gpu_hours(held, time.time())
 
     def calibration(self, records: list[TrialRecord] | None = None) -> Calibration | None:
         """The cost model refit on the campaign's measured trials; None with too few."""

@@ -159,8 +159,9 @@ class SchedulingLoop:
         return self.stop_reason
 
     def _no_room_for(self, record: TrialRecord) -> str | None:
-        holding = [*(r for r, _ in self.running.values()), *self._pending]
-        return self.reservations.refusal(record, holding, self.tally, self.started_at)
+        running = [r for r, _ in self.running.values()]
+        return self.reservations.refusal(record, running, self._pending, self.tally,
+                                         self.started_at)
 
     def _drop(self, record: TrialRecord) -> None:
         """Forget a trial that will not run. One a resumed campaign was to run again stays:

@@ -23,13 +23,16 @@ class Reservations:
             self._by_trial[record.trial_id] = reservation(self.spec, record, self.model.current)
         return self._by_trial[record.trial_id]
 
-    def refusal(self, record: TrialRecord, holding: Iterable[TrialRecord], tally: Tally,
-                started_at: float) -> str | None:
+    def refusal(self, record: TrialRecord, running: Iterable[TrialRecord],
+                starting: Iterable[TrialRecord], tally: Tally, started_at: float) -> str | None:
         """Why `record` may not start now: its reservation does not fit beside what has been
-        used and what the `holding` trials (running, or about to start) hold; None if it fits."""
+        used, what the `running` trials hold and what those `starting` with it reserve (a
+        resumed trial about to run again holds nothing yet, whenever it first ran); None if
+        it fits."""
         if self.spec.budget.gpu_hours is None:
             return None
-        held = held_gpu_hours(((r, self.of(r).gpu_hours) for r in holding), time.time())
+        held = held_gpu_hours(((r, self.of(r).gpu_hours) for r in running), time.time())
+        held += sum(self.of(r).gpu_hours for r in starting)
         budget = tally.state(self.spec.budget, started_at, reserved_gpu_hours=held)
         return budget.refusal(record.trial_id, self.of(record))
 
