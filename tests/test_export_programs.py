@@ -5,6 +5,7 @@ trial-length settings, and say so for a format of another program."""
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
@@ -64,3 +65,26 @@ def test_the_deepspeed_launch_file_carries_the_winners_config_without_trial_only
     assert '"train_batch_size": 16' in written and "steps_per_print" not in written
     assert "log_level" not in written
     assert '--deepspeed_config "$RUN_DIR"/ds_config.json' in script
+
+
+def test_the_winners_config_is_read_as_the_trial_left_it_never_through_a_link(
+        runs_dir, monkeypatch, tmp_path):
+    """The service exports as root what a trial (another OS user) left in its folder: a link
+    there to a file the trial may not read is not followed, and a copy nested past any config's
+    depth is taken as damaged; either way the layout's config as rendered now is exported."""
+    from orchestrator.export.program import winner_deepspeed_config
+
+    monkeypatch.chdir(EXAMPLES.parent)
+    spec = load_spec(EXAMPLES / "deepspeed.yaml", ["backend.kind=simulated"])
+    secret = tmp_path / "root-only.json"
+    secret.write_text(json.dumps({"train_batch_size": 4242, "password": "S3cretPW2"}))
+    rendered = {"train_batch_size": 16}
+    folder = tmp_path / "trial"
+    folder.mkdir()
+    (folder / "ds_config.json").symlink_to(secret)
+    assert winner_deepspeed_config(spec, folder, lambda: rendered)["train_batch_size"] == 16
+    (folder / "ds_config.json").unlink()
+    (folder / "ds_config.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert winner_deepspeed_config(spec, folder, lambda: rendered)["train_batch_size"] == 16
+    (folder / "ds_config.json").write_text(json.dumps({"train_batch_size": 8}))
+    assert winner_deepspeed_config(spec, folder, lambda: rendered)["train_batch_size"] == 8

@@ -101,3 +101,20 @@ def spec_file(tmp_path):
         path.write_text(text)
         return str(path)
     return write
+
+
+def test_a_campaigns_saved_spec_is_never_read_through_a_link(cli, tmp_path, runs_dir):
+    """A campaign's folder belongs to whoever runs its trials; its spec.yaml swapped for a link
+    to a file only its reader (the service, as root) may read is refused in one line, and the
+    file's text is not shown."""
+    spec = write_spec(tmp_path / "s.yaml", name="linked", backend={"kind": "simulated"},
+                      budget={"max_trials": 1}, tracking={"enabled": False})
+    assert cli("run", str(spec))[0] == 0
+    secret = tmp_path / "root-only.yaml"
+    secret.write_text("name: linked\nS3cretPW2: 1\n")
+    saved = runs_dir / "linked" / "spec.yaml"
+    saved.unlink()
+    saved.symlink_to(secret)
+    code, out, err = cli("status", "linked")
+    assert "S3cretPW2" not in out + err
+    one_line_error((code, out, err), "symbolic link")

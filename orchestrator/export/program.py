@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+from orchestrator.common.bounded_files import UnreadableFile, read_bounded
+from orchestrator.common.bounded_json import NotJson, UnfitJson, loads_bounded
 from orchestrator.common.errors import SpecError
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
@@ -28,6 +30,8 @@ RUN_DIR_MARK = "\0RUN_DIR\0"
 RUN_DIR_FOLDER = SimpleNamespace(
     path=RUN_DIR_MARK, deepspeed_config=f"{RUN_DIR_MARK}/{DEEPSPEED_CONFIG_FILE}",
     settings_file=f"{RUN_DIR_MARK}/{SETTINGS_FILE}", result_file=f"{RUN_DIR_MARK}/{RESULT_FILE}")
+CONFIG_MAX_BYTES = 1 << 20  # a DeepSpeed config is a few KB
+CONFIG_MAX_DEPTH = 32  # it nests 3 or 4 levels
 LONGER = 7919  # extra steps for the second rendering: the words that change carry the length
 
 
@@ -81,12 +85,14 @@ def winner_deepspeed_config(spec: CampaignSpec, trial_dir: Path | None,
     as it renders now), less the keys only a trial needs (back to the base config's values
     where it still reads)."""
     data = None
-    measured = trial_dir / DEEPSPEED_CONFIG_FILE if trial_dir is not None else None
-    if measured is not None and measured.is_file():
+    if trial_dir is not None:
+        # The trial's own copy, read as the trial left it: never through a link (the reader may
+        # be the service, entitled to files the trial is not), bounded in size and nesting.
         try:
-            data = json.loads(measured.read_text())
-        except (OSError, ValueError):
-            data = None  # a damaged copy: the layout's config as rendered now
+            data = loads_bounded(read_bounded(trial_dir / DEEPSPEED_CONFIG_FILE,
+                                              CONFIG_MAX_BYTES), CONFIG_MAX_DEPTH)
+        except (UnreadableFile, UnfitJson, NotJson):
+            data = None  # missing or damaged: the layout's config as rendered now
     if not isinstance(data, dict):
         data = render()
     try:

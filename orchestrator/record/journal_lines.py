@@ -12,15 +12,13 @@ to where the campaign keeps it.
 from __future__ import annotations
 
 import errno
-import json
-import math
 import os
 import stat
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.common.bounded_json import NotJson, UnfitJson, loads_bounded
 from orchestrator.common.errors import CampaignStateError, excerpt
 
 TRIAL_EVENTS = ("submitted", "reattached", "finished", "tracked")
@@ -28,7 +26,6 @@ CAMPAIGN_EVENTS = ("campaign", "campaign_end", "campaign_cancelled")
 FIDELITIES = ("full", "screen", "repeat", "scaling")
 NAMED_AT_MOST = 3  # lines named in the one-line summary; the count covers the rest
 MAX_DEPTH = 16  # an event nests 4 levels (a result's extra holding a mapping); deeper is damage
-FLOAT_DIGITS = 309  # digits of the largest float (1.8e308); a longer whole number cannot fit
 
 
 @dataclass
@@ -94,67 +91,20 @@ def parse_lines(raw: bytes, damage: Damage) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            event = _DECODER.decode(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            damage.skip(number, "not UTF-8 text")
-            continue
-        except _Unfit as exc:
+            event = loads_bounded(line, MAX_DEPTH)
+        except UnfitJson as exc:
             damage.skip(number, str(exc))
             continue
-        except RecursionError:
-            damage.skip(number, f"nested more than {MAX_DEPTH} levels deep")
+        except NotJson as exc:
+            damage.skip(number, "not UTF-8 text" if "UTF-8" in str(exc)
+                        else "not JSON (a line cut short by a kill reads so)")
             continue
-        except json.JSONDecodeError:
-            damage.skip(number, "not JSON (a line cut short by a kill reads so)")
-            continue
-        why = _too_deep(line, event) or event_problem(event)
+        why = event_problem(event)
         if why:
             damage.skip(number, why)
             continue
         events.append(event)
     return events
-
-
-class _Unfit(ValueError):
-    """A number in a line that no float can hold; the message says which."""
-
-
-def _whole_number(text: str) -> int:
-    """A JSON integer, refused before Python converts thousands of digits (or fails to)."""
-    digits = len(text.lstrip("-"))
-    if digits <= FLOAT_DIGITS:  # JSON has no leading zeros: a longer one cannot fit
-        value = int(text)
-        if abs(value) <= _LARGEST_WHOLE_FLOAT:
-            return value
-    raise _Unfit(f"a number of {digits} digits, past a float's range (1.8e308)")
-
-
-def _decimal_number(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise _Unfit(f"the number {excerpt(text, 24, quote=False)}, past a float's range (1.8e308)")
-    return value
-
-
-_LARGEST_WHOLE_FLOAT = int(sys.float_info.max)
-_DECODER = json.JSONDecoder(parse_int=_whole_number, parse_float=_decimal_number)
-
-
-def _too_deep(line: bytes, event: Any) -> str | None:
-    """Why the event nests deeper than MAX_DEPTH, or None; a line with few brackets is not
-    walked."""
-    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
-        return None
-    stack = [(event, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return f"nested more than {MAX_DEPTH} levels deep"
-        if isinstance(value, dict):
-            stack.extend((item, depth + 1) for item in value.values())
-        elif isinstance(value, list):
-            stack.extend((item, depth + 1) for item in value)
-    return None
 
 
 def event_problem(event: Any) -> str | None:

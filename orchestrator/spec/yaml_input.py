@@ -153,10 +153,12 @@ def load_yaml_text(text: str, source: str, *, saved: bool = False) -> Any:
 
 def load_yaml_file(path: Path, *, saved: bool = False) -> Any:
     """A YAML file a user wrote (size, encoding and structure bounded) or that a campaign
-    saved of a spec it accepted (`saved`: bounded by size and encoding)."""
+    saved of a spec it accepted (`saved`: bounded by size and encoding, and never read through
+    a symbolic link: a campaign writes its own copy, and a trial may have swapped it for a link
+    to a file its reader, the service, may read and the trial may not)."""
     limit = SAVED_MAX_BYTES if saved else MAX_BYTES
     try:  # a FIFO or a device is refused, never waited on
-        raw = read_bounded(path, limit, follow_links=True)
+        raw = read_bounded(path, limit, follow_links=not saved)
     except UnreadableFile as exc:
         fix = "check the path" if exc.missing else "give a regular YAML file of a few KB"
         raise SpecError(f"{exc}; {fix}") from None

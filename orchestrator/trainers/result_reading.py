@@ -8,11 +8,10 @@ line, never the controller's."""
 
 from __future__ import annotations
 
-import json
 import statistics
-from typing import Any
 
 from orchestrator.common.bounded_files import UnreadableFile, read_bounded, read_tail
+from orchestrator.common.bounded_json import NotJson, UnfitJson, loads_bounded
 from orchestrator.common.errors import excerpt
 from orchestrator.result import STDOUT_MARKER, TrialResult
 from orchestrator.trainers.base import LogMetrics, Measure, TrainerAdapter
@@ -21,7 +20,6 @@ from orchestrator.trial.folder import LOG_FILE, RESULT_FILE, TrialFolder
 RESULT_MAX_BYTES = 1 << 20  # a result is a few hundred bytes; its step times a few KB more
 LOG_TAIL_BYTES = 4 << 20  # what of a log is read: its step lines and its last words are there
 MAX_DEPTH = 32  # nesting of a result's JSON: its `extra` may hold a mapping or two
-MAX_INT_DIGITS = 64  # beyond, an integer is no measurement (and no float holds it)
 METRIC_LINE_CHARS = 2000  # a metric line is a few hundred: what is longer is read that far
 
 
@@ -29,40 +27,14 @@ class _BadResult(ValueError):
     """A result that parses but is not one: its text is the reason."""
 
 
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _BadResult(f"an integer of {len(text.lstrip('-'))} digits; report numbers as floats")
-    return int(text)
-
-
-def _depth(value: Any) -> int:
-    """How deeply lists and mappings nest in `value` (walked without recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in
-                         (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
 def parse_result(text: str) -> TrialResult:
     """A trial's result from its JSON text; _BadResult, with the reason, when it is none."""
     try:
-        data = json.loads(text, parse_int=_bounded_int)
-    except RecursionError:
-        raise _BadResult(f"JSON nested more than {MAX_DEPTH} levels deep") from None
-    except json.JSONDecodeError as exc:
-        raise _BadResult(f"not JSON ({exc})") from None
-    except _BadResult:
-        raise
-    except ValueError as exc:  # e.g. Python's own limit on an integer's digits
-        raise _BadResult(excerpt(str(exc), 200, quote=False)) from None
+        data = loads_bounded(text, MAX_DEPTH)
+    except (UnfitJson, NotJson) as exc:
+        raise _BadResult(str(exc)) from None
     if not isinstance(data, dict):
         raise _BadResult(f"a JSON {type(data).__name__}, not an object of result fields")
-    if _depth(data) > MAX_DEPTH:
-        raise _BadResult(f"JSON nested more than {MAX_DEPTH} levels deep")
     try:
         return TrialResult.from_dict(data)
     except (TypeError, ValueError) as exc:
