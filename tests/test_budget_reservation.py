@@ -79,3 +79,5 @@ def test_a_trial_whose_reservation_does_not_fit_is_not_started(tmp_path, runs_di
     reason = status_of(cli, "too-small")["stop_reason"]
     assert reason.startswith("budget.gpu_hours: ") and "\n" not in reason, reason
     assert "trial.timeout_s 6 s" in reason and "raise budget.gpu_hours" in reason, reason
+    assert f"stopped: {reason}" in " ".join(err.split()), err  # `run` says so too
+

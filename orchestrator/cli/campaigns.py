@@ -114,6 +114,9 @@ def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
                 saved = (controller.dir / SPEC_FILE).exists()
                 raise Interrupted(spec.name if saved else None) from None
     progress.print_summary(out, summary)
+    if summary.stop_reason:  # why the search ended: the trial budget, or a fix to make
+        console.print(f"stopped: {summary.stop_reason}", markup=False, highlight=False,
+                      soft_wrap=True)
     backlog = _mlflow_backlog(spec, summary.records)
     if backlog and backlog["not_in_mlflow"]:  # a warning, not a failure: the journal has them
         console.print(f"warning: {_backlog_line(backlog)}", markup=False, highlight=False,
