@@ -66,22 +66,27 @@ class Reservation:
 
     gpu_hours: float
     reckoning: str  # "2 GPUs x trial.timeout_s 180 s"
+    fix: str = "raise budget.gpu_hours or lower trial.timeout_s"
 
 
 def reservation(spec, record: TrialRecord, cost_model: CostModel) -> Reservation:
     """`record`'s reservation under `spec` (a CampaignSpec); `cost_model` predicts a simulated
     trial's duration."""
     world, timeout = record.config.world_size, spec.trial.timeout_s
-    seconds, reckoning = timeout, f"trial.timeout_s {timeout:g} s"
-    if spec.backend.kind == "simulated":
-        steps = spec.search.fidelity.screening_steps if record.phase == SCREEN else spec.trial.steps
-        predicted = cost_model.estimate(record.config).step_time_s * steps
-        if math.isfinite(predicted) and predicted > 0:
-            seconds = SIMULATED_MARGIN * predicted
-            reckoning = f"{SIMULATED_MARGIN:g} x the predicted {predicted:,.0f} s"
-            if spec.backend.failure_rate > 0 and timeout > seconds:
-                seconds, reckoning = timeout, f"trial.timeout_s {timeout:g} s, a simulated hang's"
-    return Reservation(world * seconds / 3600, f"{world} GPUs x {reckoning}")
+    by_timeout = Reservation(world * timeout / 3600,
+                             f"{world} GPUs x trial.timeout_s {timeout:g} s")
+    if spec.backend.kind != "simulated":
+        return by_timeout
+    steps = spec.search.fidelity.screening_steps if record.phase == SCREEN else spec.trial.steps
+    predicted = cost_model.estimate(record.config).step_time_s * steps
+    if not (math.isfinite(predicted) and predicted > 0):
+        return by_timeout
+    seconds = SIMULATED_MARGIN * predicted
+    if spec.backend.failure_rate > 0 and timeout > seconds:
+        return by_timeout  # a simulated hang holds its devices until the timeout
+    return Reservation(world * seconds / 3600,
+                       f"{world} GPUs x {SIMULATED_MARGIN:g} x the predicted {predicted:,.0f} s",
+                       "raise budget.gpu_hours")
 
 
 def held_gpu_hours(running: Iterable[tuple[TrialRecord, float]], now: float) -> float:
@@ -187,8 +192,7 @@ class BudgetState:
                 if self.reserved_gpu_hours else "")
         return (f"budget.gpu_hours: trial {trial_id} would reserve {hours(asked.gpu_hours)} "
                 f"GPU-hours ({asked.reckoning}) and {hours(left)} of {self.max_gpu_hours:g} are "
-                f"left ({hours(self.gpu_hours)} used{held}); raise budget.gpu_hours or lower "
-                "trial.timeout_s")
+                f"left ({hours(self.gpu_hours)} used{held}); {asked.fix}")
 
     def to_dict(self) -> dict[str, Any]:
         left = lambda used, cap: None if cap is None else max(0.0, cap - used)  # noqa: E731
@@ -197,7 +201,8 @@ class BudgetState:
             "trials_left": self.trials_left,
             "gpu_hours": self.gpu_hours, "gpu_hours_reserved": self.reserved_gpu_hours,
             "gpu_hours_left": self.gpu_hours_left,
-            "elapsed_s": self.elapsed_s, "wall_clock_left_s": left(self.elapsed_s, self.wall_clock_s),
+            "elapsed_s": self.elapsed_s,
+            "wall_clock_left_s": left(self.elapsed_s, self.wall_clock_s),
             "since_improvement": self.since_improvement, "patience": self.patience,
             "exhausted": self.exhausted(),
         }
