@@ -104,6 +104,34 @@ def test_a_journal_that_is_a_directory_is_refused_in_one_line(tmp_path, runs_dir
     assert [u["campaign"] for u in listing["unreadable"]] == ["dmg"]
 
 
+def test_a_journal_that_is_a_fifo_or_too_large_is_refused_not_waited_on(tmp_path, runs_dir, cli):
+    """A trial can leave anything where its campaign's journal goes; the service reads every
+    journal to list its campaigns: a FIFO is refused without waiting for a writer, and a file
+    far past any journal's size without reading it whole."""
+    import threading
+
+    from orchestrator.record import journal_lines
+
+    journal = finished_campaign(tmp_path, cli)
+    journal.unlink()
+    os.mkfifo(journal)
+    answer: dict = {}
+    reader = threading.Thread(target=lambda: answer.update(r=cli("status", "dmg")), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    if reader.is_alive():
+        os.close(os.open(journal, os.O_WRONLY | os.O_NONBLOCK))  # let the reader go
+        reader.join(timeout=60)
+        pytest.fail("status waited on a FIFO as the journal")
+    code, _, err = answer["r"]
+    assert code == 2 and "is a FIFO, not a journal" in err and len(err.strip().splitlines()) == 1
+    journal.unlink()
+    with open(journal, "wb") as f:  # sparse: no disk spent
+        f.truncate(journal_lines.JOURNAL_MAX_BYTES + 1)
+    code, _, err = cli("status", "dmg")
+    assert code == 2 and "is larger than" in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_journal_that_is_a_symbolic_link_is_never_followed(tmp_path, runs_dir, cli):
     journal = finished_campaign(tmp_path, cli)
     elsewhere = tmp_path / "system-file"

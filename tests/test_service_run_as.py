@@ -250,6 +250,31 @@ def test_a_trial_cannot_open_the_state_directory_across_a_restart(server):
     assert server.campaign(token, "relinker")["final"]
 
 
+def test_a_module_a_trial_plants_is_imported_by_no_controller(server, base):
+    """`python -m` imports from the folder it starts in: a module one campaign's trial leaves
+    in the runs directory (theirs to write) never runs in another campaign's controller."""
+    planted, ran = server.runs_dir / "yaml.py", server.runs_dir / "planted-module-ran"
+    source = base / "planted-yaml.py"
+    source.write_text(f"open({str(ran)!r}, 'w').close()\n")
+    source.chmod(0o644)
+    script = f"cp {source} {planted}; true"
+    token = server.tokens["bob"]
+    try:
+        planter = server.submit(token, QUICKSTART, *trial_running(server, script, "planter"))
+        assert planter.status_code == 201, planter.text
+        server.wait_final(token, ["planter"])
+        assert planted.exists(), server.logs()
+        victim = server.submit(token, SIMULATED, *simulated("after-plant", trials=1,
+                                                           tracking=False))
+        assert victim.status_code == 201, victim.text
+        done = server.wait_final(token, ["after-plant"])["after-plant"]
+        assert not ran.exists()
+        assert done["state"] == "finished", (done, server.logs())
+    finally:
+        planted.unlink(missing_ok=True)
+        ran.unlink(missing_ok=True)
+
+
 def test_folders_the_run_as_user_could_swap_are_refused(tmp_path):
     """In-process: a state directory in a folder of the run-as user's is refused before
     anything is changed, and a spec file is never written through a link."""

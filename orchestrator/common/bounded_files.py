@@ -26,7 +26,8 @@ class UnreadableFile(Exception):
         self.missing = missing
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file of this mode is, in words (a FIFO, a device, ...)."""
     return next((name for check, name in _KINDS if check(mode)), "not a regular file")
 
 
@@ -37,7 +38,7 @@ def _open_regular(path: Path, follow_links: bool) -> tuple[int, int]:
     try:
         mode = (os.stat if follow_links else os.lstat)(path).st_mode
         if not stat.S_ISREG(mode):
-            raise UnreadableFile(f"{path} is {_kind(mode)}, not a regular file")
+            raise UnreadableFile(f"{path} is {kind_of(mode)}, not a regular file")
         flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(path, flags if follow_links else flags | os.O_NOFOLLOW)
     except FileNotFoundError:
@@ -49,7 +50,7 @@ def _open_regular(path: Path, follow_links: bool) -> tuple[int, int]:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise UnreadableFile(f"{path} is {_kind(info.st_mode)}, not a regular file")
+        raise UnreadableFile(f"{path} is {kind_of(info.st_mode)}, not a regular file")
     return fd, info.st_size
 
 

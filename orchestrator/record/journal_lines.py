@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.common.bounded_files import kind_of, size_words
 from orchestrator.common.bounded_json import NotJson, UnfitJson, loads_bounded
 from orchestrator.common.errors import CampaignStateError, excerpt
 
@@ -25,6 +26,7 @@ TRIAL_EVENTS = ("submitted", "reattached", "finished", "tracked")
 CAMPAIGN_EVENTS = ("campaign", "campaign_end", "campaign_cancelled")
 FIDELITIES = ("full", "screen", "repeat", "scaling")
 NAMED_AT_MOST = 3  # lines named in the one-line summary; the count covers the rest
+JOURNAL_MAX_BYTES = 256 << 20  # what a reader takes in
 MAX_DEPTH = 16  # an event nests 4 levels (a result's extra holding a mapping); deeper is damage
 
 
@@ -52,12 +54,19 @@ class Damage:
 
 
 def open_journal(path: Path, flags: int) -> int:
-    """A file descriptor on the journal, refusing a symbolic link or a directory with one line."""
+    """A file descriptor on the journal, refusing a symbolic link, a directory, a FIFO or a
+    device with one line (O_NONBLOCK: a FIFO's open never waits for a writer)."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
-        if stat.S_ISDIR(os.fstat(fd).st_mode):  # a directory opens read-only without an error
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
+                     0o644)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
             os.close(fd)
-            raise IsADirectoryError(errno.EISDIR, "Is a directory")
+            if stat.S_ISDIR(mode):  # a directory opens read-only without an error
+                raise IsADirectoryError(errno.EISDIR, "Is a directory")
+            raise CampaignStateError(
+                f"{path} is {kind_of(mode)}, not a journal; move it away (the campaign then "
+                "reads as having no trials)")
         return fd
     except OSError as exc:
         if exc.errno == errno.ELOOP:
@@ -81,7 +90,16 @@ def read_raw(path: Path) -> bytes:
             return b""
         raise
     with os.fdopen(fd, "rb") as fh:
-        return fh.read()
+        # Its size first, so a file too large is not read at all; one growing meanwhile is
+        # read to one byte past the limit.
+        too_large = os.fstat(fd).st_size > JOURNAL_MAX_BYTES
+        raw = b"" if too_large else fh.read(JOURNAL_MAX_BYTES + 1)
+    if too_large or len(raw) > JOURNAL_MAX_BYTES:
+        raise CampaignStateError(
+            f"{path} is larger than {size_words(JOURNAL_MAX_BYTES)}, far past any campaign's "
+            "journal (a 1,000-trial one is a few MB); something other than the campaign wrote "
+            "it: move it away")
+    return raw
 
 
 def parse_lines(raw: bytes, damage: Damage) -> list[dict[str, Any]]:

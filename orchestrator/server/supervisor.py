@@ -206,9 +206,11 @@ class Supervisor:
         log.info("%s: controller PID %d (%s)", row.name, process.pid, argv[3])
 
     def controller_cwd(self) -> str:
-        """Where controllers start: the service's folder, or the runs directory for a user
-        of their own (who may not enter the service's)."""
-        return str(self.config.runs_dir) if self.run_as else os.getcwd()
+        """Where controllers start: the service's folder, or for a user of their own the
+        trials' empty working folder, which that user may enter and not change (`python -m`
+        imports from the folder it starts in: from the runs directory, a module one campaign's
+        trial planted there would run in every other campaign's controller)."""
+        return str(self.config.trial_workdir) if self.run_as else os.getcwd()
 
     def controller_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
