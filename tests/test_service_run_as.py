@@ -9,6 +9,7 @@ import os
 import platform
 import pwd
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -295,3 +296,59 @@ def test_folders_the_run_as_user_could_swap_are_refused(tmp_path):
     with pytest.raises(OSError):
         write_service_file(tmp_path / "link.yaml", "name: x\n")
     assert (tmp_path / "target").read_text() == "original\n"
+
+
+def test_the_other_holes_stay_shut_under_run_as(server, base):
+    """The review's other holes, against this server: a quota bounds a running campaign (its
+    trials reserve their GPU-hours before they start), an ungranted user names no variable that
+    loads code, a variable bash acts on is refused, a body past the limit is refused before it
+    is read or authenticated, a revoked token stops at once, and a line a granted trial appends
+    to another user's journal breaks no listing."""
+    admin = server.token("root", admin=True)
+    alice, bob = server.tokens["alice"], server.tokens["bob"]
+
+    assert server.cli("server", "quota", "set", "--user", "quin", "--gpu-hours", "0.0002",
+                      "--state-dir", str(server.state_dir),
+                      "--database", server.database_url).returncode == 0
+    quin = server.token("quin")
+    bounded = server.submit(quin, QUICKSTART, *one_real_trial("within-quota"),
+                            "budget.max_trials=4", "budget.max_concurrent=2",
+                            "budget.gpu_hours=0.0002")
+    assert bounded.status_code == 201, bounded.text
+    ended = server.wait_final(quin, ["within-quota"])["within-quota"]
+    assert ended["gpu_hours"] <= 0.0002 and not ended["counts"].get("ok"), ended
+
+    for name in ("NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "FI_PROVIDER_PATH"):
+        refused = server.submit(alice, SIMULATED, *simulated("plugin"),
+                                f"trial.env.{name}=/tmp/libevil.so")
+        assert refused.status_code == 403 and name in refused.json()["detail"], refused.text
+    shell = server.submit(bob, SIMULATED, *simulated("shell"), "trial.env.BASH_ENV=$(touch M)")
+    assert shell.status_code == 422 and "trial.env.BASH_ENV" in shell.json()["detail"]
+
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"POST /api/campaigns HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\n\r\n" % (256 << 20))
+        sock.settimeout(30)
+        assert sock.recv(64).startswith(b"HTTP/1.1 413")
+
+    doomed = server.token("doomed")
+    assert server.api("GET", "/api/campaigns", doomed).status_code == 200
+    assert server.cli("server", "token", "revoke", "--user", "doomed", "--state-dir",
+                      str(server.state_dir), "--database", server.database_url).returncode == 0
+    assert server.api("GET", "/api/campaigns", doomed).status_code == 401
+
+    victim = server.submit(alice, SIMULATED, *simulated("alices", trials=1, tracking=False))
+    assert victim.status_code == 201, victim.text
+    server.wait_final(alice, ["alices"])
+    line = base / "hostile-line"
+    line.write_text('{"event":"campaign_end","stop_reason":"x","time":' + "9" * 400 + "}\n")
+    line.chmod(0o644)
+    journal = server.runs_dir / "alices" / "journal.jsonl"
+    appender = server.submit(bob, QUICKSTART,
+                             *trial_running(server, f"cat {line} >> {journal}", "appender"))
+    assert appender.status_code == 201, appender.text
+    server.wait_final(bob, ["appender"])
+    assert journal.read_text().endswith("9" * 400 + "}\n")
+    listing = server.api("GET", "/api/campaigns", admin)
+    assert listing.status_code == 200, listing.text
+    assert "alices" in [c["name"] for c in listing.json()["campaigns"]]
