@@ -80,6 +80,16 @@ def run_cli_process(*args: str, env: dict | None = None, **kw) -> subprocess.Com
     )
 
 
+@pytest.fixture
+def spec_file(tmp_path):
+    """Write a spec's text to a file; its path, as the CLI takes it."""
+    def write(text: str) -> str:
+        path = tmp_path / "spec.yaml"
+        path.write_text(text)
+        return str(path)
+    return write
+
+
 def write_spec(path: Path, **changes) -> Path:
     """The quickstart spec with top-level sections replaced or merged."""
     data = yaml.safe_load((EXAMPLES / "quickstart.yaml").read_text())

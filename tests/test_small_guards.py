@@ -66,15 +66,6 @@ def one_line_error(result, *words) -> str:
     return err
 
 
-@pytest.fixture
-def spec_file(tmp_path):
-    def write(text: str) -> str:
-        path = tmp_path / "spec.yaml"
-        path.write_text(text)
-        return str(path)
-    return write
-
-
 @pytest.mark.parametrize("name", sorted(BASH_READONLY))
 def test_env_names_bash_holds_read_only_are_refused(cli, spec_file, runs_dir, name):
     one_line_error(cli("run", spec_file(B + f"trial: {{env: {{{name}: x}}}}\n"), "--dry-run"),

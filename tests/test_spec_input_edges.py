@@ -94,15 +94,6 @@ def test_no_number_is_read_in_base_60(cli, spec_file, runs_dir, tmp_path):
                          tmp_path / "runs", str(tmp_path))
 
 
-@pytest.fixture
-def spec_file(tmp_path):
-    def write(text: str) -> str:
-        path = tmp_path / "spec.yaml"
-        path.write_text(text)
-        return str(path)
-    return write
-
-
 def test_a_campaigns_saved_spec_is_never_read_through_a_link(cli, tmp_path, runs_dir):
     """A campaign's folder belongs to whoever runs its trials; its spec.yaml swapped for a link
     to a file only its reader (the service, as root) may read is refused in one line, and the
