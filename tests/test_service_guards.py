@@ -21,6 +21,7 @@ from test_service import simulated
 from orchestrator.cli.service_client import SERVER_ENV, TOKEN_ENV
 from orchestrator.common.processes import is_running, start_time
 from orchestrator.server import supervisor as supervisor_module
+from orchestrator.server.auth import create_token
 from orchestrator.server.campaign_summary import ProgressCache
 from orchestrator.server.config import ServiceConfig
 from orchestrator.server.db import FAILED, QUEUED, RUNNING, Campaign, Database
@@ -218,6 +219,7 @@ def dying_controller(tmp_path, monkeypatch):
                                                   ProgressCache(config.runs_dir),
                                                   "http://127.0.0.1:1")
         supervisors.append(supervisor)
+        create_token(db, "alice")  # an owner with a token: a campaign of none is not started
         with db.session() as s:
             s.add(Campaign(name="dying", owner="alice", state=QUEUED, spec_yaml="name: dying\n",
                            submitted_at=time.time()))

@@ -36,6 +36,7 @@ log = logging.getLogger("paratune.server")
 TIMEOUT_S = 30.0  # a child reads a few small files; one that takes longer is stuck
 MAX_REPLY_BYTES = 8 * MAX_BYTES  # the resolved spec (at most MAX_BYTES as YAML), as JSON
 FILE_KEYS = ("model", "cluster")
+PATH_CHARS = 300  # a file name is shown whole up to this (a user's own input)
 # pydantic errors whose message repeats the value it refused.
 ECHOING_ERRORS = ("value_error", "assertion_error", "union_tag_invalid")
 
@@ -160,16 +161,16 @@ def _read_mapping(path: str, key: str, reader: str) -> dict[str, Any]:
     try:
         raw = read_bounded(Path(path).expanduser(), MAX_BYTES, follow_links=True)
     except UnreadableFile:
-        raise SpecError(f"{SOURCE}: {key}: {excerpt(path)}: {reader} finds no {key} file "
-                        f"there that it may read (a regular file of at most "
+        raise SpecError(f"{SOURCE}: {key}: {excerpt(path, PATH_CHARS)}: {reader} finds no "
+                        f"{key} file there that it may read (a regular file of at most "
                         f"{MAX_BYTES >> 20} MiB); give one it can read") from None
     try:
         fields = load_yaml_text(raw.decode("utf-8"), "file")
     except (SpecError, UnicodeDecodeError):
         fields = None
     if not isinstance(fields, dict):
-        raise SpecError(f"{SOURCE}: {key}: {excerpt(path)}: not a YAML mapping of {key} "
-                        "fields (UTF-8); fix the file")
+        raise SpecError(f"{SOURCE}: {key}: {excerpt(path, PATH_CHARS)}: not a YAML mapping of "
+                        f"{key} fields (UTF-8); fix the file")
     return fields
 
 
@@ -188,8 +189,8 @@ def _without_values(exc: ValidationError, key: str, path: str, kind: Any) -> str
         problem = "a value it does not take"
     else:
         problem = error["msg"]
-    return (f"{SOURCE}: {'.'.join(where)}: {problem} (in the {key} file {excerpt(path)}, "
-            "whose values are not repeated here); fix the file")
+    return (f"{SOURCE}: {'.'.join(where)}: {problem} (in the {key} file "
+            f"{excerpt(path, PATH_CHARS)}, whose values are not repeated here); fix the file")
 
 
 if __name__ == "__main__":
