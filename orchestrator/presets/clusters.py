@@ -180,4 +180,71 @@ CLUSTER_PRESETS: dict[str, Cluster] = {
         peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0, **NCCL,
         fp8_peak_tflops=1979.0, hbm_gbps=4800.0, **DGX_H100_HOST,
     ),
+    # The clusters of the published measurements (benchmarks/measured/): datasheet figures, the
+    # NCCL latencies above, and the GEMM-shape constants above, which were chosen for A100/H100
+    # and are an assumption on the other GPUs. No constant here is fitted to a measured row.
+    # Host fields stay 0 (no source offloads).
+    # DLPerf's V100 cluster (Oneflow-Inc/DLPerf, Megatron-LM/README.md): 8 V100-SXM2 16 GB per
+    # node in a DGX-1-style hybrid cube mesh, one 100 Gb/s EDR InfiniBand port per node
+    # (12.5 GB/s). V100 SXM2: 125 TFLOPS FP16 tensor-core peak, 900 GB/s HBM2, 6 NVLink2 links
+    # of 25 GB/s each way (NVIDIA V100 datasheet): 150 GB/s per GPU, an upper bound, as the cube
+    # mesh links each GPU to 4 of the other 7 and NCCL's rings share the links. The V100
+    # efficiency asymptote is v100-32g's (Megatron-LM's single-V100 baseline).
+    "v100-16g": Cluster(
+        name="v100-16g", device="V100-SXM2-16GB", gpus_per_node=8, memory_gb=16.0,
+        peak_tflops=125.0, intra_node_gbps=150.0, inter_node_gbps=12.5,
+        **{**NCCL, "compute_efficiency": 0.355}, hbm_gbps=900.0,
+    ),
+    # NVIDIA A100 SXM 40GB: the 80 GB part's compute and NVLink with 1,555 GB/s HBM2 (A100
+    # datasheet); MosaicML's cluster (llm-foundry's benchmark table): 1,600 Gb/s RoCE per
+    # node = 200 GB/s.
+    "a100-40g": Cluster(
+        name="a100-40g", device="A100-SXM-40GB", gpus_per_node=8, memory_gb=40.0,
+        peak_tflops=312.0, intra_node_gbps=300.0, inter_node_gbps=200.0, **NCCL,
+        hbm_gbps=1555.0,
+    ),
+    # Meta's Grand Teton H100 of torchtitan's benchmarks (benchmarks/
+    # llama3_h100_202412_torchtitan.md): 96 GB HBM2e at 500 W, NVLink within 8 GPUs, 400 Gb/s
+    # RDMA per GPU (400 GB/s per node). Compute and NVLink: the H100 SXM datasheet's; the 500 W
+    # cap's lower clocks are not modelled (an assumption in the model's favour). HBM2e
+    # bandwidth: the H100 PCIe's 2.0 TB/s (H100 datasheet; an assumption, no figure published).
+    "h100-96g": Cluster(
+        name="h100-96g", device="H100-96GB-HBM2e-500W", gpus_per_node=8, memory_gb=96.0,
+        peak_tflops=989.0, intra_node_gbps=450.0, inter_node_gbps=400.0, **NCCL,
+        fp8_peak_tflops=1979.0, hbm_gbps=2000.0,
+    ),
+    # NVIDIA HGX/DGX B200 (DGX B200 datasheet, HGX B200 specifications): 8 GPUs of 180 GB
+    # HBM3e at 8 TB/s, 2,250 TFLOPS BF16 and 4,500 FP8 dense per GPU (36 and 72 PFLOPS per 8
+    # GPUs with sparsity), NVLink5 1.8 TB/s bidirectional per GPU; 8x 400 Gb/s ConnectX-7 per
+    # node = 400 GB/s. MXFP8 runs at the FP8 rate.
+    "b200-180g": Cluster(
+        name="b200-180g", device="B200-SXM-180GB", gpus_per_node=8, memory_gb=180.0,
+        peak_tflops=2250.0, intra_node_gbps=900.0, inter_node_gbps=400.0, **NCCL,
+        fp8_peak_tflops=4500.0, hbm_gbps=8000.0,
+    ),
+    # NVIDIA HGX/DGX B300 (Blackwell Ultra; HGX B300 specifications): the B200's BF16 and FP8
+    # dense rates, 270 GB HBM3e usable (MLPerf v5.1 names it B300-SXM-270GB) at 8 TB/s,
+    # NVLink5; 8x 800 Gb/s ConnectX-8 per node = 800 GB/s.
+    "b300-270g": Cluster(
+        name="b300-270g", device="B300-SXM-270GB", gpus_per_node=8, memory_gb=270.0,
+        peak_tflops=2250.0, intra_node_gbps=900.0, inter_node_gbps=800.0, **NCCL,
+        fp8_peak_tflops=4500.0, hbm_gbps=8000.0,
+    ),
+    # NVIDIA GB200 NVL72 (GB200 NVL72 datasheet): 72 GPUs in one NVLink5 domain (1.8 TB/s
+    # bidirectional per GPU), so the NVLink domain is the "node" here; per GPU 186 GB HBM3e
+    # (13.4 TB / 72) at 8 TB/s, 2,500 TFLOPS BF16 and 5,000 FP8 dense (360 and 720 PFLOPS
+    # sparse per rack); one 400 Gb/s ConnectX-7 per GPU: 72 x 50 = 3,600 GB/s per domain.
+    "gb200-nvl72": Cluster(
+        name="gb200-nvl72", device="GB200", gpus_per_node=72, memory_gb=186.0,
+        peak_tflops=2500.0, intra_node_gbps=900.0, inter_node_gbps=3600.0, **NCCL,
+        fp8_peak_tflops=5000.0, hbm_gbps=8000.0,
+    ),
+    # NVIDIA GB300 NVL72 (GB300 NVL72 datasheet): GB200's NVLink domain and dense BF16/FP8
+    # rates, 279 GB HBM3e per GPU (20 TB / 72) at 8 TB/s, one 800 Gb/s ConnectX-8 per GPU:
+    # 72 x 100 = 7,200 GB/s per domain.
+    "gb300-nvl72": Cluster(
+        name="gb300-nvl72", device="GB300", gpus_per_node=72, memory_gb=279.0,
+        peak_tflops=2500.0, intra_node_gbps=900.0, inter_node_gbps=7200.0, **NCCL,
+        fp8_peak_tflops=5000.0, hbm_gbps=8000.0,
+    ),
 }

@@ -234,4 +234,38 @@ MODEL_PRESETS: dict[str, ModelShape] = {
     "gpt-oss-120b": _llama("gpt-oss-120b", 36, 2880, 64, 2880, num_kv_heads=8, kv_channels=64,
                            vocab_size=201088, seq_len=4096, num_experts=128,
                            experts_per_token=4),
+    # The models of the published measurements (benchmarks/measured/), each from its paper or
+    # released config.
+    # NeMo's GPT-3 5B and 20B (NeMo-Framework-Launcher conf/training/gpt3/5b.yaml, 20b.yaml).
+    "gpt3-5b": _gpt("gpt3-5b", 24, 4096, 32),
+    "gpt3-20b": _gpt("gpt3-20b", 44, 6144, 48),
+    # Nemotron-4 (arXiv 2402.16819 Table 1; arXiv 2406.11704 §2): squared-ReLU MLP (2
+    # matrices), GQA with 8 KV heads, untied embeddings, vocabulary 256,000, context 4,096.
+    "nemotron-4-15b": _llama("nemotron-4-15b", 32, 6144, 48, 24576, num_kv_heads=8,
+                             gated_mlp=False, vocab_size=256000, seq_len=4096),
+    "nemotron-4-340b": _llama("nemotron-4-340b", 96, 18432, 96, 73728, num_kv_heads=8,
+                              gated_mlp=False, vocab_size=256000, seq_len=4096),
+    # Grok-1 (xai-org/grok-1 run.py): 64 layers of 6,144 (48 query, 8 KV heads), 8 experts of
+    # 32,768 (widening factor 8, gated), top-2, vocabulary 131,072, context 8,192.
+    "grok-1-314b": _llama("grok-1-314b", 64, 6144, 48, 32768, num_kv_heads=8,
+                          vocab_size=131072, seq_len=8192, num_experts=8, experts_per_token=2),
+    # Llama 4 Maverick (meta-llama/Llama-4-Maverick-17B-128E config.json): 48 layers of 5,120,
+    # 40 heads, 8 KV heads; every second layer a MoE of 128 experts of 8,192, top-1, with a
+    # shared expert of 8,192; dense layers' MLP 16,384; vocabulary 202,048. Chunked attention
+    # is priced as full causal attention.
+    "llama-4-maverick": _llama("llama-4-maverick", 48, 5120, 40, 16384, num_kv_heads=8,
+                               vocab_size=202048, seq_len=8192, num_experts=128,
+                               experts_per_token=1, moe_ffn_hidden=8192,
+                               shared_expert_ffn_hidden=8192, moe_layer_freq=2),
+    # Qwen3-235B-A22B (Qwen3 report, arXiv 2505.09388, Table 2; config.json): 94 layers,
+    # 64 heads of 128, 4 KV heads, 128 experts of 1,536, top-8, no shared expert.
+    "qwen3-235b-a22b": _llama("qwen3-235b-a22b", 94, 4096, 64, 12288, num_kv_heads=4,
+                              kv_channels=128, vocab_size=151936, seq_len=4096,
+                              num_experts=128, experts_per_token=8, moe_ffn_hidden=1536),
+    # Kimi K2 (moonshotai/Kimi-K2-Instruct config.json): DeepSeek-V3's design with 384 routed
+    # experts of 2,048, top-8, 1 shared, the first layer dense, 64 heads (MLA approximated as
+    # DeepSeek-V3's is, head dim 7,168 / 64), vocabulary 163,840.
+    "kimi-k2": _llama("kimi-k2", 61, 7168, 64, 18432, vocab_size=163840, seq_len=4096,
+                      num_experts=384, experts_per_token=8, moe_ffn_hidden=2048,
+                      shared_expert_ffn_hidden=2048, first_dense_layers=1),
 }

@@ -1,0 +1,170 @@
+"""A published row's layout as a `ParallelConfig`: the degrees it publishes, and the framework's
+defaults for what it does not (micro-batches, ZeRO stage, recompute, pipeline schedule and
+split), each default recorded in the row's assumptions (published_rows.py).
+"""
+
+from __future__ import annotations
+
+from orchestrator.costmodel.published_names import Framework, NotPriced, RowText
+from orchestrator.layout import PIPELINE_SPLITS
+from orchestrator.pipeline_split import split_problem
+from orchestrator.presets import ModelShape
+from orchestrator.space import ParallelConfig
+from orchestrator.space.errors import InvalidConfig
+
+
+def layout(row: RowText, model: ModelShape, gpus: int, framework: Framework,
+           precision: str) -> ParallelConfig:
+    tp, pp, cp = row.count("tp"), row.count("pp"), row.count("cp")
+    fsdp_only = framework.family in ("fsdp", "torchtitan")
+    if tp is None or pp is None:
+        if not fsdp_only:
+            raise NotPriced("layout: tp/pp not published")
+        tp, pp = tp or 1, pp or 1
+    cp = cp or 1
+    ep = row.count("ep") or 1
+    if gpus % (tp * pp * cp):
+        raise NotPriced(f"layout: tp·pp·cp = {tp * pp * cp} does not divide gpus {gpus}")
+    dp = gpus // (tp * pp * cp)
+    published_dp = row.count("dp")
+    if published_dp is not None and published_dp != dp:
+        raise NotPriced(f"layout: dp {published_dp} as published: tp·pp·cp·dp = "
+                         f"{tp * pp * cp * published_dp} is not gpus {gpus}")
+    vp = row.count("vp") or 1
+    if pp == 1:
+        vp = 1
+    micro, accum = _batch(row, dp, pp, framework)
+    zero = _zero_stage(row, framework)
+    recompute = _recompute(row, framework)
+    schedule, vp = _schedule(row, pp, vp, framework)
+    sp = framework.sequence_parallel and tp > 1
+    etp = None
+    if model.is_moe and ep > 1 and tp > 1 and framework.family == "megatron":
+        etp = 1
+        row.assumptions.append("expert tensor parallel 1 (the MoE recipes of NeMo and "
+                                "Megatron-Bridge); attention keeps tp")
+    split = _split(row, model.num_layers, pp, vp)
+    try:
+        config = ParallelConfig(
+            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero_stage=zero, micro_batch_size=micro,
+            grad_accum_steps=accum, activation_checkpointing=recompute,
+            sequence_parallel=sp, pp_schedule=schedule, virtual_stages=vp,
+            pipeline_split=split, precision=precision,
+            cp_comm_type="allgather" if framework.family == "torchtitan" else "p2p")
+        config.validate(world_size=gpus, num_heads=model.num_heads,
+                        num_layers=model.num_layers,
+                        global_batch_size=config.global_batch_size(),
+                        num_experts=model.num_experts, seq_len=model.seq_len)
+    except InvalidConfig as e:
+        raise NotPriced(f"layout: {e}") from None
+    if cp > 1 and framework.family == "torchtitan":
+        row.assumptions.append("context parallel: torchtitan's default rotation, "
+                                "all-gathered K/V")
+    return config
+
+def _batch(row: RowText, dp: int, pp: int, framework: Framework) -> tuple[int, int]:
+    """(micro_batch_size, grad_accum_steps), derived where one is not published."""
+    micro_text = row.text("micro_batch")
+    micro, accum = row.count("micro_batch"), row.count("grad_accum")
+    global_batch = row.count("global_batch")
+    if micro is not None and ("local batch" in micro_text
+                              or framework.family == "torchtitan"):
+        # torchtitan's local batch is a rank's share of the global batch; a pipeline
+        # splits it into as many micro-batches as it has stages (its default then).
+        local = micro
+        if pp > 1:
+            if local % pp:
+                raise NotPriced(f"local batch {local} does not split into {pp} micro-batches")
+            row.assumptions.append(f"local batch {local} in {pp} pipeline micro-batches "
+                                    "(torchtitan's default: one per stage)")
+            return local // pp, pp
+        return local, 1
+    if micro is not None and accum is not None:
+        if global_batch is not None and micro * accum * dp != global_batch:
+            raise NotPriced(f"micro_batch {micro} x grad_accum {accum} x dp {dp} is not "
+                             f"global_batch {global_batch}")
+        return micro, accum
+    if global_batch is None:
+        raise NotPriced("global_batch: not published (nor micro_batch and grad_accum)")
+    if micro is not None:
+        if global_batch % (micro * dp):
+            raise NotPriced(f"global_batch {global_batch} is not a multiple of "
+                             f"micro_batch {micro} x dp {dp}")
+        return micro, global_batch // (micro * dp)
+    if accum is not None:
+        if global_batch % (accum * dp):
+            raise NotPriced(f"global_batch {global_batch} is not a multiple of "
+                             f"grad_accum {accum} x dp {dp}")
+        row.assumptions.append("micro_batch derived: global_batch / (grad_accum x dp)")
+        return global_batch // (accum * dp), accum
+    if global_batch % dp:
+        raise NotPriced(f"global_batch {global_batch} is not a multiple of dp {dp}")
+    row.assumptions.append("micro_batch not published: 1 (Megatron's default)")
+    return 1, global_batch // dp
+
+def _zero_stage(row: RowText, framework: Framework) -> int:
+    text = row.text("zero_or_fsdp").lower()
+    if "zero-1" in text:
+        return 1
+    if "zero-0" in text:
+        return 0
+    if "shard_grad_op" in text:
+        return 2
+    if "full_shard" in text or "megatron-fsdp" in text:
+        return 3
+    if framework.family == "torchtitan":
+        return 3  # FSDP2's fully_shard over the dp ranks
+    if "fsdp" in text and "fsdp=0" not in text and framework.family != "megatron":
+        return 3
+    if framework.family == "megatron":
+        return 1 if framework.distributed_optimizer else 0
+    if framework.family == "fsdp":
+        return 3
+    return 0
+
+def _recompute(row: RowText, framework: Framework) -> str:
+    text = row.text("recompute").lower()
+    if text.startswith("full") or "full ac" in text or "full activation" in text:
+        return "full"
+    if "selective" in text:
+        if framework.family == "torchtitan":
+            row.assumptions.append("torchtitan's per-op selective AC priced as "
+                                    "Megatron's selective recompute")
+        return "selective"
+    if text in ("none",):
+        return "none"
+    if text in ("", "null"):
+        if framework.family == "torchtitan":
+            row.assumptions.append("activation checkpointing not published: "
+                                    "torchtitan's llama3 toml, selective")
+            return "selective"
+        row.assumptions.append("recompute not published: none (the framework's default)")
+        return "none"
+    raise NotPriced(f"recompute {row.text('recompute')}: not understood")
+
+def _schedule(row: RowText, pp: int, vp: int, framework: Framework) -> tuple[str, int]:
+    if pp == 1:
+        return "1f1b", 1
+    if framework.family == "torchtitan":
+        text = (row.text("pp_schedule") + " " + row.text("technique")).lower()
+        if "interleaved" in text:
+            row.assumptions.append("torchtitan's interleaved 1F1B: 2 stages per rank "
+                                    "(its default of the time)")
+            return "interleaved", 2
+        return "1f1b", 1
+    if vp > 1:
+        return "interleaved", vp
+    return "1f1b", 1
+
+def _split(row: RowText, layers: int, pp: int, vp: int) -> str:
+    """The first of the splits Megatron-Core offers that takes these layers: an even split
+    where it divides, else the embedding and the loss as layers, else sized end stages."""
+    for split in PIPELINE_SPLITS:
+        if split_problem(layers, pp, vp, split) is None:
+            if split != "even":
+                row.assumptions.append(f"{layers} layers on pp {pp} x vp {vp}: pipeline "
+                                        f"split {split}")
+            return split
+    raise NotPriced(f"layout: {layers} layers do not split over pp {pp} x vp {vp}")
+
+# -- measurements -----------------------------------------------------------------------

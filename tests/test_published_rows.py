@@ -1,0 +1,113 @@
+"""A published measurement (benchmarks/measured/) becomes the cost model's inputs as its CSV
+text says, or one line saying why it cannot (orchestrator/costmodel/published_rows.py).
+Expected values are read off the CSV rows by hand."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import ROOT
+
+from orchestrator.costmodel.published_rows import PricedRow, Unpriced, price_row
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import measured_corpus  # noqa: E402
+
+ROWS = {(r.file, r.number): r.values for r in measured_corpus.rows()}
+
+
+def priced(file: str, number: int) -> PricedRow:
+    row = price_row(ROWS[(file, number)])
+    assert isinstance(row, PricedRow), row
+    return row
+
+
+def test_a_dlperf_row_is_its_published_layout_on_the_v100_cluster():
+    # Row 1: GPT 498M (16 x 1536, 16 heads, seq 2048) on 1 V100-SXM2-16GB, tp 1 pp 1 dp 1,
+    # micro-batch 2 of global 2, full recompute, Megatron-LM of 2020: 464.12 ms.
+    row = priced("dlperf_gpt_v100.csv", 1)
+    c = row.config
+    assert (c.tp, c.pp, c.dp, c.micro_batch_size, c.grad_accum_steps) == (1, 1, 1, 2, 1)
+    assert c.activation_checkpointing == "full" and c.zero_stage == 0
+    assert row.cost.cluster.name == "v100-16g" and row.cost.cluster.memory_gb == 16
+    m = row.cost.model
+    assert (m.num_layers, m.hidden, m.num_heads, m.seq_len, m.vocab_size) == (16, 1536, 16, 2048,
+                                                                              51200)
+    assert row.measured_step_s == pytest.approx(0.46412)
+    assert row.measured_memory_gb is None  # Megatron's row publishes no memory
+    assert any("fp16" in a for a in row.assumptions)
+
+
+def test_a_dlperf_data_parallel_row_and_its_memory():
+    # Row 7: the same model data-parallel over 32 GPUs (4 nodes of 8), 2 a GPU, global 64:
+    # 683.51 ms. Row 8 (OneFlow) reports 12,208 MiB.
+    row = priced("dlperf_gpt_v100.csv", 7)
+    assert (row.config.dp, row.config.tp, row.config.global_batch_size()) == (32, 1, 64)
+    assert row.cost.gpus_per_node == 8
+    assert row.measured_step_s == pytest.approx(0.68351)
+    oneflow = priced("dlperf_gpt_v100.csv", 8)
+    assert oneflow.measured_memory_gb == pytest.approx(12208 * 1.048576 / 1000)
+    assert oneflow.landscape != row.landscape  # another framework, another landscape
+    assert oneflow.landscape.replace("OneFlow", "") != oneflow.series
+
+
+def test_tokens_per_gpu_become_a_step_time():
+    # llm-foundry row 1: MPT-70b on 512 H100s, global batch 4,096 of 2,048 tokens, micro-batch
+    # 8, FSDP FULL_SHARD, full checkpointing: 1,007 tokens/s/GPU, so a step is
+    # 4096 x 2048 / (1007 x 512) = 16.270 s.
+    row = priced("llmfoundry_mpt.csv", 1)
+    assert row.measured_step_s == pytest.approx(4096 * 2048 / (1007 * 512))
+    assert 16.26 < row.measured_step_s < 16.28
+    c = row.config
+    assert (c.dp, c.zero_stage, c.micro_batch_size, c.grad_accum_steps) == (512, 3, 8, 1)
+    assert c.activation_checkpointing == "full"
+    assert row.cost.cluster.name == "h100-80g"
+
+
+def test_grad_accum_is_derived_from_the_global_batch():
+    # Megatron-Bridge row 7: Qwen3-30B-A3B on 8 GB300, tp 1 pp 1 ep 8, micro-batch 8 of global
+    # 512, MXFP8: dp 8, so 512 / (8 x 8) = 8 micro-batches; 44,544 tokens/s/GPU at seq 4,096.
+    row = priced("nemo_megatron_bridge_perf_summary.csv", 7)
+    c = row.config
+    assert (c.dp, c.ep, c.micro_batch_size, c.grad_accum_steps) == (8, 8, 8, 8)
+    assert c.precision == "mxfp8" and c.zero_stage == 1  # the distributed optimizer
+    assert row.cost.model.name == "qwen3-30b-a3b"
+    assert row.measured_step_s == pytest.approx(512 * 4096 / (44544 * 8))
+    assert any("distributed optimizer" in a for a in row.assumptions)
+
+
+def test_torchtitan_memory_in_gib_and_its_unpublished_sequence():
+    # torchtitan row 1: Llama 3.1 8B on 8 Grand Teton H100s (96 GB), FSDP 8, 82.4 GiB.
+    row = priced("torchtitan_benchmarks.csv", 1)
+    assert row.measured_memory_gb == pytest.approx(82.4 * 1.073741824)
+    assert row.cost.cluster.memory_gb == 96
+    assert row.cost.model.seq_len == 8192
+    assert any("seq_len not published" in a for a in row.assumptions)
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"gpu_type": "TPU v5p"}, "gpu_type TPU v5p"),
+    ({"gpu_type": "AMD Instinct MI355X"}, "gpu_type AMD Instinct MI355X"),
+    ({"precision": "NVFP4"}, "precision NVFP4"),
+    ({"metric_name": "time_to_train_min"}, "not a step time"),
+    ({"framework": "MaxText"}, "framework MaxText"),
+    ({"tp": "3"}, "layout"),
+    ({"dp": "5"}, "dp 5"),
+])
+def test_what_the_model_cannot_price_is_named(change, field):
+    values = {**ROWS[("dlperf_gpt_v100.csv", 7)], **change}
+    result = price_row(values)
+    assert isinstance(result, Unpriced)
+    assert field in result.reason and "\n" not in result.reason
+
+
+def test_every_corpus_row_is_priced_or_says_why_in_one_line():
+    results = [price_row(values) for values in ROWS.values()]
+    reasons = [r.reason for r in results if isinstance(r, Unpriced)]
+    assert all(r.strip() and "\n" not in r for r in reasons)
+    priced_rows = [r for r in results if isinstance(r, PricedRow)]
+    assert len(priced_rows) + len(reasons) == 1588
+    assert all(r.measured_step_s > 0 and r.landscape.startswith(r.series) for r in priced_rows)
+    assert all(r.cost.estimate(r.config).step_time_s > 0 for r in priced_rows[::25])
