@@ -33,6 +33,9 @@ def layout(row: RowText, model: ModelShape, gpus: int, framework: Framework,
     vp = row.count("vp") or 1
     if pp == 1:
         vp = 1
+    elif row.text("vp") == "" and framework.family == "megatron":
+        row.assumptions.append("virtual stages not published: 1, no interleaving (Megatron's "
+                               "default)")
     micro, accum = _batch(row, dp, pp, framework)
     zero = _zero_stage(row, framework)
     recompute = _recompute(row, framework)

@@ -1,0 +1,285 @@
+"""The cost model judged on the published measurements (benchmarks/measured/): for each source,
+landscape (one model on one cluster at one GPU count, sequence and precision, under several
+layouts) and scale series, how far its step times are from the measured ones, how well it
+ranks the layouts, what its pick costs, and which layouts that ran it calls "does not fit";
+for the stock model, then after calibrating on the first 3 and the first 5 rows of each
+landscape (measured_corpus.calibration_rows), scored on the rows left out.
+
+The fit/check split is measured_corpus's: fit sources are reported apart, superseded rows not
+at all. Nothing here changes a constant; the figures are what the model gives.
+
+Run: .venv/bin/python benchmarks/validate_costmodel.py          (writes docs/validation.json
+     and docs/validation.md)
+     .venv/bin/python benchmarks/validate_costmodel.py --check  (exit 1 if they are stale)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import Counter, defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import measured_corpus  # noqa: E402
+from measured_corpus import CHECK, FIT, SUPERSEDED, MeasuredRow, calibration_rows  # noqa: E402
+
+from orchestrator.costmodel.calibration import calibrate, spearman  # noqa: E402
+from orchestrator.costmodel.published_rows import PricedRow, price_row  # noqa: E402
+from orchestrator.result import TrialResult  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+JSON_PATH, MD_PATH = ROOT / "docs" / "validation.json", ROOT / "docs" / "validation.md"
+CALIBRATION_SIZES = (3, 5)
+SPEARMAN_LAYOUTS = 5  # a landscape is ranked when it has this many layouts
+DIGITS = 4
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None or value != value else round(value, DIGITS)
+
+
+def _p90(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+
+def _errors(errors: list[float]) -> dict:
+    """Median and 90th percentile of |predicted/measured - 1| of step times, and the median
+    signed error (above 0: the model predicts slower steps than were measured)."""
+    absolute = [abs(e) for e in errors]
+    return {"rows": len(errors),
+            "median_abs_error": _round(statistics.median(absolute)) if errors else None,
+            "p90_abs_error": _round(_p90(absolute)),
+            "median_error": _round(statistics.median(errors)) if errors else None}
+
+
+class Scored:
+    """One priced row under one cost model: its predicted step time and memory verdict."""
+
+    def __init__(self, row: MeasuredRow, priced: PricedRow, cost=None) -> None:
+        self.row, self.priced = row, priced
+        estimate = (cost or priced.cost).estimate(priced.config)
+        self.predicted_step_s = estimate.step_time_s
+        self.fits = estimate.fits
+        # A campaign skips a layout unmeasured when the model prunes it: beyond the memory
+        # margin where the cost model has one, else not fitting at its point estimate.
+        self.pruned = getattr(estimate, "prunable", not estimate.fits)
+
+    @property
+    def error(self) -> float:
+        return self.predicted_step_s / self.priced.measured_step_s - 1
+
+    @property
+    def key(self) -> str:
+        return self.priced.config.key()
+
+    def tokens_per_gpu(self, step_s: float) -> float:
+        c = self.priced.config
+        return c.global_batch_size() * self.priced.cost.model.seq_len / step_s / c.world_size
+
+
+def _ranking(scored: list[Scored]) -> dict:
+    """Spearman of predicted against measured tokens/s/GPU over the distinct layouts (repeated
+    runs of one layout: their median), and the measured regret of the model's pick: the
+    measured best over the measured throughput of the layout it predicts fastest among those it
+    does not prune (all of them if it prunes every one), minus 1."""
+    by_layout: dict[str, list[Scored]] = defaultdict(list)
+    for s in scored:
+        by_layout[s.key].append(s)
+    layouts = []
+    for runs in by_layout.values():
+        measured = statistics.median(s.tokens_per_gpu(s.priced.measured_step_s) for s in runs)
+        layouts.append((runs[0].tokens_per_gpu(runs[0].predicted_step_s), measured,
+                        runs[0].pruned))
+    pairs = [(a, b) for i, a in enumerate(layouts) for b in layouts[i + 1:] if a[1] != b[1]]
+    result: dict = {"layouts": len(layouts), "spearman": None, "regret": None,
+                    "pairs": len(pairs),
+                    "pairs_right": sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for a, b in pairs)}
+    if len(layouts) >= SPEARMAN_LAYOUTS:
+        result["spearman"] = _round(spearman([p for p, _, _ in layouts],
+                                             [m for _, m, _ in layouts]))
+    if len(layouts) >= 2:
+        kept = [lay for lay in layouts if not lay[2]] or layouts
+        pick = max(kept, key=lambda lay: lay[0])
+        result["regret"] = _round(max(m for _, m, _ in layouts) / pick[1] - 1)
+        result["pick_pruned_best"] = any(lay[2] and lay[1] > pick[1] for lay in layouts)
+    return result
+
+
+def _trial(scored: Scored) -> tuple[str, object, TrialResult]:
+    priced = scored.priced
+    step = priced.measured_step_s
+    tokens = priced.config.global_batch_size() * priced.cost.model.seq_len
+    return (f"{scored.row.file}:{scored.row.number}", priced.config,
+            TrialResult(status="ok", step_time_s=step, tokens_per_s=tokens / step,
+                        tokens_per_s_per_gpu=tokens / step / priced.config.world_size,
+                        peak_memory_gb=priced.measured_memory_gb))
+
+
+def _calibrated(stock: list[Scored], k: int, raw: dict[str, list[float]]) -> dict | None:
+    """Fit on the landscape's first k rows, score the rest whose layout none of them has (a
+    repeated run of a fitted layout predicts nothing), and the stock model on the same rows,
+    for comparison; None without such a row. The rows' errors go to `raw`."""
+    fitted, rest = calibration_rows([s.row for s in stock], k)
+    by_row = {(s.row.file, s.row.number): s for s in stock}
+    seen = {by_row[(r.file, r.number)].key for r in fitted}
+    left_out = [by_row[(r.file, r.number)] for r in rest]
+    left_out = [s for s in left_out if s.key not in seen]
+    if len(fitted) < k or not left_out:
+        return None
+    fit = calibrate(stock[0].priced.cost, [_trial(by_row[(r.file, r.number)]) for r in fitted])
+    if fit is None:
+        return None
+    again = [Scored(s.row, s.priced, replace(s.priced.cost,
+                                             coefficients=fit.model.coefficients))
+             for s in left_out]
+    raw[f"calibrated_{k}"] += [s.error for s in again]
+    raw[f"calibrated_{k}_stock"] += [s.error for s in left_out]
+    return {**_errors([s.error for s in again]), **_ranking(again),
+            "stock_on_the_same_rows": {**_errors([s.error for s in left_out]),
+                                       **_ranking(left_out)},
+            "one_scale_factor": fit.global_scale is not None}
+
+
+def _landscape(name: str, scored: list[Scored], raw: dict[str, list[float]]) -> dict:
+    entry = {"source": scored[0].row.file, "landscape": name, "rows": len(scored),
+             "does_not_fit": sum(not s.fits for s in scored),
+             "pruned": sum(s.pruned for s in scored),
+             "stock": {**_errors([s.error for s in scored]), **_ranking(scored)}}
+    for k in CALIBRATION_SIZES:
+        entry[f"calibrated_{k}"] = _calibrated(scored, k, raw)
+    return entry
+
+
+def _pooled(entries: list[dict], key: str, errors: list[float]) -> dict:
+    """A source's figures over its landscapes: errors pooled row by row, Spearman and regret
+    per landscape."""
+    parts = [e[key] for e in entries if e.get(key)]
+    spearmans = [p["spearman"] for p in parts if p["spearman"] is not None]
+    regrets = [p["regret"] for p in parts if p["regret"] is not None]
+    return {**_errors(errors), "landscapes": len(parts),
+            "ranked_landscapes": len(spearmans),
+            "spearman_median": _round(statistics.median(spearmans)) if spearmans else None,
+            "spearman_min": _round(min(spearmans)) if spearmans else None,
+            "spearman_at_least_0.7": sum(s >= 0.7 for s in spearmans),
+            "regret_landscapes": len(regrets),
+            "regret_median": _round(statistics.median(regrets)) if regrets else None,
+            "regret_max": _round(max(regrets)) if regrets else None,
+            "regret_within_3pct": sum(r <= 0.03 for r in regrets),
+            "pairs": sum(p["pairs"] for p in parts),
+            "pairs_right": sum(p["pairs_right"] for p in parts)}
+
+
+def _source(file: str, rows: list[MeasuredRow]) -> tuple[dict, list[dict], list[dict]]:
+    results = [(r, price_row(r.values)) for r in rows]
+    scored = [Scored(r, p) for r, p in results if isinstance(p, PricedRow)]
+    unpriced = Counter(p.reason for _, p in results if not isinstance(p, PricedRow))
+    assumptions = Counter(a for s in scored for a in s.priced.assumptions)
+    by_landscape: dict[str, list[Scored]] = defaultdict(list)
+    by_series: dict[str, list[Scored]] = defaultdict(list)
+    for s in scored:
+        by_landscape[s.priced.landscape].append(s)
+        by_series[s.priced.series].append(s)
+    raw: dict[str, list[float]] = defaultdict(list)
+    landscapes = [_landscape(name, group, raw) for name, group in sorted(by_landscape.items())
+                  if len(group) >= 2]
+    series = [{"source": file, "series": name, "rows": len(group),
+               "gpu_counts": sorted({s.priced.config.world_size for s in group}),
+               "stock": _errors([s.error for s in group])}
+              for name, group in sorted(by_series.items())
+              if len({s.priced.config.world_size for s in group}) >= 2]
+    summary = {"role": measured_corpus.ROLE_OF_SOURCE[file], "rows": len(rows),
+               "priced": len(scored), "unpriced_rows": len(rows) - len(scored),
+               "unpriced": dict(sorted(unpriced.items())),
+               "does_not_fit": sum(not s.fits for s in scored),
+               "does_not_fit_rows": [s.row.number for s in scored if not s.fits],
+               "pruned": sum(s.pruned for s in scored),
+               "pruned_rows": [s.row.number for s in scored if s.pruned],
+               "stock": _pooled(landscapes, "stock", [s.error for s in scored]),
+               "assumptions": dict(sorted(assumptions.items()))}
+    for k in CALIBRATION_SIZES:
+        summary[f"calibrated_{k}"] = _pooled(landscapes, f"calibrated_{k}",
+                                             raw[f"calibrated_{k}"])
+        summary[f"calibrated_{k}"]["stock_on_the_same_rows"] = _errors(
+            raw[f"calibrated_{k}_stock"])
+    return summary, landscapes, series
+
+
+def compute() -> dict:
+    """Every figure of docs/validation.json, from the corpus and the cost model as they are."""
+    by_file: dict[str, list[MeasuredRow]] = defaultdict(list)
+    for row in measured_corpus.rows():
+        by_file[row.file].append(row)
+    report: dict = {"split": {role: sorted(f for f, r in measured_corpus.ROLE_OF_SOURCE.items()
+                                           if r == role) for role in (CHECK, FIT, SUPERSEDED)},
+                    "sources": {}, "landscapes": [], "series": []}
+    for file, rows in sorted(by_file.items()):
+        if measured_corpus.ROLE_OF_SOURCE[file] == SUPERSEDED:
+            report["sources"][file] = {"role": SUPERSEDED, "rows": len(rows)}
+            continue
+        summary, landscapes, series = _source(file, rows)
+        report["sources"][file] = summary
+        report["landscapes"] += landscapes
+        report["series"] += series
+    report["acceptance"] = acceptance(report)
+    return report
+
+
+def acceptance(report: dict) -> dict:
+    """The issue's targets on the check sources, each met or not."""
+    checks = {f: s for f, s in report["sources"].items() if s["role"] == CHECK}
+    ran = sum(s["priced"] for s in checks.values())
+    pruned = sum(s["pruned"] for s in checks.values())
+    ranked = [e for e in report["landscapes"] if e["source"] in checks
+              and e["stock"]["spearman"] is not None]
+    five = [e["calibrated_5"] for e in report["landscapes"]
+            if e["source"] in checks and e["calibrated_5"]]
+    return {
+        "stock_median_within_15pct": {f: s["stock"]["median_abs_error"] is not None
+                                      and s["stock"]["median_abs_error"] <= 0.15
+                                      for f, s in checks.items() if s["priced"]},
+        "ranked_landscapes": len(ranked),
+        "spearman_at_least_0.7": sum(e["stock"]["spearman"] >= 0.7 for e in ranked),
+        "calibrated_5_median_within_7pct": {
+            f: s["calibrated_5"]["median_abs_error"] <= 0.07
+            for f, s in checks.items() if s.get("calibrated_5", {}).get("median_abs_error")
+            is not None},
+        "calibrated_5_regret_landscapes": sum(c["regret"] is not None for c in five),
+        "calibrated_5_regret_within_3pct": sum(c["regret"] is not None and c["regret"] <= 0.03
+                                               for c in five),
+        "rows_that_ran": ran, "pruned": pruned,
+        "pruned_share": _round(pruned / ran) if ran else None,
+    }
+
+
+def main() -> None:
+    from validation_report import render
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if docs/validation.json or .md differ from the code's")
+    args = parser.parse_args()
+    report = compute()
+    text = json.dumps(report, indent=1, sort_keys=True) + "\n"
+    markdown = render(report)
+    if args.check:
+        stale = [p.name for p, new in ((JSON_PATH, text), (MD_PATH, markdown))
+                 if not p.exists() or p.read_text() != new]
+        if stale:
+            sys.exit(f"stale: {', '.join(stale)}; run {Path(__file__).name} to rewrite them")
+        return
+    JSON_PATH.write_text(text)
+    MD_PATH.write_text(markdown)
+    print(f"wrote {JSON_PATH.relative_to(ROOT)} and {MD_PATH.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

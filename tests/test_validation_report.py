@@ -1,0 +1,63 @@
+"""docs/validation.json is what the cost model gives on the published measurements now, and
+docs/validation.md shows only its figures: a change to the cost model, the pricing of rows or
+the corpus fails here until `benchmarks/validate_costmodel.py` is run again."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import validate_costmodel  # noqa: E402
+import validation_report  # noqa: E402
+
+RERUN = "docs/validation.* are stale: run .venv/bin/python benchmarks/validate_costmodel.py"
+
+
+@pytest.fixture(scope="module")
+def computed() -> dict:
+    return json.loads(json.dumps(validate_costmodel.compute()))  # as the file holds it
+
+
+def test_the_json_is_what_the_code_computes(computed):
+    published = json.loads(validate_costmodel.JSON_PATH.read_text())
+    assert published == computed, RERUN
+
+
+def test_the_page_is_the_json_rendered(computed):
+    assert validate_costmodel.MD_PATH.read_text() == validation_report.render(computed), RERUN
+
+
+def _figures(value) -> set[str]:
+    """Every number of the JSON as the page may print it."""
+    if isinstance(value, dict):
+        return set().union(*map(_figures, value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*map(_figures, value)) if value else set()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return set()
+    return {validation_report.pct(value), validation_report.num(value)}
+
+
+def test_every_figure_in_the_pages_tables_comes_from_the_json():
+    published = json.loads(validate_costmodel.JSON_PATH.read_text())
+    known = _figures(published)
+    page = validate_costmodel.MD_PATH.read_text()
+    cells = [cell.strip() for line in page.splitlines() if line.startswith("| ")
+             for cell in line.strip("|").split("|")]
+    figures = [c for c in cells if re.fullmatch(r"-?\d+(\.\d+)?%?", c)]
+    assert figures, "the page has no table figures"
+    assert [f for f in figures if f not in known] == []
+
+
+def test_every_source_of_the_corpus_is_on_the_page(computed):
+    page = validate_costmodel.MD_PATH.read_text()
+    assert set(computed["sources"]) == set(validate_costmodel.measured_corpus.ROLE_OF_SOURCE)
+    for file in computed["sources"]:
+        assert f"| {validation_report.SHORT[file]} |" in page
+    assert "benchmarks/validate_costmodel.py" in page
