@@ -1,10 +1,11 @@
 """The `paratune` command line. Bad input is one line on stderr and exit code 2, never a traceback.
 
-Each command is a plain function in one of the command modules (campaigns, cost_model, reports,
-and remote: the ones that may go through the campaign service); this module registers them on
-the Typer app. `status`, `best`, `plan`, `estimate`, `submit`, `ls` and `cancel` take `--json`
-and then print exactly one JSON object on stdout. An interrupt exits with 130, a controller
-detached by SIGTERM with 143 (128 + the signal, as a shell reports it).
+Each command is a plain function in one of the command modules (campaigns, cost_model,
+calibrate, reports, and remote: the ones that may go through the campaign service); this
+module registers them on the Typer app. `status`, `best`, `plan`, `estimate`, `calibrate`,
+`submit`, `ls` and `cancel` take `--json` and then print exactly one JSON object on stdout.
+An interrupt exits with 130, a controller detached by SIGTERM with 143 (128 + the signal, as a
+shell reports it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ import logging
 import click
 import typer
 
-from orchestrator.cli import campaigns, cost_model, profile, remote, reports, service_grants
+from orchestrator.cli import (
+    calibrate,
+    campaigns,
+    cost_model,
+    profile,
+    remote,
+    reports,
+    service_grants,
+)
 from orchestrator.cli.common import console
 from orchestrator.cli.service import server_app
 from orchestrator.common.errors import UserError, one_line
@@ -35,7 +44,7 @@ app = typer.Typer(
     help="Find the fastest parallelism and sharding for training an LLM on a cluster.",
 )
 for command in (campaigns.run, campaigns.resume, remote.status, remote.best,
-                cost_model.plan, cost_model.estimate, cost_model.calibrate, profile.profile,
+                cost_model.plan, cost_model.estimate, calibrate.calibrate, profile.profile,
                 reports.report, reports.ui, remote.submit, remote.ls, remote.cancel, remote.logs):
     app.command()(command)
 server_app.command("grant")(service_grants.grant)

@@ -1,15 +1,13 @@
-"""`paratune plan`, `estimate` and `calibrate`: the cost model and the AMSP planner from the CLI.
+"""`paratune plan` and `estimate`: the cost model and the AMSP planner from the CLI.
 
-plan and estimate take a campaign spec (estimate: one that pins a single configuration) or
-presets given as options; calibrate refits the model to a campaign's trials. With `--json`
-each prints one JSON object.
+Both take a campaign spec (estimate: one that pins a single configuration) or presets given as
+options (`calibrate` is cli/calibrate.py). With `--json` each prints one JSON object.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import statistics
 from pathlib import Path
 from typing import Any, Optional
 
@@ -17,8 +15,6 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.common import (
-    RUNS_DIR_OPTION,
-    open_campaign,
     out,
     print_json,
     print_ranking,
@@ -26,7 +22,7 @@ from orchestrator.cli.common import (
     rank_spec,
 )
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
-from orchestrator.common.errors import UserError, excerpt
+from orchestrator.common.errors import UserError
 from orchestrator.spec import (
     CampaignSpec,
     apply_override,
@@ -230,58 +226,3 @@ def _stage_layers_text(layers: list[int]) -> str:
     runs = [(count, len(list(run))) for count, run in itertools.groupby(layers)]
     return " + ".join(f"{n} × {count}" if n > 1 else str(count) for count, n in runs)
 
-
-def calibrate(
-    campaign: str = typer.Argument(..., help="campaign name"),
-    runs_dir: Optional[Path] = RUNS_DIR_OPTION,
-    cluster: Optional[str] = typer.Option(
-        None, "--cluster", help="no refit: the errors of this preset (name or YAML file) as is"),
-    held_out: bool = typer.Option(
-        False, "--held-out", help="also predict each trial from a refit on all the others "
-        "(from the spec's preset, or --cluster's): the error on an unmeasured layout"),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Refit the cost model to a campaign's measured trials; show predicted against measured.
-    With --cluster, the errors of that preset's predictions before any calibration."""
-    from dataclasses import replace
-
-    from orchestrator.costmodel.calibration import evaluate, held_out_errors
-    from orchestrator.record.campaign import calibration_input
-
-    view = open_campaign(campaign, runs_dir)
-    cost = cost_model_for(view.spec)
-    if cluster is not None:
-        source = f"--cluster {excerpt(cluster, 100, quote=False)}"
-        cost = replace(cost, cluster=load_cluster(cluster, source))
-    records = view.records()
-    measured = calibration_input(records)
-    result = view.calibration(records) if cluster is None else evaluate(cost, measured)
-    if result is None:
-        raise UserError(f"campaign {campaign!r} has fewer than 3 successful trials to fit on")
-    data = {"campaign": campaign, "cluster": cluster or "calibrated", **result.to_dict()}
-    if held_out:
-        errors = held_out_errors(cost, measured)
-        if errors is None:
-            raise UserError(f"campaign {campaign!r}: --held-out needs 4 successful trials or "
-                            "more (one left out, 3 to fit on)")
-        data["held_out"] = {"base": cost.cluster.name,
-                            "median_abs_error": statistics.median(abs(e) for e in errors)}
-        for trial, error in zip(data["per_trial"], errors):
-            trial["held_out_error"] = error
-    if as_json:
-        print_json(data)
-        return
-    columns = ["trial", "config", "measured tok/s", "predicted tok/s", "error"]
-    table = Table(*columns, *(["held out"] if held_out else []))
-    for t in data["per_trial"]:
-        cells = [t["trial_id"], t["config"], f"{t['measured_tokens_per_s']:,.0f}",
-                 f"{t['predicted_tokens_per_s']:,.0f}", f"{t['error']:+.1%}"]
-        table.add_row(*cells, *([f"{t['held_out_error']:+.1%}"] if held_out else []))
-    out.print(table)
-    memory = ("memory not measured: no trial reported its peak" if data["memory_scale"] is None
-              else f"memory measured/predicted {data['memory_scale']:.2f}")
-    out.print(f"median |error| {data['median_abs_error']:.1%}, Spearman {data['spearman']:.2f} "
-              f"over {data['trials']} trials; {memory}")
-    if held_out:
-        out.print(f"held out (refit from {data['held_out']['base']} on the others): median "
-                  f"|error| {data['held_out']['median_abs_error']:.1%}")

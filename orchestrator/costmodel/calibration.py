@@ -21,6 +21,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.estimate import CostModel
 from orchestrator.result import TrialResult
 from orchestrator.space import ParallelConfig
@@ -125,7 +126,6 @@ def calibrate(
     as many trials as terms; otherwise they share gradient sync's (a searcher refitting from
     few trials chases noise with the extra term)."""
     import numpy as np
-    from scipy.optimize import nnls
 
     ok = successful(measured)
     if len(ok) < MIN_TRIALS:
@@ -134,14 +134,30 @@ def calibrate(
     rows = feature_rows or {}
     x = np.array([rows[c] if c in rows else features(base, c) for _, c, _ in ok])
     y = np.array([r.step_time_s for _, _, r in ok])
+    fitted = fit_terms(x, y, gathers_apart)
+    if fitted is None:
+        return _global_fit(cost, ok)
+    return _finish(cost.with_coefficients(with_terms(cost.coefficients, fitted)), ok, fitted)
+
+
+def fit_terms(x, y, gathers_apart: bool = True) -> dict[str, float] | None:
+    """Each FEATURES term's multiplier, fitted to the step times `y` of rows `x` (their
+    `features`, each row from its own model's: rows of several models of one cluster fit
+    together); None with fewer rows than twice the terms present (`calibrate` then scales
+    the whole prediction)."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    x = np.array(x, dtype=float)
+    y = np.asarray(y, dtype=float)
     gathers = FEATURES.index("data_parallel_gathers")
     used = [i for i in range(len(FEATURES)) if x[:, i].any()]  # drop terms absent everywhere
-    if gathers in used and (not gathers_apart or len(ok) < 2 * len(used)):
+    if gathers in used and (not gathers_apart or len(y) < 2 * len(used)):
         x[:, FEATURES.index("data_parallel_comm")] += x[:, gathers]  # one DP fraction
         x[:, gathers] = 0.0
         used.remove(gathers)
-    if len(ok) < 2 * len(used):
-        return _global_fit(cost, ok)
+    if len(y) < 2 * len(used):
+        return None
     # Relative least squares: weight each trial by 1/measured so fast and slow trials count alike.
     weights = 1 / y
     solution, _ = nnls(x[:, used] * weights[:, None], y * weights)
@@ -152,14 +168,18 @@ def calibrate(
         fitted["compute"] = 1.0
     if gathers not in used:  # no sharded weights measured, or pooled
         fitted["data_parallel_gathers"] = fitted["data_parallel_comm"]
-    model = cost.with_coefficients(cost.coefficients.with_(
+    return fitted
+
+
+def with_terms(c: Coefficients, fitted: dict[str, float]) -> Coefficients:
+    """`c` with the multipliers `fit_terms` fitted."""
+    return c.with_(
         scale_compute=fitted["compute"], scale_bubble=fitted["bubble"],
         scale_model_parallel_comm=fitted["model_parallel_comm"],
         scale_model_parallel_latency=fitted["model_parallel_latency"],
         dp_exposure=fitted["data_parallel_comm"],
         dp_exposure_gathers=fitted["data_parallel_gathers"], launch_overhead_s=fitted["launches"],
-    ))
-    return _finish(model, ok, fitted)
+    )
 
 
 def successful(measured: list[tuple[str, ParallelConfig, TrialResult]]) -> list:
@@ -199,8 +219,13 @@ def _global_fit(cost: CostModel, ok: list) -> Calibration:
     whole prediction by the median measured/predicted ratio and keep the model's ranking."""
     ratios = [r.step_time_s / cost.estimate(c).step_time_s for _, c, r in ok]
     scale = statistics.median(ratios)
-    c = cost.coefficients
-    model = cost.with_coefficients(c.with_(
+    return _finish(cost.with_coefficients(scaled(cost.coefficients, scale)), ok, {},
+                   global_scale=scale)
+
+
+def scaled(c: Coefficients, scale: float) -> Coefficients:
+    """`c` with every term of the step time `scale` times as long: the ranking kept."""
+    return c.with_(
         scale_compute=c.scale_compute * scale, scale_bubble=c.scale_bubble * scale,
         scale_model_parallel_comm=c.scale_model_parallel_comm * scale,
         scale_model_parallel_latency=c.scale_model_parallel_latency * scale,
@@ -209,8 +234,7 @@ def _global_fit(cost: CostModel, ok: list) -> Calibration:
         dp_exposure=None if c.dp_exposure is None else c.dp_exposure * scale,
         dp_exposure_gathers=(None if c.dp_exposure_gathers is None
                              else c.dp_exposure_gathers * scale),
-    ))
-    return _finish(model, ok, {}, global_scale=scale)
+    )
 
 
 def _finish(model: CostModel, ok: list, fitted: dict, global_scale: float | None = None):

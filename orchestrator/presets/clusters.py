@@ -11,7 +11,9 @@ node's fabric (NVLink, Infinity Fabric), `inter_node_gbps` per node over the net
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
+
+from orchestrator.presets.cluster_calibration import ClusterCalibration
 
 
 class Cluster(BaseModel):
@@ -66,6 +68,18 @@ class Cluster(BaseModel):
     runtime_overhead_gb: float = Field(default=1.0, ge=0, le=1e6)
     # Communication backend the built-in trial job uses on this cluster.
     dist_backend: str = Field(default="nccl", max_length=200)
+    # The cost model's multipliers fitted to this cluster's measurements (`paratune calibrate
+    # --from` writes them); None: the analytic model as it is.
+    calibration: ClusterCalibration | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_an_absent_calibration(self, handler):
+        """A preset with no calibration dumps as before the field existed, so a campaign's
+        spec fingerprint (record/journal.py) and a written preset file stay the same."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("calibration", False) is None:
+            del data["calibration"]
+        return data
 
 
 # NVIDIA presets share the NCCL constants. Latencies from NCCL's tuning model

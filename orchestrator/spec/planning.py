@@ -4,6 +4,7 @@ stages (the cost model and the search space take plain shapes, never a spec)."""
 from __future__ import annotations
 
 from orchestrator.costmodel import CostModel
+from orchestrator.costmodel.cluster_fit import calibrated_coefficients
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
 from orchestrator.costmodel.zero_engine import zero_engine_of_trainer
 from orchestrator.space import ParallelConfig
@@ -11,9 +12,11 @@ from orchestrator.spec.campaign import CampaignSpec
 
 
 def cost_model_for(spec: CampaignSpec) -> CostModel:
-    """The default cost model of a campaign spec, for the trainer its trials run."""
+    """The default cost model of a campaign spec, for the trainer its trials run, with the
+    multipliers its cluster preset holds if `paratune calibrate --from` fitted them."""
     megatron_args = spec.trial.megatron.args if spec.trial.megatron else ()
     return CostModel(spec.model, spec.cluster, spec.gpus_per_node, spec.trial.flash_attention,
+                     coefficients=calibrated_coefficients(spec.cluster),
                      runtime=zero_engine_of_trainer(spec.trial.trainer, megatron_args))
 
 
