@@ -17,12 +17,13 @@ from rich.table import Table
 from orchestrator.cli.common import (
     out,
     print_json,
-    print_ranking,
     print_space_notes,
     rank_spec,
 )
+from orchestrator.cli.plan_caveats import mfu_peak, plan_caveats, print_plan
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
 from orchestrator.common.errors import UserError
+from orchestrator.costmodel.precision import is_fp8
 from orchestrator.spec import (
     CampaignSpec,
     apply_override,
@@ -121,8 +122,9 @@ def plan(
     if ranking.best is None:
         raise UserError(f"{spec.name}: no configuration fits in {spec.cluster.memory_gb:g} GB; "
                         f"widen the space ({', '.join(_memory_knobs(spec))})")
+    caveats = plan_caveats(spec, cost, ranking)  # mfu_peak, and constants the order rests on
     if not as_json:
-        print_ranking(spec, ranking)
+        print_plan(spec, ranking, caveats)  # the ranking's table, then the caveats
         return
     best = ranking.best
     runner_up = None
@@ -138,7 +140,7 @@ def plan(
         "mfu": best.mfu, "hfu": best.hfu, "tokens_per_s": best.tokens_per_s,
         "tflops_per_gpu": best.tflops_per_gpu, "best": best.to_dict(),
         "candidates": ranking.candidates, "feasible": ranking.feasible,
-        "top": [e.to_dict() for e in ranking.top],
+        "top": [e.to_dict() for e in ranking.top], **caveats,
         "notes": unused_values(spec, candidates),
     })
 
@@ -195,6 +197,7 @@ def estimate(
                             f"fits in {spec.cluster.memory_gb:g} GB")
         chosen = f"the cost model's best of {len(candidates)} configurations"
     data = {**_describe_spec(spec), **result.to_dict(), "chosen": chosen or "pinned",
+            "mfu_peak": mfu_peak(spec.cluster),
             "stage_layers": list(result.config.stage_layers(spec.model.num_layers))}
     if as_json:
         print_json(data)
@@ -218,7 +221,9 @@ def _print_estimate(spec, result, data: dict, chosen: str | None) -> None:
                   f"layers ({result.config.pipeline_split} split)")
     verdict = "fits" if result.fits else "[red]does NOT fit[/]"
     out.print(f"{verdict}; {result.tokens_per_s:,.0f} tokens/s, "
-              f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}")
+              f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}"
+              + (f" (against the {data['mfu_peak'].upper()} dense peak, not FP8's)"
+                 if is_fp8(result.config) else ""))
 
 
 def _stage_layers_text(layers: list[int]) -> str:
