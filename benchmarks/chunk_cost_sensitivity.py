@@ -1,9 +1,11 @@
 """Which published AMSP figures the cost model reproduces at each NCCL chunk cost.
 
-`msg_half_bytes` is the one constant of the NVIDIA presets chosen against the AMSP paper
-(orchestrator/presets/clusters.py). This re-runs the paper checks (tests/test_costmodel_papers.py
-and tests/test_published_setups.py, their own published figures and bounds) with the A800
-preset's chunk cost set to each value, and prints which checks pass. A strict xfail that
+`msg_half_bytes` was chosen against the AMSP paper (orchestrator/presets/clusters.py): the
+figures whose outcome changes over the values tried are the ones it is fitted to
+(orchestrator/costmodel/constants_provenance.py). This re-runs the paper tests
+(tests/test_costmodel_papers.py and tests/test_published_setups.py, their own published
+figures and bounds, fits included) with the A800 preset's chunk cost set to each value, and
+prints which pass. A strict xfail that
 passes counts as a reproduced figure; one that stays failing as a miss.
 
 Run: .venv/bin/python benchmarks/chunk_cost_sensitivity.py [--chunks 0,8192,16384,32768,65536]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import EXAMPLES
-from test_costmodel_papers import run_json
+from test_costmodel_papers import published, run_json
 
 from orchestrator.costmodel import CostModel
+from orchestrator.costmodel.constants_provenance import check
 from orchestrator.costmodel.ranking import rank_by_throughput
 from orchestrator.costmodel.zero_engine import RUNTIME_OF_TRAINER
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
@@ -34,20 +35,41 @@ def estimate(example: str, *overrides: str) -> dict:
                     *[arg for o in overrides for arg in ("--set", o)])
 
 
-def test_torchtitan_float8_gain_on_llama3_8b_is_within_10_percent():
-    speed = {p: estimate("torchtitan-float8.yaml", f"space.precision=[{p}]")
-             ["tokens_per_s_per_gpu"] for p in ("bf16", "fp8-tensorwise")}
-    gain = speed["fp8-tensorwise"] / speed["bf16"]
+@pytest.mark.parametrize("figure_id", [published("torchtitan-float8-gain")])
+def test_torchtitan_float8_gain_on_llama3_8b_is_within_10_percent(figure_id):
+    """On the published layout (FSDP, local batch 2, selective recompute), which must fit:
+    the model's memory says it does not (120 GB of 96), so this is a documented miss."""
+    check(figure_id)
+    runs = {p: estimate("torchtitan-float8.yaml", f"space.precision=[{p}]")
+            for p in ("bf16", "fp8-tensorwise")}
+    assert all(run["fits"] for run in runs.values())
+    gain = runs["fp8-tensorwise"]["tokens_per_s_per_gpu"] / runs["bf16"]["tokens_per_s_per_gpu"]
     assert gain == pytest.approx(PUBLISHED_FLOAT8_GAIN, rel=0.10)
     assert gain > 1.1  # FP8 is worth choosing here, as published
 
 
-def test_zero_offload_10b_on_one_v100_is_within_15_percent():
+@pytest.mark.parametrize("figure_id", [published("zero-offload-10b-iteration")])
+def test_zero_offload_10b_iteration_on_one_v100_is_within_15_percent(figure_id):
+    """On the tutorial's layout (micro-batch 10, full recompute), which must fit: the model
+    puts it at 33.9 GB of 32, as the tutorial's activation checkpoints on the host
+    (`cpu_checkpointing`) are not a knob, so this is a documented miss."""
+    check(figure_id)
     iteration = estimate("zero-offload-10b.yaml")
+    assert iteration["fits"]
     assert iteration["step_time_s"] == pytest.approx(PUBLISHED_OFFLOAD_ITERATION_S, rel=0.15)
-    assert iteration["time"]["offload_s"] > 0.1 * iteration["step_time_s"]  # it is priced
+
+
+@pytest.mark.parametrize("figure_id", [published("zero-offload-10b-tflops")])
+def test_zero_offload_10b_tflops_at_batch_510_is_within_15_percent(figure_id):
+    check(figure_id)
     big_batch = estimate("zero-offload-10b.yaml", "scale.global_batch_size=510")
+    assert big_batch["fits"]
     assert big_batch["hfu"] * 125 == pytest.approx(PUBLISHED_OFFLOAD_TFLOPS, rel=0.15)
+
+
+def test_the_zero_offload_iteration_prices_its_offload():
+    iteration = estimate("zero-offload-10b.yaml")
+    assert iteration["time"]["offload_s"] > 0.1 * iteration["step_time_s"]
 
 
 def test_fp8_casts_cost_time_so_the_gain_is_below_the_peak_ratio():

@@ -89,14 +89,15 @@ class Cluster(BaseModel):
 # nodes; collectives.py charges it to every step of a ring that spans nodes, each step waiting
 # on its slowest hop, which is what reproduces ZeRO-3's collapse at 1,024 GPUs (AMSP §VI-B).
 # Chunk cost (`msg_half_bytes`): 16 KB per ring step, so a network step reaches half the
-# link rate at 16 KB + α·bw = 156 KB per rank. The one constant of the set chosen against the
-# AMSP figures: docs/costmodel.md gives what 0, 8, 16, 32 and 64 KB each reproduce
-# (benchmarks/chunk_cost_sensitivity.py).
+# link rate at 16 KB + α·bw = 156 KB per rank. Chosen against six AMSP figures, which are
+# therefore fits, not checks: docs/costmodel.md gives what 0, 8, 16, 32 and 64 KB each
+# reproduce (benchmarks/chunk_cost_sensitivity.py).
 # GEMM shape: cuBLAS BF16 GEMMs on A100/H100 reach 75-80% of peak at 4096-wide shapes and
 # fall off below ~512 on either side (NVIDIA "Matrix Multiplication Background" guide, wave
-# quantization and tile efficiency); a 0.72 asymptote with halves m 128, n 256 puts a
-# 4096 x 4096 layer at 0.66 (AMSP's 64% MFU on 8 A800s, §III) and Megatron's 1T layer
-# (m 2048, n 25600/8) at 0.63 (52% HFU on 3,072 A100s with bubble and TP communication).
+# quantization and tile efficiency); within that, the 0.72 asymptote with halves m 128, n 256
+# was chosen so that a 4096 x 4096 layer runs at 0.66 (AMSP's 64% MFU on 8 A800s, §III) and
+# Megatron's 1T layer (m 2048, n 25600/8) at 0.63 (52% HFU on 3,072 A100s with bubble and TP
+# communication): a fit to those two figures, not a check (costmodel/constants_provenance.py).
 NCCL = dict(intra_node_latency_us=3.4, inter_node_latency_us=14.0, collective_base_latency_us=8.4,
             msg_half_bytes=16384.0, compute_efficiency=0.72, gemm_half_m=128.0,
             gemm_half_n=256.0)
