@@ -6,7 +6,9 @@ for the stock model, then after calibrating on the first 3 and the first 5 rows 
 landscape (measured_corpus.calibration_rows), scored on the rows left out.
 
 The fit/check split is measured_corpus's: fit sources are reported apart, superseded rows not
-at all. Nothing here changes a constant; the figures are what the model gives.
+at all. The figures are defined once, in orchestrator/costmodel/fit_figures.py (also what
+`paratune calibrate --from` prints). Nothing here changes a constant; the figures are what the
+model gives.
 
 Run: .venv/bin/python benchmarks/validate_costmodel.py          (writes docs/validation.json
      and docs/validation.md)
@@ -29,14 +31,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import measured_corpus  # noqa: E402
 from measured_corpus import CHECK, FIT, SUPERSEDED, MeasuredRow, calibration_rows  # noqa: E402
 
-from orchestrator.costmodel.calibration import calibrate, spearman  # noqa: E402
+from orchestrator.costmodel.calibration import calibrate  # noqa: E402
+from orchestrator.costmodel.cluster_fit import Measurement  # noqa: E402
+from orchestrator.costmodel.fit_figures import (  # noqa: E402
+    abs_error_figures,
+    pruned,
+    ranking,
+    step_error,
+)
 from orchestrator.costmodel.published_rows import PricedRow, price_row  # noqa: E402
 from orchestrator.result import TrialResult  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_PATH, MD_PATH = ROOT / "docs" / "validation.json", ROOT / "docs" / "validation.md"
 CALIBRATION_SIZES = (3, 5)
-SPEARMAN_LAYOUTS = 5  # a landscape is ranked when it has this many layouts
 DIGITS = 4
 
 
@@ -44,73 +52,44 @@ def _round(value: float | None) -> float | None:
     return None if value is None or value != value else round(value, DIGITS)
 
 
-def _p90(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-
-
 def _errors(errors: list[float]) -> dict:
-    """Median and 90th percentile of |predicted/measured - 1| of step times, and the median
-    signed error (above 0: the model predicts slower steps than were measured)."""
-    absolute = [abs(e) for e in errors]
+    """Median and 90th percentile of |predicted/measured - 1| of step times (fit_figures), and
+    the median signed error (above 0: the model predicts slower steps than were measured)."""
     return {"rows": len(errors),
-            "median_abs_error": _round(statistics.median(absolute)) if errors else None,
-            "p90_abs_error": _round(_p90(absolute)),
+            **{k: _round(v) for k, v in abs_error_figures(errors).items()},
             "median_error": _round(statistics.median(errors)) if errors else None}
 
 
 class Scored:
-    """One priced row under one cost model: its predicted step time and memory verdict."""
+    """One priced row under one cost model: the measurement and its estimate."""
 
     def __init__(self, row: MeasuredRow, priced: PricedRow, cost=None) -> None:
         self.row, self.priced = row, priced
-        estimate = (cost or priced.cost).estimate(priced.config)
-        self.predicted_step_s = estimate.step_time_s
-        self.fits = estimate.fits
-        # A campaign skips a layout unmeasured when the model prunes it: beyond the memory
-        # margin where the cost model has one, else not fitting at its point estimate.
-        self.pruned = getattr(estimate, "prunable", not estimate.fits)
+        self.measurement = Measurement(f"{row.file} row {row.number}", priced.landscape,
+                                       cost or priced.cost, priced.config,
+                                       priced.measured_step_s)
+        self.estimate = self.measurement.cost.estimate(priced.config)
+        self.fits = self.estimate.fits
+        self.pruned = pruned(self.estimate)
 
     @property
     def error(self) -> float:
-        return self.predicted_step_s / self.priced.measured_step_s - 1
+        return step_error(self.measurement, self.estimate)
 
     @property
     def key(self) -> str:
         return self.priced.config.key()
 
-    def tokens_per_gpu(self, step_s: float) -> float:
-        c = self.priced.config
-        return c.global_batch_size() * self.priced.cost.model.seq_len / step_s / c.world_size
-
 
 def _ranking(scored: list[Scored]) -> dict:
-    """Spearman of predicted against measured tokens/s/GPU over the distinct layouts (repeated
-    runs of one layout: their median), and the measured regret of the model's pick: the
-    measured best over the measured throughput of the layout it predicts fastest among those it
-    does not prune (all of them if it prunes every one), minus 1."""
-    by_layout: dict[str, list[Scored]] = defaultdict(list)
-    for s in scored:
-        by_layout[s.key].append(s)
-    layouts = []
-    for runs in by_layout.values():
-        measured = statistics.median(s.tokens_per_gpu(s.priced.measured_step_s) for s in runs)
-        layouts.append((runs[0].tokens_per_gpu(runs[0].predicted_step_s), measured,
-                        runs[0].pruned))
-    pairs = [(a, b) for i, a in enumerate(layouts) for b in layouts[i + 1:] if a[1] != b[1]]
-    result: dict = {"layouts": len(layouts), "spearman": None, "regret": None,
-                    "pairs": len(pairs),
-                    "pairs_right": sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for a, b in pairs)}
-    if len(layouts) >= SPEARMAN_LAYOUTS:
-        result["spearman"] = _round(spearman([p for p, _, _ in layouts],
-                                             [m for _, m, _ in layouts]))
-    if len(layouts) >= 2:
-        kept = [lay for lay in layouts if not lay[2]] or layouts
-        pick = max(kept, key=lambda lay: lay[0])
-        result["regret"] = _round(max(m for _, m, _ in layouts) / pick[1] - 1)
-        result["pick_pruned_best"] = any(lay[2] and lay[1] > pick[1] for lay in layouts)
+    """fit_figures' ranking of the distinct layouts: Spearman, the pairs ordered as measured,
+    the measured regret of the model's pick, and whether a pruned layout beat it."""
+    found = ranking([s.measurement for s in scored], [s.estimate for s in scored])
+    result: dict = {"layouts": found.layouts, "spearman": _round(found.spearman),
+                    "regret": _round(found.regret), "pairs": found.pairs,
+                    "pairs_right": found.pairs_right}
+    if found.pick_pruned_best is not None:
+        result["pick_pruned_best"] = found.pick_pruned_best
     return result
 
 

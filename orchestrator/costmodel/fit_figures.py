@@ -1,14 +1,16 @@
-"""The figures that judge the cost model on measured layouts, as docs/validation.md gives them
-(benchmarks/validate_costmodel.py), per landscape (one model on one cluster) and over all rows.
+"""The figures that judge the cost model on measured layouts, defined once for
+docs/validation.md (benchmarks/validate_costmodel.py) and `paratune calibrate --from`, per
+landscape (one model on one cluster) and over all rows.
 
 - The error of a row: predicted / measured step time - 1; the median and the 90th percentile
-  (nearest rank) of its absolute value.
+  (`p90`) of its absolute value.
 - Layouts that ran although the memory model says they do not fit.
 - Spearman's correlation of predicted with measured throughput per GPU over a landscape's
   distinct layouts (a layout measured more than once: the median of its runs), given
   SPEARMAN_LAYOUTS of them; and the pairs of layouts the model orders as measured.
 - The measured regret of the model's pick: the landscape's measured best over the measured
-  throughput of the layout it predicts fastest among those it would not prune, minus 1.
+  throughput of the layout it predicts fastest among those it would not prune (all of them
+  if it prunes every one), minus 1.
 Over all rows: the errors pooled row by row, the median of the landscapes' Spearman and regret.
 """
 
@@ -22,7 +24,7 @@ from orchestrator.costmodel.calibration import spearman
 from orchestrator.costmodel.cluster_fit import Measurement
 from orchestrator.costmodel.estimate import Estimate
 
-SPEARMAN_LAYOUTS = 5
+SPEARMAN_LAYOUTS = 5  # a landscape is ranked when it has this many distinct layouts
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,51 @@ class Figures:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """How a landscape's distinct layouts are ordered (module docstring)."""
+
+    layouts: int
+    spearman: float | None
+    regret: float | None
+    pairs: int
+    pairs_right: int
+    pick_pruned_best: bool | None  # a pruned layout measured faster than the pick; None: no pick
+
+
+def step_error(row: Measurement, estimate: Estimate) -> float:
+    """predicted / measured step time - 1."""
+    return estimate.step_time_s / row.step_time_s - 1
+
+
 def step_errors(rows: list[Measurement], predicted: list[Estimate]) -> list[float]:
-    """Each row's predicted / measured step time - 1."""
-    return [e.step_time_s / row.step_time_s - 1 for row, e in zip(rows, predicted)]
+    return [step_error(row, e) for row, e in zip(rows, predicted)]
 
 
-def landscape_figures(rows: list[Measurement], predicted: list[Estimate]) -> Figures:
-    """The figures of one landscape's rows, each with its estimate."""
+def p90(values: list[float]) -> float | None:
+    """The 90th percentile: the value at index int(0.9 n) of the sorted values (the largest for
+    fewer than 10); None for none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+
+def abs_error_figures(errors: list[float]) -> dict:
+    """Median and 90th percentile of the errors' absolute values (None for no error)."""
+    misses = [abs(e) for e in errors]
+    return {"median_abs_error": statistics.median(misses) if misses else None,
+            "p90_abs_error": p90(misses)}
+
+
+def pruned(estimate: Estimate) -> bool:
+    """Whether a campaign would skip the layout unmeasured: beyond the memory margin where the
+    cost model has one, else not fitting at its point estimate."""
+    return getattr(estimate, "prunable", not estimate.fits)
+
+
+def ranking(rows: list[Measurement], predicted: list[Estimate]) -> Ranking:
+    """The ranking figures of one landscape's rows, each with its estimate."""
     runs = defaultdict(list)
     for row, estimate in zip(rows, predicted):
         runs[row.config.key()].append((row, estimate))
@@ -56,15 +96,23 @@ def landscape_figures(rows: list[Measurement], predicted: list[Estimate]) -> Fig
         row, estimate = measured[0]
         layouts.append((row.tokens_per_gpu_step / estimate.step_time_s,
                         statistics.median(r.tokens_per_gpu_step / r.step_time_s
-                                          for r, _ in measured), _pruned(estimate)))
+                                          for r, _ in measured), pruned(estimate)))
     pairs = [(a, b) for i, a in enumerate(layouts) for b in layouts[i + 1:] if a[1] != b[1]]
-    kept = [layout for layout in layouts if not layout[2]] or layouts
-    pick = max(kept, key=lambda layout: layout[0])
-    return Figures(
-        **_errors(rows, predicted), layouts=len(layouts),
-        spearman=_rank_correlation(layouts),
-        regret=max(m for _, m, _ in layouts) / pick[1] - 1 if len(layouts) > 1 else None,
-        pairs=len(pairs), pairs_right=sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for a, b in pairs))
+    regret = pick_pruned_best = None
+    if len(layouts) > 1:
+        kept = [layout for layout in layouts if not layout[2]] or layouts
+        pick = max(kept, key=lambda layout: layout[0])
+        regret = max(m for _, m, _ in layouts) / pick[1] - 1
+        pick_pruned_best = any(cut and m > pick[1] for _, m, cut in layouts)
+    return Ranking(len(layouts), _rank_correlation(layouts), regret, len(pairs),
+                   sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for a, b in pairs), pick_pruned_best)
+
+
+def landscape_figures(rows: list[Measurement], predicted: list[Estimate]) -> Figures:
+    """The figures of one landscape's rows, each with its estimate."""
+    ranked = ranking(rows, predicted)
+    return Figures(**_errors(rows, predicted), layouts=ranked.layouts, spearman=ranked.spearman,
+                   regret=ranked.regret, pairs=ranked.pairs, pairs_right=ranked.pairs_right)
 
 
 def figures_by_landscape(rows: list[Measurement], predicted: list[Estimate]
@@ -86,16 +134,9 @@ def figures_by_landscape(rows: list[Measurement], predicted: list[Estimate]
     return by_landscape
 
 
-def _pruned(estimate: Estimate) -> bool:
-    """Whether a campaign would skip the layout unmeasured."""
-    return not estimate.fits
-
-
 def _errors(rows: list[Measurement], predicted: list[Estimate]) -> dict:
-    misses = sorted(abs(e) for e in step_errors(rows, predicted))
     return {"rows": len(rows), "does_not_fit": sum(not e.fits for e in predicted),
-            "median_abs_error": statistics.median(misses),
-            "p90_abs_error": misses[min(len(misses) - 1, int(0.9 * len(misses)))]}
+            **abs_error_figures(step_errors(rows, predicted))}
 
 
 def _rank_correlation(layouts: list[tuple[float, float, bool]]) -> float | None:
