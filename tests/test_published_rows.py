@@ -40,6 +40,19 @@ def test_a_dlperf_row_is_its_published_layout_on_the_v100_cluster():
     assert any("fp16" in a for a in row.assumptions)
 
 
+def test_a_v100_row_in_fp16_is_named_fp16_and_priced_as_the_16_bit_layout():
+    # DLPerf row 1 publishes fp16 (a V100 has no BF16 cores): its landscape says fp16, and
+    # the model prices it as its one 16-bit layout (precision knob "bf16": the dense 16-bit
+    # peak, 2-byte values), so the same row published as bf16 predicts the same step.
+    row = priced("dlperf_gpt_v100.csv", 1)
+    assert "v100-16g | fp16 |" in row.landscape and "bf16" not in row.landscape
+    assert row.config.precision == "bf16"
+    as_bf16 = price_row({**ROWS[("dlperf_gpt_v100.csv", 1)], "precision": "bf16"})
+    assert as_bf16.landscape == row.landscape.replace("| fp16 |", "| bf16 |")
+    assert (as_bf16.cost.estimate(as_bf16.config).step_time_s
+            == row.cost.estimate(row.config).step_time_s)
+
+
 def test_a_dlperf_data_parallel_row_and_its_memory():
     # Row 7: the same model data-parallel over 32 GPUs (4 nodes of 8), 2 a GPU, global 64:
     # 683.51 ms. Row 8 (OneFlow) reports 12,208 MiB.

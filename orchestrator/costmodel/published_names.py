@@ -181,7 +181,18 @@ def framework_of(values: dict[str, str], file_hint: str) -> Framework:
 # Precision: the layout knob's value, or Unpriced.
 
 
-def precision_of(text: str, framework: Framework) -> tuple[str, tuple[str, ...]]:
+_FP16 = ("fp16 priced as the 16-bit layout (precision bf16): the dense 16-bit tensor-core peak "
+         "(FP16 on a V100, which has no BF16) and 2-byte values; loss scaling not modelled")
+
+
+def precision_of(text: str, framework: Framework) -> tuple[str, str, tuple[str, ...]]:
+    """The layout's precision knob, the precision's name in the landscape (the knob's, but fp16
+    for fp16 mixed precision, which the knob's 16-bit "bf16" prices), and the assumptions."""
+    knob, notes = _precision_knob(text, framework)
+    return knob, "fp16" if _FP16 in notes else knob, notes
+
+
+def _precision_knob(text: str, framework: Framework) -> tuple[str, tuple[str, ...]]:
     low = text.lower()
     if not low.strip():
         raise NotPriced("precision: not published")
@@ -206,8 +217,7 @@ def precision_of(text: str, framework: Framework) -> tuple[str, tuple[str, ...]]
     if "bf16" in low or "bfloat16" in low:
         return "bf16", ()
     if "fp16" in low or "float16" in low:
-        return "bf16", ("fp16 priced as bf16: the same tensor-core peak and bytes; loss "
-                        "scaling not modelled",)
+        return "bf16", (_FP16,)
     raise NotPriced(f"precision {text}: not modelled")
 
 

@@ -90,14 +90,14 @@ class _Pricing(RowText):
         if re.search(r"lora", self.text("model").lower()):
             raise NotPriced(f"model {self.text('model')!r}: LoRA fine-tuning not modelled")
         model = self.model()
-        precision, notes = precision_of(self.text("precision"), framework)
+        precision, precision_name, notes = precision_of(self.text("precision"), framework)
         self.assumptions += notes
         gpus_per_node = self.gpus_per_node(cluster, gpus)
         config = layout_of_row(self, model, gpus, framework, precision)
         cost = CostModel(model, cluster, gpus_per_node, runtime=framework.runtime)
         step = self.measured_step(cost, config, gpus)
         landscape_parts = (f"{model.name} ({model.num_layers} layers, seq {model.seq_len})",
-                           cluster.name, precision, self.text("framework"))
+                           cluster.name, precision_name, self.text("framework"))
         series = " | ".join(landscape_parts)
         landscape = f"{series} | {gpus} GPUs"
         return PricedRow(landscape, series, cost, config, step, self.measured_memory(),
