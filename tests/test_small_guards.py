@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from orchestrator.costmodel import Calibration, CostModel
+from orchestrator.costmodel.memory import MEMORY_MARGIN
 from orchestrator.export.common import env_line, run_context
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.scheduling.live_cost_model import LiveCostModel
@@ -34,14 +35,15 @@ def _live_model(memory_scale: float | None) -> tuple[LiveCostModel, ParallelConf
 def test_pruning_message_states_the_calibrated_prediction_and_the_raw_one():
     live, config, raw_gb = _live_model(None)
     assert raw_gb < 80 and live.infeasible(config) is None  # fits before calibration
-    live, config, raw_gb = _live_model(200 / raw_gb)
+    live, config, raw_gb = _live_model(400 / raw_gb)  # beyond the memory model's margin
     result = live.infeasible(config)
     assert result is not None and result.status == "infeasible"
     predicted = float(re.match(r"predicted ([\d.]+) GB per device", result.error).group(1))
     assert predicted > 80.0
     assert predicted == round(result.extra["predicted_memory_gb"], 2)
     assert f"({raw_gb:.2f} GB before calibration)" in result.error
-    assert result.error.endswith("> 80.00 GB capacity")
+    assert result.error.endswith(f"> {80 * (1 + MEMORY_MARGIN):.2f} GB: 80.00 GB capacity plus "
+                                 f"the memory model's {MEMORY_MARGIN:.0%} margin")
 
 
 def test_pruning_message_without_calibration_states_one_figure():
@@ -50,7 +52,9 @@ def test_pruning_message_without_calibration_states_one_figure():
     result = LiveCostModel(base, []).infeasible(config)
     assert result is not None
     expected = base.estimate(config).memory_gb
-    assert result.error == f"predicted {expected:.2f} GB per device > 80.00 GB capacity"
+    assert result.error == (f"predicted {expected:.2f} GB per device > "
+                            f"{80 * (1 + MEMORY_MARGIN):.2f} GB: 80.00 GB capacity plus the "
+                            f"memory model's {MEMORY_MARGIN:.0%} margin")
 
 
 B = ("name: x\nmodel: tiny\ncluster: cpu-local\n"

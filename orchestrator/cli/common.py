@@ -18,6 +18,7 @@ from orchestrator.common.errors import UserError
 from orchestrator.common.objective import Objective
 from orchestrator.common.paths import runs_root
 from orchestrator.costmodel import CostModel
+from orchestrator.costmodel.memory import memory_margin
 from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
 from orchestrator.export import SCRIPT_FORMATS
 from orchestrator.record.campaign import CampaignView
@@ -117,11 +118,23 @@ def print_ranking(spec: CampaignSpec, ranking: Ranking) -> None:
         row = next((i for i, e in enumerate(estimates, 1) if e is ranking.plan.estimate), 1)
         out.print(f"AMSP plan (s0p,s1p,s0g,s1g,s0os,s1os) = {ranking.plan.factors.as_tuple()}"
                   f", row {row} below")
-    rows = [Row([str(rank)], e.config, [f"{e.memory_gb:.2f}", number(e.step_time_s),
+    if estimates:
+        print_layouts(out, _ranking_rows(estimates), [Column("#")], RANKING_COLUMNS)
+    if ranking.risky:
+        margin = memory_margin(spec.cluster.device)
+        out.print(f"{ranking.risky_count} risky: predicted over {spec.cluster.memory_gb:g} GB, "
+                  f"within the memory model's {margin:.0%} margin (up to "
+                  f"{spec.cluster.memory_gb * (1 + margin):g} GB); a campaign measures "
+                  "them, and an OOM is recorded. The best of them:")
+        risky = best_first(objective, ranking.risky, objective.predicted)
+        print_layouts(out, _ranking_rows(risky), [Column("risky #", "#")], RANKING_COLUMNS)
+
+
+def _ranking_rows(estimates: list) -> list[Row]:
+    return [Row([str(rank)], e.config, [f"{e.memory_gb:.2f}", number(e.step_time_s),
                                         number(e.tokens_per_s), number(e.tflops_per_gpu),
                                         f"{e.mfu:.1%}", f"{e.hfu:.1%}"])
             for rank, e in enumerate(estimates, 1)]
-    print_layouts(out, rows, [Column("#")], RANKING_COLUMNS)
 
 
 RANKING_COLUMNS = (Column("memory GB", "GB"), Column("step s"), Column("tokens/s"),

@@ -23,6 +23,7 @@ from orchestrator.cli.common import (
 from orchestrator.cli.plan_caveats import mfu_peak, plan_caveats, print_plan
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
 from orchestrator.common.errors import UserError
+from orchestrator.costmodel.memory import RISKY, memory_margin
 from orchestrator.costmodel.precision import is_fp8
 from orchestrator.spec import (
     CampaignSpec,
@@ -119,14 +120,22 @@ def plan(
     ranking = rank_spec(spec, top_k, cost, candidates)
     if not as_json:
         print_space_notes(spec, candidates)
-    if ranking.best is None:
+    if ranking.best is None and not ranking.risky:
         raise UserError(f"{spec.name}: no configuration fits in {spec.cluster.memory_gb:g} GB; "
                         f"widen the space ({', '.join(_memory_knobs(spec))})")
     caveats = plan_caveats(spec, cost, ranking)  # mfu_peak, and constants the order rests on
     if not as_json:
         print_plan(spec, ranking, caveats)  # the ranking's table, then the caveats
         return
+    risky = {"memory_margin": memory_margin(spec.cluster.device),
+             "risky_count": ranking.risky_count,
+             "risky": [e.to_dict() for e in ranking.risky]}
     best = ranking.best
+    if best is None:  # only risky layouts: listed, no pick
+        print_json({**_describe_spec(spec), "planner": ranking.planner, "best": None,
+                    "candidates": ranking.candidates, "feasible": 0, "top": [], **risky, **caveats,
+                    "notes": unused_values(spec, candidates)})
+        return
     runner_up = None
     if ranking.plan and len(ranking.top) > 1:  # AMSP's runner-up plan, for the tie rule
         second = ranking.top[1]
@@ -140,7 +149,7 @@ def plan(
         "mfu": best.mfu, "hfu": best.hfu, "tokens_per_s": best.tokens_per_s,
         "tflops_per_gpu": best.tflops_per_gpu, "best": best.to_dict(),
         "candidates": ranking.candidates, "feasible": ranking.feasible,
-        "top": [e.to_dict() for e in ranking.top], **caveats,
+        "top": [e.to_dict() for e in ranking.top], **risky, **caveats,
         "notes": unused_values(spec, candidates),
     })
 
@@ -196,8 +205,8 @@ def estimate(
             raise UserError(f"{spec.name}: none of the space's {len(candidates)} configurations "
                             f"fits in {spec.cluster.memory_gb:g} GB")
         chosen = f"the cost model's best of {len(candidates)} configurations"
-    data = {**_describe_spec(spec), **result.to_dict(), "chosen": chosen or "pinned",
-            "mfu_peak": mfu_peak(spec.cluster),
+    data = {**_describe_spec(spec), **result.to_dict(), "memory_margin": result.memory_margin,
+            "chosen": chosen or "pinned", "mfu_peak": mfu_peak(spec.cluster),
             "stage_layers": list(result.config.stage_layers(spec.model.num_layers))}
     if as_json:
         print_json(data)
@@ -220,6 +229,9 @@ def _print_estimate(spec, result, data: dict, chosen: str | None) -> None:
         out.print(f"pipeline stages: {_stage_layers_text(data['stage_layers'])} transformer "
                   f"layers ({result.config.pipeline_split} split)")
     verdict = "fits" if result.fits else "[red]does NOT fit[/]"
+    if not result.unsupported and result.memory_verdict == RISKY:
+        verdict = (f"[yellow]risky[/]: over {result.capacity_gb:g} GB, within the memory "
+                   f"model's {result.memory_margin:.0%} margin (a campaign measures it)")
     out.print(f"{verdict}; {result.tokens_per_s:,.0f} tokens/s, "
               f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}"
               + (f" (against the {data['mfu_peak'].upper()} dense peak, not FP8's)"

@@ -1,6 +1,7 @@
 """The analytic cost model: pure functions that predict memory and speed of a layout.
 
-It prunes configurations that cannot fit before any trial runs, and ranks the rest.
+It prunes configurations that cannot fit, even within its memory margin, before any trial
+runs, and ranks the rest.
 """
 
 from orchestrator.costmodel.calibration import Calibration, calibrate

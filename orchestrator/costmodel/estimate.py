@@ -11,7 +11,16 @@ from typing import Any
 
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.compute import causal_attention_discount, gemm_efficiency
-from orchestrator.costmodel.memory import GB, MemoryBreakdown, fits, memory_per_device
+from orchestrator.costmodel.memory import (
+    DOES_NOT_FIT,
+    GB,
+    MEMORY_MARGIN,
+    MemoryBreakdown,
+    fits,
+    memory_margin,
+    memory_per_device,
+    memory_verdict,
+)
 from orchestrator.costmodel.moe_time import step_efficiency
 from orchestrator.costmodel.offload import host_capacity_bytes, offload_unsupported
 from orchestrator.costmodel.precision import fp8_unsupported
@@ -42,6 +51,8 @@ class Estimate:
     causal_discount: float = 0.0
     # Why the cluster cannot run this layout at all (an FP8 recipe without FP8 cores), or None.
     unsupported: str | None = None
+    # How far over capacity a layout is `risky` rather than pruned (memory.py's memory_margin).
+    memory_margin: float = MEMORY_MARGIN
 
     @property
     def memory_gb(self) -> float:
@@ -59,6 +70,25 @@ class Estimate:
     def fits_scaled(self, memory_scale: float) -> bool:
         """Fit with used memory scaled by a calibrated ratio of measured to predicted."""
         return self.unsupported is None and fits(self.memory, self.capacity_gb, memory_scale)
+
+    @property
+    def memory_verdict(self) -> str:
+        """"fits", "risky" or "does_not_fit" (memory.py): memory alone, so "fits" here and
+        `fits` differ only for a layout the cluster cannot run (`unsupported`)."""
+        return self.memory_verdict_scaled(1.0)
+
+    def memory_verdict_scaled(self, memory_scale: float) -> str:
+        return memory_verdict(self.memory, self.capacity_gb, memory_scale, self.memory_margin)
+
+    @property
+    def prunable(self) -> bool:
+        """Whether a campaign skips this layout unmeasured: the cluster cannot run it, or its
+        memory is beyond the model's margin. A risky layout is measured."""
+        return self.prunable_scaled(1.0)
+
+    def prunable_scaled(self, memory_scale: float) -> bool:
+        return (self.unsupported is not None
+                or self.memory_verdict_scaled(memory_scale) == DOES_NOT_FIT)
 
     @property
     def step_time_s(self) -> float:
@@ -94,6 +124,7 @@ class Estimate:
         return {
             "config": self.config.to_dict(),
             "fits": self.fits,
+            "memory_verdict": self.memory_verdict,
             "memory": {**self.memory.as_gb(), "capacity_gb": self.capacity_gb},
             "time": self.time.as_dict(),
             "step_time_s": self.step_time_s,
@@ -167,6 +198,7 @@ class CostModel:
                 self.coefficients.expert_load_imbalance),
             causal_discount=causal_attention_discount(self.model, tokens),
             unsupported=self.unsupported(config),
+            memory_margin=memory_margin(self.cluster.device),
         )
 
     def with_coefficients(self, coefficients: Coefficients) -> "CostModel":

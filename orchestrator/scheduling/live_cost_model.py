@@ -1,5 +1,13 @@
 """The campaign's cost model as trials end: refitted on the measured trials, it prunes
-proposals its memory model says cannot fit and stamps each result with what it predicted.
+proposals its memory model puts beyond its margin (memory.py's `does_not_fit`) and stamps each
+result with what it predicted.
+
+A `risky` layout (predicted above capacity, within MEMORY_MARGIN) is measured: an OOM is a
+recorded result, a prune loses the layout. The band applies to the calibrated figure too: the
+calibration's memory ratio is one mean over the layouts measured so far, which the model said
+fit, while the layouts nearest the limit (largest micro-batch, least sharding) are where it was
+not checked; the margin covers a layout's own departure from the model, which one mean ratio
+does not remove.
 
 The stock model (`base`) stays the one trial requests are measured against, so a trial's MFU
 does not move with the calibration.
@@ -8,6 +16,7 @@ does not move with the calibration.
 from __future__ import annotations
 
 from orchestrator.costmodel import GB, Calibration, CostModel, calibrate
+from orchestrator.costmodel.memory import RISKY
 from orchestrator.record.campaign import calibration_input
 from orchestrator.record.journal import TrialRecord
 from orchestrator.result import TrialResult
@@ -36,13 +45,14 @@ class LiveCostModel:
 
     def infeasible(self, config: ParallelConfig) -> TrialResult | None:
         """The `infeasible` result of a layout the cluster cannot run (an FP8 recipe without FP8
-        cores) or the memory model (scaled by calibration) says cannot fit, or None if it may."""
+        cores) or the memory model (scaled by calibration) puts beyond its margin, or None if it
+        may run (it fits, or is risky)."""
         prediction = self.current.estimate(config)
         if prediction.unsupported:
             return TrialResult(status="infeasible", world_size=config.world_size,
                                error=prediction.unsupported)
-        scale = self.calibration.memory_scale if self.calibration else 1.0
-        if prediction.fits_scaled(scale):
+        scale = self._memory_scale()
+        if not prediction.prunable_scaled(scale):
             return None
         memory = prediction.memory
         if memory.host_capacity and memory.host > memory.host_capacity:
@@ -53,21 +63,33 @@ class LiveCostModel:
         predicted_gb = ((memory.total - memory.reserve) * scale + memory.reserve) / GB
         return TrialResult(
             status="infeasible", world_size=config.world_size,
-            error=_overflow_message(predicted_gb, prediction.memory_gb, prediction.capacity_gb),
+            error=_overflow_message(predicted_gb, prediction.memory_gb, prediction.capacity_gb,
+                                    prediction.memory_margin),
             extra={"predicted_memory_gb": predicted_gb},
         )
 
+    def _memory_scale(self) -> float:
+        return self.calibration.memory_scale if self.calibration else 1.0
+
     def annotate(self, config: ParallelConfig, result: TrialResult) -> None:
-        """Record beside a measured result what the model predicted for it."""
+        """Record beside a measured result what the model predicted for it (and, for a risky
+        layout, that it was measured inside the margin)."""
         predicted = self.current.estimate(config)
         result.extra.setdefault("predicted_tokens_per_s", predicted.tokens_per_s)
         result.extra.setdefault("predicted_memory_gb", predicted.memory_gb_used)
+        if predicted.memory_verdict_scaled(self._memory_scale()) == RISKY:
+            result.extra.setdefault("memory_verdict", RISKY)
 
 
-def _overflow_message(predicted_gb: float, raw_gb: float, capacity_gb: float) -> str:
+def _overflow_message(predicted_gb: float, raw_gb: float, capacity_gb: float,
+                      margin: float) -> str:
     """Why a layout was pruned, in the calibrated figure the decision used (and the model's
-    own figure beside it when calibration moved it)."""
+    own figure beside it when calibration moved it), against capacity and the margin."""
     raw = ""
     if f"{raw_gb:.2f}" != f"{predicted_gb:.2f}":
         raw = f" ({raw_gb:.2f} GB before calibration)"
-    return f"predicted {predicted_gb:.2f} GB per device{raw} > {capacity_gb:.2f} GB capacity"
+    if not margin:
+        return f"predicted {predicted_gb:.2f} GB per device{raw} > {capacity_gb:.2f} GB capacity"
+    return (f"predicted {predicted_gb:.2f} GB per device{raw} > "
+            f"{capacity_gb * (1 + margin):.2f} GB: {capacity_gb:.2f} GB capacity plus the "
+            f"memory model's {margin:.0%} margin")
