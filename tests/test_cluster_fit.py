@@ -104,8 +104,12 @@ def test_figures_of_a_landscape():
     rows = [Measurement(str(i), "one", cost, configs[i % 5], step)
             for i, step in enumerate(measured)]
 
-    def figures(unfit: set[int] = frozenset()):
-        predicted = [SimpleNamespace(step_time_s=step, fits=i % 5 not in unfit)
+    def figures(unfit: set[int] = frozenset(), pruned: set[int] | None = None):
+        """Layouts `unfit` do not fit; those of them in `pruned` (all by default) are beyond
+        the memory margin, the others risky."""
+        pruned = unfit if pruned is None else pruned
+        predicted = [SimpleNamespace(step_time_s=step, fits=i % 5 not in unfit,
+                                     prunable=i % 5 in pruned)
                      for i, step in enumerate(steps)]
         return figures_by_landscape(rows, predicted)
 
@@ -121,6 +125,11 @@ def test_figures_of_a_landscape():
     pruned = figures(unfit={1})
     assert pruned["one"].regret == 0 and pruned["one"].does_not_fit == 1
     assert pruned["all rows"].rows == 6 and pruned["all rows"].regret == 0
-    four = figures_by_landscape(rows[:4], [SimpleNamespace(step_time_s=s, fits=True)
+    # B does not fit but is within the margin (risky): a campaign measures it, so it stays
+    # the pick, and it counts as a layout that ran though the model says it does not fit.
+    risky = figures(unfit={1}, pruned=set())["one"]
+    assert risky.regret == pytest.approx(f.regret) and risky.does_not_fit == 1
+    four = figures_by_landscape(rows[:4], [SimpleNamespace(step_time_s=s, fits=True,
+                                                           prunable=False)
                                            for s in steps[:4]])["one"]
     assert four.spearman is None  # 4 layouts: too few to rank

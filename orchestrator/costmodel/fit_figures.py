@@ -9,8 +9,8 @@ landscape (one model on one cluster) and over all rows.
   distinct layouts (a layout measured more than once: the median of its runs), given
   SPEARMAN_LAYOUTS of them; and the pairs of layouts the model orders as measured.
 - The measured regret of the model's pick: the landscape's measured best over the measured
-  throughput of the layout it predicts fastest among those it would not prune (all of them
-  if it prunes every one), minus 1.
+  throughput of the layout it predicts fastest among those it would not prune (`pruned`:
+  beyond the memory margin; all of them if it prunes every one), minus 1.
 Over all rows: the errors pooled row by row, the median of the landscapes' Spearman and regret.
 """
 
@@ -81,9 +81,9 @@ def abs_error_figures(errors: list[float]) -> dict:
 
 
 def pruned(estimate: Estimate) -> bool:
-    """Whether a campaign would skip the layout unmeasured: beyond the memory margin where the
-    cost model has one, else not fitting at its point estimate."""
-    return getattr(estimate, "prunable", not estimate.fits)
+    """Whether a campaign would skip the layout unmeasured: beyond the memory margin, or one
+    the cluster cannot run (a risky layout, over capacity within the margin, is measured)."""
+    return estimate.prunable
 
 
 def ranking(rows: list[Measurement], predicted: list[Estimate]) -> Ranking:
