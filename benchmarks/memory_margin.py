@@ -1,5 +1,5 @@
 """The memory model's error on the published measurements, and the margin above capacity it
-implies (orchestrator/costmodel/memory.py's MEMORY_MARGIN: a layout predicted within it is
+implies (orchestrator/costmodel/fit_verdict.py's MEMORY_MARGIN: a layout predicted within it is
 `risky` and measured, one beyond it is pruned).
 
 Evidence: every row of benchmarks/measured/ that the model prices (published_rows.py), of
@@ -38,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import measured_corpus  # noqa: E402
 
-from orchestrator.costmodel.memory import (  # noqa: E402
+from orchestrator.costmodel.fit_verdict import (  # noqa: E402
     DOES_NOT_FIT,
-    GB,
     MEMORY_MARGIN,
     memory_verdict,
 )
+from orchestrator.costmodel.memory import GB  # noqa: E402
 from orchestrator.costmodel.published_rows import PricedRow, price_row  # noqa: E402
 
 TOLERATED_SHARE = 0.01  # of the rows beyond the margin

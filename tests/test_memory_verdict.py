@@ -12,7 +12,8 @@ import yaml
 from conftest import ROOT, journal_events
 
 from orchestrator.costmodel import CostModel
-from orchestrator.costmodel.memory import GB, MEMORY_MARGIN
+from orchestrator.costmodel.fit_verdict import MEMORY_MARGIN
+from orchestrator.costmodel.memory import GB
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.scheduling.live_cost_model import LiveCostModel
 from orchestrator.space import ParallelConfig
@@ -120,7 +121,8 @@ def test_a_campaign_measures_a_risky_layout_and_records_its_oom(cli, tmp_path, r
                for e in events if e["event"] == "finished"}
     assert submitted == {FITS, RISKY}
     # The simulated device holds what the model predicts, so the risky layout runs out of it.
-    assert results[RISKY]["status"] == "oom" and results[RISKY]["extra"]["memory_verdict"] == "risky"
+    assert results[RISKY]["status"] == "oom"
+    assert results[RISKY]["extra"]["memory_verdict"] == "risky"
     assert results[FITS]["status"] == "ok"
     assert results[BEYOND]["status"] == "infeasible"
     assert f"memory model's {MEMORY_MARGIN:.0%} margin" in results[BEYOND]["error"]

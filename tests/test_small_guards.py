@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from orchestrator.costmodel import Calibration, CostModel
-from orchestrator.costmodel.memory import MEMORY_MARGIN
+from orchestrator.costmodel.fit_verdict import MEMORY_MARGIN
 from orchestrator.export.common import env_line, run_context
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.scheduling.live_cost_model import LiveCostModel

@@ -18,7 +18,7 @@ from orchestrator.common.errors import UserError
 from orchestrator.common.objective import Objective
 from orchestrator.common.paths import runs_root
 from orchestrator.costmodel import CostModel
-from orchestrator.costmodel.memory import memory_margin
+from orchestrator.costmodel.fit_verdict import memory_margin
 from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
 from orchestrator.export import SCRIPT_FORMATS
 from orchestrator.record.campaign import CampaignView

@@ -23,8 +23,9 @@ from orchestrator.cli.common import (
 from orchestrator.cli.plan_caveats import mfu_peak, plan_caveats, print_plan
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
 from orchestrator.common.errors import UserError
-from orchestrator.costmodel.memory import RISKY, memory_margin
+from orchestrator.costmodel.fit_verdict import RISKY, memory_margin
 from orchestrator.costmodel.precision import is_fp8
+from orchestrator.costmodel.ranking import Ranking
 from orchestrator.spec import (
     CampaignSpec,
     apply_override,
@@ -127,31 +128,32 @@ def plan(
     if not as_json:
         print_plan(spec, ranking, caveats)  # the ranking's table, then the caveats
         return
-    risky = {"memory_margin": memory_margin(spec.cluster.device),
-             "risky_count": ranking.risky_count,
-             "risky": [e.to_dict() for e in ranking.risky]}
+    print_json({
+        **_describe_spec(spec), "planner": ranking.planner, **_pick(ranking),
+        "candidates": ranking.candidates, "feasible": ranking.feasible,
+        "top": [e.to_dict() for e in ranking.top],
+        "memory_margin": memory_margin(spec.cluster.device), "risky_count": ranking.risky_count,
+        "risky": [e.to_dict() for e in ranking.risky], **caveats,
+        "notes": unused_values(spec, candidates),
+    })
+
+
+def _pick(ranking: Ranking) -> dict[str, Any]:
+    """plan's JSON on the planner's pick: its figures, AMSP's plan and runner-up (for the tie
+    rule); `best: null` alone where no layout fits and only risky ones are listed."""
     best = ranking.best
-    if best is None:  # only risky layouts: listed, no pick
-        print_json({**_describe_spec(spec), "planner": ranking.planner, "best": None,
-                    "candidates": ranking.candidates, "feasible": 0, "top": [], **risky, **caveats,
-                    "notes": unused_values(spec, candidates)})
-        return
+    if best is None:
+        return {"best": None}
     runner_up = None
-    if ranking.plan and len(ranking.top) > 1:  # AMSP's runner-up plan, for the tie rule
+    if ranking.plan and len(ranking.top) > 1:
         second = ranking.top[1]
         runner_up = {"plan": second.config.sharding.to_dict(),
                      "exposed_comm_ms": second.time.dp_exposed_s * 1e3,
                      "step_time_s": second.step_time_s}
-    print_json({
-        **_describe_spec(spec), "planner": ranking.planner,
-        "plan": ranking.plan.factors.to_dict() if ranking.plan else None,
-        "exposed_comm_ms": best.time.dp_exposed_s * 1e3, "runner_up": runner_up,
-        "mfu": best.mfu, "hfu": best.hfu, "tokens_per_s": best.tokens_per_s,
-        "tflops_per_gpu": best.tflops_per_gpu, "best": best.to_dict(),
-        "candidates": ranking.candidates, "feasible": ranking.feasible,
-        "top": [e.to_dict() for e in ranking.top], **risky, **caveats,
-        "notes": unused_values(spec, candidates),
-    })
+    return {"plan": ranking.plan.factors.to_dict() if ranking.plan else None,
+            "exposed_comm_ms": best.time.dp_exposed_s * 1e3, "runner_up": runner_up,
+            "mfu": best.mfu, "hfu": best.hfu, "tokens_per_s": best.tokens_per_s,
+            "tflops_per_gpu": best.tflops_per_gpu, "best": best.to_dict()}
 
 
 def _memory_knobs(spec: CampaignSpec) -> list[str]:

@@ -11,16 +11,13 @@ from typing import Any
 
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.compute import causal_attention_discount, gemm_efficiency
-from orchestrator.costmodel.memory import (
+from orchestrator.costmodel.fit_verdict import (
     DOES_NOT_FIT,
-    GB,
     MEMORY_MARGIN,
-    MemoryBreakdown,
-    fits,
     memory_margin,
-    memory_per_device,
     memory_verdict,
 )
+from orchestrator.costmodel.memory import GB, MemoryBreakdown, fits, memory_per_device
 from orchestrator.costmodel.moe_time import step_efficiency
 from orchestrator.costmodel.offload import host_capacity_bytes, offload_unsupported
 from orchestrator.costmodel.precision import fp8_unsupported
@@ -51,7 +48,7 @@ class Estimate:
     causal_discount: float = 0.0
     # Why the cluster cannot run this layout at all (an FP8 recipe without FP8 cores), or None.
     unsupported: str | None = None
-    # How far over capacity a layout is `risky` rather than pruned (memory.py's memory_margin).
+    # How far over capacity a layout is `risky` rather than pruned (fit_verdict.py).
     memory_margin: float = MEMORY_MARGIN
 
     @property
@@ -73,7 +70,7 @@ class Estimate:
 
     @property
     def memory_verdict(self) -> str:
-        """"fits", "risky" or "does_not_fit" (memory.py): memory alone, so "fits" here and
+        """"fits", "risky" or "does_not_fit" (fit_verdict.py): memory alone, so "fits" here and
         `fits` differ only for a layout the cluster cannot run (`unsupported`)."""
         return self.memory_verdict_scaled(1.0)
 

@@ -21,11 +21,6 @@ Pure arithmetic, in bytes. Sources:
 - offload (offload.py): the optimizer shard and its fp32 gradient (and with optimizer+params the
   weight shard) move to `host`, bounded by the rank's share of its node's host memory.
 - FP8 (precision.py): the cast weights of the layer in flight.
-
-The verdict has three values, not two: a layout predicted above capacity but within the
-model's own error (MEMORY_MARGIN) is `risky`, measured rather than pruned (an OOM is a cheap,
-recorded result; a wrong prune loses the layout, and the fastest layout is often the one
-nearest the limit). Only `does_not_fit`, beyond the margin, is pruned.
 """
 
 from __future__ import annotations
@@ -55,23 +50,6 @@ ACTIVATION_BYTES = {"bf16-mixed": 2, "fp32": 4}
 
 # Kept free: PyTorch's caching allocator loses 5-10% to fragmentation at peak; 8% is the middle.
 FRAGMENTATION_RESERVE = 0.08
-
-# How far above capacity the predicted memory (used + reserve) may be for a layout that still
-# runs: the memory model's error on the published measurements (benchmarks/measured/), by the
-# rule in benchmarks/memory_margin.py's docstring. benchmarks/memory_margin.py: of 783 priced
-# rows that ran, 301 are predicted over capacity; at most 1% (7) may be beyond the margin, and
-# the 8th highest predicted/capacity is 2.115 (Llama 3.1 70B rows of NeMo/Megatron-Bridge,
-# priced without recompute, which the source does not publish): 112%. The 38 rows reporting
-# memory alone would give 89% (used memory predicted at most 1.89 times the measured peak).
-MEMORY_MARGIN = 1.12
-
-FITS, RISKY, DOES_NOT_FIT = "fits", "risky", "does_not_fit"
-
-
-def memory_margin(device: str) -> float:
-    """MEMORY_MARGIN on a GPU. A CPU keeps the point verdict: the corpus measures GPUs only, so
-    no measured error sets a margin there."""
-    return 0.0 if device == "cpu" else MEMORY_MARGIN
 
 
 @dataclass(frozen=True)
@@ -188,30 +166,19 @@ def fits(memory: MemoryBreakdown, capacity_gb: float, used_scale: float = 1.0) -
     """Whether a device of `capacity_gb` holds `memory`: the one test of fit. What a
     measurement would see (all but the reserve) may be scaled by a measured or simulated
     ratio. Offloaded states must fit the rank's share of its node's host memory."""
-    return memory_verdict(memory, capacity_gb, used_scale) == FITS
-
-
-def memory_verdict(memory: MemoryBreakdown, capacity_gb: float, used_scale: float = 1.0,
-                   margin: float = MEMORY_MARGIN) -> str:
-    """FITS, RISKY (above capacity, within `margin` of it) or DOES_NOT_FIT, on `fits`'s
-    figure. Host memory gets no margin: the corpus measures device memory only."""
     if memory.host_capacity and memory.host > memory.host_capacity:
-        return DOES_NOT_FIT
-    used, reserve = memory.total - memory.reserve, memory.reserve
-    if fits_bytes(used, reserve, capacity_gb, used_scale):
-        return FITS
-    return RISKY if fits_bytes(used, reserve, capacity_gb, used_scale, margin) else DOES_NOT_FIT
+        return False
+    return fits_bytes(memory.total - memory.reserve, memory.reserve, capacity_gb, used_scale)
 
 
 def fits_bytes(used, reserve, capacity_gb, used_scale=1.0, margin=0.0):
-    """`fits` on the bytes a measurement would see and the reserve; element-wise on arrays.
-    With a `margin`, whether it is at most risky (within capacity·(1 + margin))."""
+    """`fits` on the used bytes and the reserve (within capacity·(1 + margin)); element-wise."""
     return (used * used_scale + reserve) / GB <= capacity_gb * (1 + margin)
 
 
-def overflow_scale(used, reserve, capacity_gb, margin=0.0):
+def overflow_scale(used, reserve, capacity_gb):
     """The used-memory scale from which `fits_bytes` says no (element-wise on arrays too)."""
-    return (capacity_gb * (1 + margin) * GB - reserve) / used
+    return (capacity_gb * GB - reserve) / used
 
 
 def memory_per_device(

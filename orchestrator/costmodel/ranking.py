@@ -2,9 +2,9 @@
 
 Two planners: `throughput` ranks every candidate that fits by predicted tokens/s; `amsp` runs
 the AMSP planner (amsp.py) on each distinct layout and ranks the layouts by step time. Either
-ranks the `risky` candidates (over capacity within the memory model's margin, memory.py) apart,
-by the same key: listed and measurable, never the planner's pick, so a ranking's best and its
-figures are those of layouts the model says fit.
+ranks the `risky` candidates (over capacity within the memory model's margin: fit_verdict.py)
+apart, by the same key: listed and measurable, never the planner's pick, so a ranking's best
+and its figures are those of layouts the model says fit.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.costmodel.amsp import Plan, rank_plans
 from orchestrator.costmodel.estimate import CostModel, Estimate
-from orchestrator.costmodel.memory import RISKY
+from orchestrator.costmodel.fit_verdict import RISKY
 from orchestrator.space import ParallelConfig
 
 
@@ -49,7 +49,7 @@ def _by_throughput(e: Estimate) -> tuple:
 
 
 def _is_risky(e: Estimate) -> bool:
-    """Listed apart and measurable: over capacity within the margin, on a cluster that can run it."""
+    """Listed apart and measurable: over capacity within the margin, on a cluster that runs it."""
     return e.unsupported is None and e.memory_verdict == RISKY
 
 

@@ -1,6 +1,6 @@
 """The campaign's cost model as trials end: refitted on the measured trials, it prunes
-proposals its memory model puts beyond its margin (memory.py's `does_not_fit`) and stamps each
-result with what it predicted.
+proposals its memory model puts beyond its margin (fit_verdict.py's `does_not_fit`) and stamps
+each result with what it predicted.
 
 A `risky` layout (predicted above capacity, within MEMORY_MARGIN) is measured: an OOM is a
 recorded result, a prune loses the layout. The band applies to the calibrated figure too: the
@@ -16,7 +16,7 @@ does not move with the calibration.
 from __future__ import annotations
 
 from orchestrator.costmodel import GB, Calibration, CostModel, calibrate
-from orchestrator.costmodel.memory import RISKY
+from orchestrator.costmodel.fit_verdict import RISKY
 from orchestrator.record.campaign import calibration_input
 from orchestrator.record.journal import TrialRecord
 from orchestrator.result import TrialResult

@@ -20,9 +20,9 @@ where the model is wrong.
   chosen on the search benchmark (docs/benchmarks.md: a fit, with held-out seeds).
 - Out-of-memory results raise the memory model's scale so that larger layouts are skipped.
   It proposes only layouts its calibrated memory model says fit, not the `risky` ones the
-  campaign would also measure (memory.py): the margin covers the stock model's worst errors on
-  published rows, up to twice a device's memory, and a search's first trials spent there are
-  out-of-memory runs wherever the model is right. Once measured peaks show the model
+  campaign would also measure (fit_verdict.py): the margin covers the stock model's worst
+  errors on published rows, up to twice a device's memory, and a search's first trials spent
+  there are out-of-memory runs wherever the model is right. Once measured peaks show the model
   over-predicting, the calibrated scale brings the layouts near the limit in.
 - It stops (ask returns nothing) once no unmeasured candidate's upper bound, with the
   interaction uncertainty in σ, reaches the best expected value of a measured one less
