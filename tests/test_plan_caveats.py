@@ -27,12 +27,19 @@ def test_an_open_deepseek_plan_says_its_pick_rests_on_the_expert_overlap_constan
     assert set(caveat["first_at"].values()) != {1}
     published = [i for i, e in enumerate(plan["top"], 1) if e["config"]["ep"] == 64]
     assert published, "the published EP 64 layout is listed"
+    # It trails the pick over the whole range, but by how much is the constant's: its gap is
+    # among those the caveat says move.
+    moved = {g["layout"]: g["behind_pick"] for g in caveat["gaps_moved"]}
+    assert set(published) <= set(moved)
+    for gap in (moved[i] for i in published):
+        assert max(gap.values()) - min(gap.values()) > 0.05
     assert plan["mfu_peak"] == "bf16"
 
     code, text, _ = cli("plan", DEEPSEEK, *OPEN_EP)
     assert code == 0
     flat = " ".join(text.split())
     assert "rests on the unvalidated constant overlap_expert_comm (value 0.6" in flat
+    assert f"#{published[0]}" in flat.split("move by more than 5%")[0].split("gaps to the pick of")[1]
     assert "MFU and HFU are against the BF16 dense peak" in flat
 
 
@@ -70,3 +77,18 @@ def test_a_v100_mfu_is_against_its_fp16_peak(cli):
                          "--json")
     assert code == 0, err
     assert json.loads(out)["mfu_peak"] == "fp16"
+
+
+def test_the_published_layout_trailing_over_the_whole_range_still_gets_a_caveat(cli):
+    """EP 16 against DeepSeek's EP 64 only: EP 64 is never first over the constant's range, so
+    the order holds, but how far it trails the pick is the constant's to say."""
+    code, out, err = cli("plan", DEEPSEEK, "--set", "space.ep=[16,64]", "--top-k", "10",
+                         "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    [caveat] = plan["caveats"]
+    assert set(caveat["first_at"].values()) == {1}
+    published = {i for i, e in enumerate(plan["top"], 1) if e["config"]["ep"] == 64}
+    assert published and published <= {g["layout"] for g in caveat["gaps_moved"]}
+    code, text, _ = cli("plan", DEEPSEEK, "--set", "space.ep=[16,64]", "--top-k", "10")
+    assert "rest on the unvalidated constant overlap_expert_comm" in " ".join(text.split())

@@ -11,7 +11,7 @@ from orchestrator.common.objective import Objective
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.precision import is_fp8
 from orchestrator.costmodel.ranking import Ranking
-from orchestrator.costmodel.unvalidated import RestsOn, rests_on_unvalidated
+from orchestrator.costmodel.unvalidated import GAP_MOVE, RestsOn, rests_on_unvalidated
 from orchestrator.presets import Cluster
 from orchestrator.spec import CampaignSpec
 
@@ -49,9 +49,23 @@ def print_plan(spec: CampaignSpec, ranking: Ranking, caveats: dict) -> None:
 
 def _sentence(found: RestsOn) -> str:
     low, high = found.first_at_low + 1, found.first_at_high + 1
-    others = " and ".join(f"#{n}" for n in sorted({low, high} - {1}))
-    return (f"the gap between the pick (#1) and {others} rests on the unvalidated constant "
-            f"{found.constant} (value {found.value:g}, plausible {found.low:g} to "
-            f"{found.high:g}): at {found.low:g} the pick is #{low} (MFU "
-            f"{found.estimate_at_low.mfu:.1%}), at {found.high:g} it is #{high} (MFU "
-            f"{found.estimate_at_high.mfu:.1%})")
+    said = (f"rests on the unvalidated constant {found.constant} (value {found.value:g}, "
+            f"plausible {found.low:g} to {found.high:g})")
+    parts = []
+    if low != 1 or high != 1:
+        others = " and ".join(f"#{n}" for n in sorted({low, high} - {1}))
+        parts.append(f"the gap between the pick (#1) and {others} {said}: at {found.low:g} the "
+                     f"pick is #{low} (MFU {found.estimate_at_low.mfu:.1%}), at {found.high:g} "
+                     f"it is #{high} (MFU {found.estimate_at_high.mfu:.1%})")
+    if found.gaps:
+        widest = found.gaps[0]
+        moved = ", ".join(f"#{g.index + 1}" for g in found.gaps)
+        which = f"the gaps to the pick of {moved}"
+        lead = (f"{which} move by more than {GAP_MOVE:.0%} over that range" if parts else
+                f"{which} rest on the unvalidated constant {found.constant} (value "
+                f"{found.value:g}, plausible {found.low:g} to {found.high:g}): they move by "
+                f"more than {GAP_MOVE:.0%} over that range")
+        parts.append(f"{lead}; #{widest.index + 1} is {widest.at_low:.1%} behind at "
+                     f"{found.low:g}, {widest.at_value:.1%} at {found.value:g}, "
+                     f"{widest.at_high:.1%} at {found.high:g}")
+    return "; ".join(parts)
