@@ -41,6 +41,7 @@ from orchestrator.costmodel.fit_figures import (  # noqa: E402
 )
 from orchestrator.costmodel.published_rows import PricedRow, price_row  # noqa: E402
 from orchestrator.result import TrialResult  # noqa: E402
+from orchestrator.scheduling.live_cost_model import LiveCostModel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_PATH, MD_PATH = ROOT / "docs" / "validation.json", ROOT / "docs" / "validation.md"
@@ -79,6 +80,11 @@ class Scored:
     @property
     def key(self) -> str:
         return self.priced.config.key()
+
+    @property
+    def prune_reason(self) -> str:
+        """Why a campaign would skip the layout: the reason its trial would record."""
+        return LiveCostModel(self.measurement.cost, []).infeasible(self.priced.config).error
 
 
 def _ranking(scored: list[Scored]) -> dict:
@@ -182,6 +188,7 @@ def _source(file: str, rows: list[MeasuredRow]) -> tuple[dict, list[dict], list[
                "does_not_fit_rows": [s.row.number for s in scored if not s.fits],
                "pruned": sum(s.pruned for s in scored),
                "pruned_rows": [s.row.number for s in scored if s.pruned],
+               "pruned_why": {str(s.row.number): s.prune_reason for s in scored if s.pruned},
                "stock": _pooled(landscapes, "stock", [s.error for s in scored]),
                "assumptions": dict(sorted(assumptions.items()))}
     for k in CALIBRATION_SIZES:

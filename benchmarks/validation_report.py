@@ -119,6 +119,8 @@ def summary(report: dict) -> list[str]:
     missed = [SHORT[f] for f, ok in a["stock_median_within_15pct"].items() if not ok]
     five = a["calibrated_5_median_within_7pct"]
     most = max((e["stock"]["layouts"] for e in report["landscapes"]), default=0)
+    pruned_list = "; ".join(f"{SHORT[f]} row {n}: {why}" for f, s in _scored(report)
+                            if s["role"] == "check" for n, why in s["pruned_why"].items())
     return [
         f"- **Stock median absolute error ≤ 15% per check source**: met by {len(met)} of "
         f"{len(met) + len(missed)} ({', '.join(met) or 'none'}); missed by "
@@ -137,7 +139,8 @@ def summary(report: dict) -> list[str]:
         f"- **Memory: at most 1% of the rows that ran pruned**: {a['pruned']} of "
         f"{a['rows_that_ran']} priced check rows ({pct(a['pruned_share'])}) are pruned; "
         "every one ran. The rows are listed by number in docs/validation.json "
-        "(`pruned_rows`, `does_not_fit_rows` per source).",
+        "(`pruned_rows`, `does_not_fit_rows` per source); each pruned row and why: "
+        + (pruned_list or "none."),
     ]
 
 

@@ -144,6 +144,26 @@ def test_a_cpu_keeps_the_point_verdict():
                             f"{capacity:.2f} GB capacity")
 
 
+def test_the_margin_counts_only_rows_that_publish_their_memory_settings():
+    """A row whose recompute a rule chose (the least the model says fits) fits by construction,
+    so the rows that ran set the margin only where they publish recompute and micro-batch; the
+    pruned share is still over every row that ran."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import memory_margin
+
+    def row(ratio: float, published: bool, measured: float | None = None):
+        return memory_margin.MemoryRow("f.csv:1", "l", ratio * 80, ratio * 80 - 6.4, 80.0,
+                                       measured, "does_not_fit" if ratio > 1 + MEMORY_MARGIN
+                                       else "fits", False, published)
+
+    rows = [row(0.9, True)] * 99 + [row(0.9, True, measured=0.9 * 80 - 6.4)]
+    rows += [row(1 + MEMORY_MARGIN + 1, False)] * 10  # 9% of the rows, far over capacity
+    summary = memory_margin.summary(rows)
+    assert (summary["rows_ran"], summary["rows_ran_published"]) == (110, 100)
+    assert summary["margin_from_ran_rows"] == 0
+    assert summary["pruned_share"] == pytest.approx(10 / 110)
+
+
 def test_the_margin_is_the_one_the_corpus_implies():
     """MEMORY_MARGIN is what benchmarks/memory_margin.py's rule gives on the corpus as the model
     prices it now, and at most 1% of the rows that ran are pruned."""

@@ -5,10 +5,12 @@ Expected values are read off the CSV rows by hand."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import pytest
 from conftest import ROOT
 
+from orchestrator.costmodel.published_names import cluster_of
 from orchestrator.costmodel.published_rows import PricedRow, Unpriced, price_row
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -124,3 +126,79 @@ def test_every_corpus_row_is_priced_or_says_why_in_one_line():
     assert len(priced_rows) + len(reasons) == 1588
     assert all(r.measured_step_s > 0 and r.landscape.startswith(r.series) for r in priced_rows)
     assert all(r.cost.estimate(r.config).step_time_s > 0 for r in priced_rows[::25])
+
+
+@pytest.mark.parametrize("file, number", [("nemo_24.07_perf_summary.csv", 18),
+                                          ("nemo_megatron_bridge_perf_summary.csv", 73)])
+def test_a_lora_row_is_not_priced_as_training(file, number):
+    # Both rows publish task LoRA for Llama 2/3 70B on 8 H100s: adapters trained on frozen
+    # weights, which hold no gradients or optimizer state; pricing them as full training put
+    # them at 228-237 GB.
+    assert ROWS[(file, number)]["task"] == "LoRA"
+    assert price_row(ROWS[(file, number)]) == Unpriced(
+        "task LoRA: parameter-efficient fine-tuning, not modelled")
+
+
+def test_full_fine_tuning_stays_priced_as_training():
+    # NeMo 24.07 row 13: SFT of Llama 2 7B on 8 H100s, every weight trained.
+    row = priced("nemo_24.07_perf_summary.csv", 13)
+    assert ROWS[("nemo_24.07_perf_summary.csv", 13)]["task"] == "SFT"
+    assert row.cost.model.name == "llama-7b" and row.config.dp == 8
+
+
+def test_every_parameter_efficient_row_of_the_corpus_is_unpriced():
+    peft = [(key, v) for key, v in ROWS.items()
+            if any(w in (v.get("task", "") + " " + v["model"] + " " + v["notes"]).lower()
+                   for w in ("lora", "peft", "adapter"))]
+    assert len(peft) >= 5 + 3 + 12  # Megatron-Bridge, NeMo 24.07, dgxc-benchmarking
+    for key, values in peft:
+        result = price_row(values)
+        assert isinstance(result, Unpriced), key
+        assert "parameter-efficient fine-tuning, not modelled" in result.reason, key
+
+
+def test_unpublished_recompute_is_the_least_the_model_says_fits():
+    # Megatron-Bridge row 77: Llama 3.1 70B (80 layers, hidden 8,192) on 64 GB200 (186 GB),
+    # Megatron-FSDP 64, no TP/CP, micro-batch 2 at seq 8,192, recompute not published. By hand
+    # (Korthikanti et al. 2022, flash attention): a layer keeps 34·s·b·h bytes = 4.56 GB
+    # without recompute, 365 GB over 80 layers, beyond 186 GB; selective recompute only drops
+    # the attention scores that flash attention never stores, so it does not fit either.
+    # Full keeps 2·s·b·h a layer (21.5 GB) plus one layer's working set, and the model states
+    # are sharded 64 ways: it fits. The row was priced without recompute at 425 GB.
+    row = priced("nemo_megatron_bridge_perf_summary.csv", 77)
+    assert row.config.activation_checkpointing == "full"
+    assert "recompute not published: the least the model says fits, full" in row.assumptions
+    assert row.cost.fits(row.config)
+    assert row.unpublished_memory_settings == ("recompute",)
+    without = row.cost.memory(replace(row.config, activation_checkpointing="none"))
+    assert 365 < without.activations / 1e9 < 366 and without.total / 1e9 > 186
+    # NeMo 24.07 row 13: Llama 2 7B on 8 H100s, micro-batch 1 at seq 4,096, no TP/PP: 32
+    # layers x 34·s·b·h = 18.3 GB of activations, and 6.7B weights and gradients of 2 bytes
+    # with the optimizer's 12 bytes sharded 8 ways: about 55 GB, so none fits.
+    small = priced("nemo_24.07_perf_summary.csv", 13)
+    assert small.config.activation_checkpointing == "none"
+    assert "recompute not published: the least the model says fits, none" in small.assumptions
+
+
+def test_published_memory_settings_are_told_apart():
+    # DLPerf row 1 publishes its recompute and micro-batch; NeMo's long-sequence rows neither.
+    assert priced("dlperf_gpt_v100.csv", 1).unpublished_memory_settings == ()
+    long_sequence = [price_row(v) for (f, _), v in ROWS.items()
+                     if f == "nemo_long_sequence_cp.csv"]
+    assert {r.unpublished_memory_settings for r in long_sequence
+            if isinstance(r, PricedRow)} == {("micro_batch", "recompute")}
+
+
+def test_an_h800_is_priced_on_its_preset():
+    for gpu_type in ("H800", "NVIDIA H800-SXM-80GB"):
+        assert cluster_of(gpu_type).name == "h800-80g"
+
+
+def test_a_submission_config_without_recompute_publishes_none():
+    # MLPerf row 1: GPT-3 175B on 512 H100s; its config sets ACT_CKPT_GRANULARITY=null, which
+    # turns recompute off: published, so no rule chooses it.
+    values = ROWS[("mlperf_training_llm.csv", 1)]
+    assert values["recompute"] == "null" and "ACT_CKPT_GRANULARITY=null" in values["config_kv"]
+    row = priced("mlperf_training_llm.csv", 1)
+    assert row.config.activation_checkpointing == "none"
+    assert row.unpublished_memory_settings == ()

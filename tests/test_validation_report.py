@@ -61,3 +61,17 @@ def test_every_source_of_the_corpus_is_on_the_page(computed):
     for file in computed["sources"]:
         assert f"| {validation_report.SHORT[file]} |" in page
     assert "benchmarks/validate_costmodel.py" in page
+
+
+def test_each_pruned_row_is_named_on_the_page_with_its_reason(computed):
+    checks = {f: s for f, s in computed["sources"].items() if s.get("role") == "check"}
+    assert all(len(s["pruned_why"]) == s["pruned"] for s in checks.values())
+    report = json.loads(json.dumps(computed))
+    file = "nemo_megatron_bridge_perf_summary.csv"
+    why = "predicted 425.00 GB per device > 351.54 GB: 186.00 GB capacity plus the margin"
+    report["sources"][file]["pruned_why"] = {"77": why}
+    page = validation_report.render(report)
+    assert f"{validation_report.SHORT[file]} row 77: {why}" in page
+    for f, s in checks.items():
+        for number, reason in s["pruned_why"].items():
+            assert f"{validation_report.SHORT[f]} row {number}: {reason}" in page

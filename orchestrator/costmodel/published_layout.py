@@ -1,20 +1,35 @@
 """A published row's layout as a `ParallelConfig`: the degrees it publishes, and the framework's
-defaults for what it does not (micro-batches, ZeRO stage, recompute, pipeline schedule and
-split), each default recorded in the row's assumptions (published_rows.py).
+defaults for what it does not (micro-batches, ZeRO stage, pipeline schedule and split), each
+default recorded in the row's assumptions (published_rows.py).
+
+An unpublished recompute is not the framework's default (none): a framework's recipes set it so
+the run fits, and a row that ran priced without it can be predicted far over its device
+(Llama 3.1 70B on 64 GB200 at 425 GB on 186 GB). It is the least of none, selective and full
+recompute that the cost model's own memory verdict (`CostModel.fits`) says fits, else full.
+That uses no measured figure of any row, only the model's verdict on the layout, so it fits
+nothing to the rows; but such a row then fits by construction, and its memory is no evidence
+of the memory model's error (`unpublished_memory_settings`, benchmarks/memory_margin.py).
+torchtitan's rows keep the recompute of its llama3 recipe (selective), which is known.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from orchestrator.costmodel.estimate import CostModel
 from orchestrator.costmodel.published_names import Framework, NotPriced, RowText
 from orchestrator.layout import PIPELINE_SPLITS
 from orchestrator.pipeline_split import split_problem
-from orchestrator.presets import ModelShape
 from orchestrator.space import ParallelConfig
 from orchestrator.space.errors import InvalidConfig
 
 
-def layout(row: RowText, model: ModelShape, gpus: int, framework: Framework,
+RECOMPUTE_LEAST_FIRST = ("none", "selective", "full")
+
+
+def layout(row: RowText, cost: CostModel, gpus: int, framework: Framework,
            precision: str) -> ParallelConfig:
+    model = cost.model
     tp, pp, cp = row.count("tp"), row.count("pp"), row.count("cp")
     fsdp_only = framework.family in ("fsdp", "torchtitan")
     if tp is None or pp is None:
@@ -50,7 +65,7 @@ def layout(row: RowText, model: ModelShape, gpus: int, framework: Framework,
     try:
         config = ParallelConfig(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero_stage=zero, micro_batch_size=micro,
-            grad_accum_steps=accum, activation_checkpointing=recompute,
+            grad_accum_steps=accum, activation_checkpointing=recompute or "none",
             sequence_parallel=sp, pp_schedule=schedule, virtual_stages=vp,
             pipeline_split=split, precision=precision,
             cp_comm_type="allgather" if framework.family == "torchtitan" else "p2p")
@@ -63,7 +78,18 @@ def layout(row: RowText, model: ModelShape, gpus: int, framework: Framework,
     if cp > 1 and framework.family == "torchtitan":
         row.assumptions.append("context parallel: torchtitan's default rotation, "
                                 "all-gathered K/V")
-    return config
+    return config if recompute else _least_recompute_that_fits(row, cost, config)
+
+
+def _least_recompute_that_fits(row: RowText, cost: CostModel,
+                               config: ParallelConfig) -> ParallelConfig:
+    """The layout with the least recompute the model says fits (full if none does)."""
+    choice = next((mode for mode in RECOMPUTE_LEAST_FIRST
+                   if cost.fits(replace(config, activation_checkpointing=mode))), "full")
+    row.assumptions.append(f"recompute not published: the least the model says fits, {choice}")
+    row.unpublished_memory_settings.append("recompute")
+    return replace(config, activation_checkpointing=choice)
+
 
 def _batch(row: RowText, dp: int, pp: int, framework: Framework) -> tuple[int, int]:
     """(micro_batch_size, grad_accum_steps), derived where one is not published."""
@@ -103,6 +129,7 @@ def _batch(row: RowText, dp: int, pp: int, framework: Framework) -> tuple[int, i
     if global_batch % dp:
         raise NotPriced(f"global_batch {global_batch} is not a multiple of dp {dp}")
     row.assumptions.append("micro_batch not published: 1 (Megatron's default)")
+    row.unpublished_memory_settings.append("micro_batch")
     return 1, global_batch // dp
 
 def _zero_stage(row: RowText, framework: Framework) -> int:
@@ -125,7 +152,7 @@ def _zero_stage(row: RowText, framework: Framework) -> int:
         return 3
     return 0
 
-def _recompute(row: RowText, framework: Framework) -> str:
+def _recompute(row: RowText, framework: Framework) -> str | None:
     text = row.text("recompute").lower()
     if text.startswith("full") or "full ac" in text or "full activation" in text:
         return "full"
@@ -136,13 +163,16 @@ def _recompute(row: RowText, framework: Framework) -> str:
         return "selective"
     if text in ("none",):
         return "none"
+    if text == "null" and "ACT_CKPT_GRANULARITY=null" in row.text("config_kv"):
+        row.assumptions.append("recompute: the submission's ACT_CKPT_GRANULARITY=null, none")
+        return "none"
     if text in ("", "null"):
         if framework.family == "torchtitan":
             row.assumptions.append("activation checkpointing not published: "
                                     "torchtitan's llama3 toml, selective")
+            row.unpublished_memory_settings.append("recompute")
             return "selective"
-        row.assumptions.append("recompute not published: none (the framework's default)")
-        return "none"
+        return None  # the least that fits: _least_recompute_that_fits
     raise NotPriced(f"recompute {row.text('recompute')}: not understood")
 
 def _schedule(row: RowText, pp: int, vp: int, framework: Framework) -> tuple[str, int]:

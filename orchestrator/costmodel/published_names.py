@@ -43,6 +43,7 @@ _CLUSTERS = (
     (r"a100", "a100-80g"),
     (r"h100.*96", "h100-96g"),
     (r"h100", "h100-80g"),
+    (r"h800", "h800-80g"),
     (r"h200", "h200-141g"),
     (r"gb300", "gb300-nvl72"),
     (r"gb200", "gb200-nvl72"),
@@ -227,6 +228,9 @@ class RowText:
     def __init__(self, values: dict[str, str]) -> None:
         self.v = {k: (v or "").strip() for k, v in values.items() if k is not None}
         self.assumptions: list[str] = []
+        # The settings that decide memory (recompute, micro-batch) priced by a rule or a
+        # default because the row does not publish them (published_layout.py).
+        self.unpublished_memory_settings: list[str] = []
         self.file_hint = "mlperf" if "mlperf" in self.v.get("source", "").lower() or \
             "mlperf_version" in self.v else ""
 

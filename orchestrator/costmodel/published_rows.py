@@ -7,8 +7,12 @@ A row is the text its source published ("" where nothing was). Pricing it takes 
 converts the published metric into the measured time of one optimizer step. Every setting the
 source does not publish is priced at the framework's default (or, where there is none, at the
 least favourable plausible value) and listed in `assumptions`; a setting the model has no knob
-for (NVFP4, a hybrid Mamba model, a JAX framework, LoRA) makes the row `Unpriced`, with one line
-saying why. Nothing here is fitted to any row.
+for (NVFP4, a hybrid Mamba model, a JAX framework) makes the row `Unpriced`, with one line saying
+why. So does a parameter-efficient fine-tune (task LoRA, PEFT, adapters): it trains adapters on
+frozen weights that hold no gradients or optimizer state, not what the model prices; full
+fine-tuning (SFT) trains every weight and is priced as training. An unpublished recompute is
+the least the model's own memory verdict says fits (published_layout.py). Nothing here is
+fitted to any row.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from orchestrator.space import ParallelConfig
 
 __all__ = ["PricedRow", "Unpriced", "price_row"]
 
+_PARAMETER_EFFICIENT = re.compile(r"\b(q?lora|peft|adapters?|p-tuning|prefix[- ]tuning)\b",
+                                  re.IGNORECASE)
+
 
 @dataclass(frozen=True)
 class PricedRow:
@@ -52,6 +59,10 @@ class PricedRow:
     measured_memory_gb: float | None
     # Every setting the source does not publish and what was priced instead.
     assumptions: tuple[str, ...]
+    # Which of the settings that decide memory (recompute, micro_batch) the row does not
+    # publish: priced by a rule or a default, so its memory verdict is no evidence of the
+    # memory model's error (benchmarks/memory_margin.py).
+    unpublished_memory_settings: tuple[str, ...] = ()
 
     @property
     def measured_tokens_per_s_per_gpu(self) -> float:
@@ -87,21 +98,28 @@ class _Pricing(RowText):
         cluster = cluster_of(self.text("gpu_type"))
         framework = framework_of(self.v, self.file_hint)
         self.assumptions += framework.assumptions
-        if re.search(r"lora", self.text("model").lower()):
-            raise NotPriced(f"model {self.text('model')!r}: LoRA fine-tuning not modelled")
+        self.training_task()
         model = self.model()
         precision, precision_name, notes = precision_of(self.text("precision"), framework)
         self.assumptions += notes
         gpus_per_node = self.gpus_per_node(cluster, gpus)
-        config = layout_of_row(self, model, gpus, framework, precision)
         cost = CostModel(model, cluster, gpus_per_node, runtime=framework.runtime)
+        config = layout_of_row(self, cost, gpus, framework, precision)
         step = self.measured_step(cost, config, gpus)
         landscape_parts = (f"{model.name} ({model.num_layers} layers, seq {model.seq_len})",
                            cluster.name, precision_name, self.text("framework"))
         series = " | ".join(landscape_parts)
         landscape = f"{series} | {gpus} GPUs"
         return PricedRow(landscape, series, cost, config, step, self.measured_memory(),
-                         tuple(dict.fromkeys(self.assumptions)))
+                         tuple(dict.fromkeys(self.assumptions)),
+                         tuple(sorted(self.unpublished_memory_settings)))
+
+    def training_task(self) -> None:
+        """Raise for a parameter-efficient fine-tune, named by its task, model or notes."""
+        for field in ("task", "model", "notes"):
+            if _PARAMETER_EFFICIENT.search(self.text(field)):
+                shown = self.text(field) if field == "task" else repr(self.text(field))
+                raise NotPriced(f"{field} {shown}: parameter-efficient fine-tuning, not modelled")
 
     # -- model ------------------------------------------------------------------------------
 
