@@ -13,7 +13,7 @@ from conftest import EXAMPLES
 
 from orchestrator.costmodel import constants_provenance as provenance
 from orchestrator.costmodel import provenance_tables as tables
-from orchestrator.costmodel import memory
+from orchestrator.costmodel import fit_verdict, memory
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.zero_engine import MEGATRON_EP_OVERLAP_FLAG
 from orchestrator.presets import CLUSTER_PRESETS
@@ -58,9 +58,18 @@ def test_each_constant_says_where_it_comes_from():
     for c in provenance.CONSTANTS:
         assert c.kind in (provenance.SOURCE, provenance.FIT, provenance.ASSUMPTION), c.name
         assert c.basis, c.name
-        assert bool(c.fitted_to) == (c.kind == provenance.FIT), c.name
+        assert bool(c.fitted_to or c.fitted_to_rows) == (c.kind == provenance.FIT), c.name
         assert set(c.fitted_to) | set(c.moves) <= figures, c.name
         assert c.value is not None, c.name
+
+
+def test_the_memory_margin_is_a_fit_to_measured_rows_and_moves_no_published_figure():
+    margin = provenance.constant("MEMORY_MARGIN")
+    assert margin.value == fit_verdict.MEMORY_MARGIN and margin.kind == provenance.FIT
+    assert margin.fitted_to == () and "benchmarks/memory_margin.py" in margin.fitted_to_rows
+    assert all("MEMORY_MARGIN" not in provenance.fitted_by(f.id) for f in provenance.FIGURES)
+    row = f"| `MEMORY_MARGIN` | costmodel/fit_verdict.py | {fit_verdict.MEMORY_MARGIN:g} | fit |"
+    assert row in tables.constants_table()
 
 
 def test_the_gemm_constants_and_the_chunk_cost_are_fits_of_the_figures_they_were_chosen_for():

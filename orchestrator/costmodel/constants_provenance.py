@@ -1,8 +1,9 @@
 """Where each constant that moves a published figure comes from, and which figures are checks.
 
 A constant is a `source` (a datasheet, paper or measurement, cited), a `fit` (chosen so that
-named published figures come out: `fitted_to`) or an unvalidated `assumption` (with the
-published figures it moves: `moves`). Values are read from the code, never restated. A figure
+named published figures come out: `fitted_to`, or derived from measured rows that are no
+published figure: `fitted_to_rows`) or an unvalidated `assumption` (with the published figures
+it moves: `moves`). Values are read from the code, never restated. A figure
 (published_figures.py) some constant was fitted to, or that is a ratio or ordering of such a
 figure, is a fit, not a check: `check(id)`, which the published-figure tests call, refuses it,
 so no figure is claimed as a check of a constant fitted to it. provenance_tables.py renders
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Callable
 
-from orchestrator.costmodel import amsp, memory, offload, precision
+from orchestrator.costmodel import amsp, fit_verdict, memory, offload, precision
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.published_figures import FIGURES, Figure, figure
 from orchestrator.presets import CLUSTER_PRESETS
@@ -42,6 +43,7 @@ class Constant:
     basis: str  # the source, what it was fitted to, or why it is assumed
     fitted_to: tuple[str, ...] = ()
     moves: tuple[str, ...] = ()  # for an assumption: the published figures resting on it
+    fitted_to_rows: str = ""  # for a fit to measured rows (no published figure): which
 
     @property
     def value(self) -> object:
@@ -203,6 +205,13 @@ CONSTANTS: tuple[Constant, ...] = (
              "the caching allocator's fragmentation at peak, said to be 5-10%: the middle; "
              "moves every memory verdict, and with it which layout a plan ranks first",
              moves=("mixtral-8x22b-published-layout-rank",)),
+    Constant("MEMORY_MARGIN", "costmodel/fit_verdict.py", lambda: fit_verdict.MEMORY_MARGIN,
+             FIT, "how far over capacity a predicted layout is risky (measured), not pruned: "
+             "the memory model's error by benchmarks/memory_margin.py's rule; it moves no "
+             "published figure (each is checked on a layout that fits)",
+             fitted_to_rows="benchmarks/memory_margin.py: the corpus rows that report memory "
+             "(DLPerf, torchtitan) and the rows that ran with recompute and micro-batch "
+             "published"),
     Constant("HOST_RESERVE", "costmodel/offload.py", lambda: offload.HOST_RESERVE, ASSUMPTION,
              "host memory a node keeps for its system and staging buffers"),
     Constant("MEMORY_EFFICIENCY", "costmodel/precision.py", lambda: precision.MEMORY_EFFICIENCY,

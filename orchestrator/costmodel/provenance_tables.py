@@ -40,6 +40,8 @@ def constants_table() -> str:
         basis = c.basis
         if c.fitted_to:
             basis += "; fitted to " + ", ".join(f"`{f}`" for f in c.fitted_to)
+        if c.fitted_to_rows:
+            basis += "; fitted to " + c.fitted_to_rows
         if c.moves:
             basis += "; moves " + ", ".join(f"`{f}`" for f in c.moves)
         lines.append(_row([f"`{c.name}`", c.where, _shown(c.value), c.kind, basis]))
