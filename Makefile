@@ -39,8 +39,9 @@ POSTGRES_STATE := /tmp/paratune-postgres
 
 test: $(STAMP)
 	@started=0; pg_started=0; \
-	if [ -s $(SLURM_STATE)/pids ]; then echo "using the local Slurm already running"; \
+	if [ -s $(SLURM_STATE)/pids ] && timeout 20 sinfo -h >/dev/null 2>&1; then echo "using the local Slurm already running"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  [ ! -s $(SLURM_STATE)/pids ] || { echo "the recorded local Slurm does not answer: stopping what is left of it"; bash tests/slurm/stop_local_slurm.sh $(SLURM_STATE); }; \
 	  bash tests/slurm/start_local_slurm.sh $(SLURM_STATE) && started=1 || echo "local Slurm did not start: its tests will be skipped"; \
 	else echo "not root: the Slurm tests will be skipped"; fi; \
 	pg_up() { bash tests/postgres/postgres_up.sh $(POSTGRES_STATE) >/dev/null; }; \
