@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 from orchestrator.common.bounded_files import UnreadableFile, read_bounded, size_words
 from orchestrator.common.errors import UserError, excerpt
 from orchestrator.costmodel.cluster_fit import Measurement, calibrated_coefficients
-from orchestrator.costmodel.published_names import NotPriced, cluster_of
+from orchestrator.costmodel.published_names import ABSENT, NotPriced, cluster_of, number
 from orchestrator.costmodel.published_rows import PricedRow, price_row
 from orchestrator.presets import Cluster
 
@@ -32,8 +31,6 @@ REQUIRED = ("model", "gpu_type", "gpus", "tp", "pp", "micro_batch", "global_batc
 NUMBERS = ("num_layers", "hidden", "heads", "ffn_hidden", "seq_len", "gpus", "gpus_per_node",
            "nodes", "tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch",
            "grad_accum", "metric_value")
-ABSENT = {"", "na", "n/a", "none", "null", "-"}  # "not published", as published_rows reads it
-A_NUMBER = re.compile(r"\s*[-+]?\d[\d,]*(\.\d+)?")  # "16", "1,024", "16 (derived)"
 FIX = "benchmarks/measured/README.md lists the columns"
 
 
@@ -101,7 +98,7 @@ def _check_cells(path: Path, line: int, values: dict[str, str]) -> None:
                         "the header has columns; quote cells that hold commas")
     for column in NUMBERS:
         text = (values.get(column) or "").strip()
-        if text.lower() not in ABSENT and not A_NUMBER.match(text):
+        if text.lower() not in ABSENT and number(text) is None:
             raise UserError(f"--from {path} line {line}, column {column}: "
                             f"{excerpt(text, 40)} is not a number; give a number, or leave "
                             "the cell empty where it was not measured")

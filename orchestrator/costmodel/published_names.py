@@ -20,12 +20,12 @@ class NotPriced(Exception):
 # ---------------------------------------------------------------------------------------------
 # Text as published: "16 (derived)", "1.0", "NA", "n/a", "None", "null", "32 (local batch)".
 
-_ABSENT = {"", "na", "n/a", "none", "null", "-"}
+ABSENT = {"", "na", "n/a", "none", "null", "-"}  # "not published"
 
 
 def number(text: str) -> float | None:
     text = (text or "").strip()
-    if text.lower() in _ABSENT:
+    if text.lower() in ABSENT:
         return None
     match = re.match(r"[-+]?\d[\d,]*(\.\d+)?", text)
     if not match:
