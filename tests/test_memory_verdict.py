@@ -174,3 +174,14 @@ def test_the_margin_is_the_one_the_corpus_implies():
     assert summary["rows_ran"] > 500
     assert MEMORY_MARGIN == summary["implied_margin"], summary["implied_margin"]
     assert summary["pruned_share"] <= 0.01, summary["pruned"]
+    # The figures README.md and docs/costmodel.md quote are the script's.
+    margin, ran_margin = f"{summary['implied_margin']:.0%}", f"{summary['margin_from_ran_rows']:.0%}"
+    readme = (ROOT / "README.md").read_text()
+    assert f"memory model's error margin ({margin}, from the published measurements" in readme
+    costmodel = " ".join((ROOT / "docs/costmodel.md").read_text().split())
+    for quoted in (f"`MEMORY_MARGIN`, {margin}:",
+                   f"the {summary['rows_reporting_memory']} rows that report memory",
+                   f"of the {summary['rows_ran_published']} rows that ran and publish",
+                   f"predicted beyond {ran_margin}",
+                   f"none of the {summary['rows_ran']} priced rows that ran is beyond {margin}"):
+        assert quoted in costmodel, quoted
