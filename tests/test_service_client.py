@@ -185,7 +185,11 @@ def test_logs_follow_ends_when_the_campaign_finishes(server, demo):
     found = server.campaign("demo")
     assert found["state"] == "finished" and found["final"]
     assert found["trials"] == found["max_trials"] == 6 and found["running"] == 0
-    assert found["counts"]["ok"] == 6 and found["best"]["metric"] == "tokens_per_s"
+    # Every trial ended: measured, or out of memory on a layout the model calls risky (predicted
+    # over the device but within its memory margin), which a campaign measures by design.
+    counts = found["counts"]
+    assert counts.get("ok", 0) >= 1 and counts.get("ok", 0) + counts.get("oom", 0) == 6, counts
+    assert found["best"]["metric"] == "tokens_per_s"
     assert server.ok("logs", "demo").stdout == followed.stdout  # the same, complete log
 
 
