@@ -5,7 +5,10 @@ ep, etp, tp, pp, ZeRO, micro-batch, recomputation and the pipeline schedule. Lon
 Llama 3 405B on 16,384 H100s at 128k tokens (the published setup) and at 32k (the same
 16M-token batch as 512 sequences), searched over cp, cp_comm_type, tp, pp and recomputation.
 Each entry reads as benchmarks/search_efficiency.py's LANDSCAPES: (spec, overrides, per-knob
-perturbation, interaction strength).
+perturbation, interaction strength). The `-parallel-quirks` ones are generated landscapes whose
+truth departs from the model on ep, etp, cp, cp_comm_type and virtual_stages themselves
+(orchestrator/backends/quirks.py's expert, context and interleaving quirks: thresholds, three
+knobs together, effects that grow with scale), not one factor per knob value.
 """
 
 from __future__ import annotations
@@ -38,15 +41,20 @@ LLAMA3_32K_SPACE = ["model.seq_len=32768", "scale.global_batch_size=512",
                     "space.cp=[1, 2, 4, 8, 16]", "space.micro_batch_size=[1, 2]",
                     *LLAMA3_128K_SPACE, "space.activation_checkpointing=[none, selective, full]"]
 
+PARALLEL_QUIRKS = ["backend.parallel_quirks=1.0"]
+
 MOE_LANDSCAPES = {
     "mixtral-8x22b": (MIXTRAL, MIXTRAL_SPACE, 0.0, 0.0),
     "deepseek-v3": (DEEPSEEK, DEEPSEEK_SPACE, 0.0, 0.0),
     "mixtral-8x22b-perturbed": (MIXTRAL, MIXTRAL_SPACE, 0.2, 0.0),
     "deepseek-v3-interactions": (DEEPSEEK, DEEPSEEK_SPACE, 0.0, 1.0),
+    "deepseek-v3-parallel-quirks": (DEEPSEEK, DEEPSEEK_SPACE + PARALLEL_QUIRKS, 0.0, 0.0),
 }
 LONG_CONTEXT_LANDSCAPES = {
     "llama3-405b-128k": (LLAMA3_405B, LLAMA3_128K_SPACE, 0.0, 0.0),
     "llama3-405b-32k": (LLAMA3_405B, LLAMA3_32K_SPACE, 0.0, 0.0),
     "llama3-405b-128k-interactions": (LLAMA3_405B, LLAMA3_128K_SPACE, 0.0, 1.0),
     "llama3-405b-32k-perturbed": (LLAMA3_405B, LLAMA3_32K_SPACE, 0.2, 0.0),
+    "llama3-405b-32k-parallel-quirks": (LLAMA3_405B, LLAMA3_32K_SPACE + PARALLEL_QUIRKS, 0.0,
+                                        0.0),
 }

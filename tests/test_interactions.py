@@ -69,6 +69,41 @@ def test_each_quirk_depends_on_the_knobs_it_names():
                                   activation_checkpointing="full")) == 0.0
 
 
+def test_parallel_quirks_are_thresholds_and_interactions_of_the_knobs_they_name():
+    base = {"tp": 2, "pp": 8, "dp": 64, "cp": 1, "ep": 1, "virtual_stages": 1,
+            "grad_accum_steps": 8, "activation_checkpointing": "selective"}
+    assert all(getattr(quirks, q)(s, base) == 0.0
+               for q in quirks.PARALLEL_QUIRKS for s in range(20))  # defaults: no quirk
+    # the expert all-to-all: free up to a span, then slower per doubling and on larger clusters
+    dispatch = [quirks.expert_dispatch(0, dict(base, ep=ep)) for ep in (2, 4, 8, 16, 32, 64)]
+    assert dispatch[:3] == [0.0] * 3 and dispatch[-1] < dispatch[-2] < 0
+    assert (quirks.expert_dispatch(0, dict(base, ep=64, dp=512))
+            < quirks.expert_dispatch(0, dict(base, ep=64)))
+    # the context exchange depends on cp, its kind and tp together
+    ring = dict(base, cp=8, cp_comm_type="p2p")
+    assert quirks.context_exchange(0, dict(ring, tp=1)) == 0.0  # cp x tp within a node
+    assert quirks.context_exchange(0, ring) < 0
+    assert quirks.context_exchange(0, dict(ring, activation_checkpointing="full")) == \
+        pytest.approx(math.log(1 - (1 - math.exp(quirks.context_exchange(0, ring))) / 2))
+    assert quirks.context_exchange(0, dict(ring, cp_comm_type="allgather")) < 0
+    # interleaving pays its sends back with more micro-batches per replica
+    few, many = (quirks.interleave(0, dict(base, virtual_stages=4, grad_accum_steps=m))
+                 for m in (8, 64))
+    assert few < many < 0
+
+
+def test_parallel_quirks_are_not_a_sum_of_knob_effects():
+    spec = load_spec(EXAMPLES / "llama3-405b-128k.yaml",
+                     ["space.cp=[1, 2, 4, 8, 16]", "space.tp=[1, 2, 4, 8]",
+                      "space.cp_comm_type=[allgather, p2p, a2a]"])
+    configs = spec.search_space().candidates()
+    sim = SimulatedBackend(cost_model_for(spec), seed=3, parallel_quirks=1.0)
+    log_truth = [math.log(sim.truth_factor(c.to_params())) for c in configs]
+    assert _additive_misfit(configs, log_truth) > 0.02
+    off = SimulatedBackend(cost_model_for(spec), seed=3)
+    assert {off.truth_factor(c.to_params()) for c in configs} == {1.0}
+
+
 # ------------------------------------------------------------------ the residual model
 
 

@@ -11,7 +11,11 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from landscapes_moe_cp import LONG_CONTEXT_LANDSCAPES, MOE_LANDSCAPES  # noqa: E402
+from landscapes_moe_cp import (  # noqa: E402
+    LONG_CONTEXT_LANDSCAPES,
+    MOE_LANDSCAPES,
+    PARALLEL_QUIRKS,
+)
 from search_efficiency import LANDSCAPES, landscape, perturbed_only  # noqa: E402
 
 from orchestrator.backends.simulated import SimulatedBackend  # noqa: E402
@@ -20,7 +24,8 @@ from orchestrator.spec.planning import cost_model_for  # noqa: E402
 
 KNOB = {**{name: "ep" for name in MOE_LANDSCAPES},
         **{name: "cp" for name in LONG_CONTEXT_LANDSCAPES}}
-PLAIN = [name for name in KNOB if LANDSCAPES[name][2:] == (0.0, 0.0)]
+PLAIN = [name for name in KNOB if LANDSCAPES[name][2:] == (0.0, 0.0)
+         and not set(PARALLEL_QUIRKS) & set(LANDSCAPES[name][1])]
 HIDDEN = [name for name in KNOB if name not in PLAIN]
 
 
@@ -46,12 +51,14 @@ def test_the_best_layout_uses_the_searched_parallelism(name):
 @pytest.mark.parametrize("name", HIDDEN)
 def test_a_hidden_truth_differs_from_the_model(name):
     path, overrides, perturbation, interactions = LANDSCAPES[name]
-    plain = next(p for p in PLAIN if LANDSCAPES[p][:2] == (path, overrides))
+    drawn = [o for o in overrides if o not in PARALLEL_QUIRKS]
+    plain = next(p for p in PLAIN if LANDSCAPES[p][:2] == (path, drawn))
     assert KNOB[plain] == KNOB[name]
     spec = load_spec(ROOT / path, overrides)
     candidates = spec.search_space().candidates()[::25]
     sim = SimulatedBackend(cost_model_for(spec), noise=0.0, perturbation=perturbation,
-                           interactions=interactions, seed=0)
+                           interactions=interactions, seed=0,
+                           parallel_quirks=spec.backend.parallel_quirks)
     factors = [sim.truth_factor(c.to_params()) for c in candidates]
     assert max(factors) / min(factors) > 1.1
 
@@ -85,3 +92,17 @@ def test_the_generative_prior_reference_knows_only_the_perturbed_knobs():
     assert [name for name in KNOB if perturbed_only(name)] == [
         "mixtral-8x22b-perturbed", "llama3-405b-32k-perturbed"]
     assert not perturbed_only("cpu-tiny-grid")
+
+
+@pytest.mark.parametrize("name", [n for n in HIDDEN if set(PARALLEL_QUIRKS) & set(LANDSCAPES[n][1])])
+def test_parallel_quirks_move_the_searched_knob_itself(name):
+    """Layouts that differ only in the searched knob (ep or cp) get different hidden factors,
+    so the model's own ep/cp effect is not the truth there."""
+    _, _, sim, truth = landscape(name, seed=0, noise=0.0)
+    knob = KNOB[name]
+    by_rest: dict = {}
+    for config in truth:
+        rest = {k: v for k, v in config.to_params().items() if k not in (knob, "dp", "grad_accum_steps")}
+        by_rest.setdefault(repr(sorted(rest.items())), set()).add(
+            round(sim.truth_factor(config.to_params()), 6))
+    assert any(len(factors) > 1 for factors in by_rest.values())

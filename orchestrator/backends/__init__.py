@@ -22,6 +22,7 @@ def make_backend(backend_spec, *, cost_model=None, gpus_per_node: int = 1,
             cost_model, noise=backend_spec.noise, failure_rate=backend_spec.failure_rate,
             perturbation=backend_spec.perturbation, seed=backend_spec.seed,
             latency_s=backend_spec.latency_s, interactions=backend_spec.interactions,
+            parallel_quirks=backend_spec.parallel_quirks,
         )
     if backend_spec.kind == "ray":
         from orchestrator.backends.ray import RayBackend

@@ -5,7 +5,10 @@ A trial's throughput is the model's prediction times seeded log-normal noise. Wi
 differ from the model the searchers see, so a benchmark cannot win by reading the model back.
 With `interactions` > 0, quirks that depend on several knobs at once (quirks.py: a collective
 off its fast path, a shape-specific kernel, an overhead growing with a product of knobs) are
-added on top, scaled by it.
+added on top, scaled by it. With `parallel_quirks` > 0, quirks of expert, context and
+interleaved pipeline parallelism (a threshold past which the expert all-to-all slows with scale,
+an exchange that depends on cp, its kind and tp together, interleaving that pays off only with
+enough micro-batches) are added, scaled by it.
 A trial whose (perturbed) memory exceeds the device is `oom`; `failure_rate` of trials fail,
 as a crash (`failed`), a hang (`timeout`) or an out-of-memory (`oom`) in equal shares.
 `latency_s` makes each trial take that much wall time, for tests that kill a controller
@@ -52,7 +55,8 @@ class SimulatedBackend(Backend):
 
     def __init__(self, cost_model, *, noise: float = 0.03, failure_rate: float = 0.0,
                  perturbation: float = 0.0, seed: int = 0, steps: int = 10,
-                 latency_s: float = 0.0, interactions: float = 0.0):
+                 latency_s: float = 0.0, interactions: float = 0.0,
+                 parallel_quirks: float = 0.0):
         self.cost_model = cost_model
         self.noise = noise
         self.failure_rate = failure_rate
@@ -61,6 +65,7 @@ class SimulatedBackend(Backend):
         self.steps = steps
         self.latency_s = latency_s
         self.interactions = interactions
+        self.parallel_quirks = parallel_quirks
 
     def knob_factor(self, knob: str, value: object) -> float:
         if self.perturbation <= 0:
@@ -73,7 +78,9 @@ class SimulatedBackend(Backend):
         for knob in PERTURBED_KNOBS:
             if knob in settings:
                 factor *= self.knob_factor(knob, settings[knob])
-        return factor * math.exp(quirks.log_factor(self.seed, settings, self.interactions))
+        return factor * math.exp(
+            quirks.log_factor(self.seed, settings, self.interactions)
+            + quirks.parallel_log_factor(self.seed, settings, self.parallel_quirks))
 
     def run(self, config, trial_id: str, steps: int | None = None) -> TrialResult:
         est = self.cost_model.estimate(config)

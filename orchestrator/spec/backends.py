@@ -30,6 +30,9 @@ class SimulatedBackendSpec(Strict):
     perturbation: float = Field(default=0.0, ge=0, le=1, description="per-knob factor spread")
     interactions: float = Field(default=0.0, ge=0, le=2,
                                 description="strength of quirks that depend on several knobs")
+    parallel_quirks: float = Field(
+        default=0.0, ge=0, le=2,
+        description="strength of quirks of ep, cp, its exchange and interleaving")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     latency_s: float = Field(default=0.0, ge=0, le=1e6, description="wall time a simulated trial takes")
 
