@@ -11,7 +11,8 @@ import pytest
 import yaml
 from conftest import EXAMPLES, journal_events
 
-from orchestrator.backends import quirks
+from orchestrator.backends import parallel_quirks, quirks
+from orchestrator.backends.parallel_quirks import HiddenParameters
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.search.encoding import KnobSpace, knob_values
 from orchestrator.spec import load_spec
@@ -72,24 +73,43 @@ def test_each_quirk_depends_on_the_knobs_it_names():
 def test_parallel_quirks_are_thresholds_and_interactions_of_the_knobs_they_name():
     base = {"tp": 2, "pp": 8, "dp": 64, "cp": 1, "ep": 1, "virtual_stages": 1,
             "grad_accum_steps": 8, "activation_checkpointing": "selective"}
-    assert all(getattr(quirks, q)(s, base) == 0.0
-               for q in quirks.PARALLEL_QUIRKS for s in range(20))  # defaults: no quirk
+    hidden = HiddenParameters.draw(0)
+
+    def quirk(name, **changed):
+        return float(getattr(parallel_quirks, name)(hidden, dict(base, **changed)))
+
+    assert all(float(getattr(parallel_quirks, q)(HiddenParameters.draw(s), base)) == 0.0
+               for q in parallel_quirks.PARALLEL_QUIRKS for s in range(20))  # no quirk
     # the expert all-to-all: free up to a span, then slower per doubling and on larger clusters
-    dispatch = [quirks.expert_dispatch(0, dict(base, ep=ep)) for ep in (2, 4, 8, 16, 32, 64)]
+    dispatch = [quirk("expert_dispatch", ep=ep) for ep in (2, 4, 8, 16, 32, 64)]
     assert dispatch[:3] == [0.0] * 3 and dispatch[-1] < dispatch[-2] < 0
-    assert (quirks.expert_dispatch(0, dict(base, ep=64, dp=512))
-            < quirks.expert_dispatch(0, dict(base, ep=64)))
+    assert quirk("expert_dispatch", ep=64, dp=512) < quirk("expert_dispatch", ep=64)
     # the context exchange depends on cp, its kind and tp together
-    ring = dict(base, cp=8, cp_comm_type="p2p")
-    assert quirks.context_exchange(0, dict(ring, tp=1)) == 0.0  # cp x tp within a node
-    assert quirks.context_exchange(0, ring) < 0
-    assert quirks.context_exchange(0, dict(ring, activation_checkpointing="full")) == \
-        pytest.approx(math.log(1 - (1 - math.exp(quirks.context_exchange(0, ring))) / 2))
-    assert quirks.context_exchange(0, dict(ring, cp_comm_type="allgather")) < 0
+    ring = {"cp": 8, "cp_comm_type": "p2p"}
+    assert quirk("context_exchange", **ring, tp=1) == 0.0  # cp x tp within a node
+    assert quirk("context_exchange", **ring) < 0
+    assert quirk("context_exchange", **ring, activation_checkpointing="full") == \
+        pytest.approx(math.log(1 - (1 - math.exp(quirk("context_exchange", **ring))) / 2))
+    assert quirk("context_exchange", cp=8, cp_comm_type="allgather") < 0
     # interleaving pays its sends back with more micro-batches per replica
-    few, many = (quirks.interleave(0, dict(base, virtual_stages=4, grad_accum_steps=m))
-                 for m in (8, 64))
+    few, many = (quirk("interleave", virtual_stages=4, grad_accum_steps=m) for m in (8, 64))
     assert few < many < 0
+
+
+def test_the_prior_draws_parameters_as_the_truth_does():
+    """A reference search told the structure weighs draws of the same prior: for each
+    parameter, the seeds' truths span the range of the prior's draws."""
+    prior = HiddenParameters.prior(500, seed=1)
+    truths = [HiddenParameters.draw(s) for s in range(200)]
+    for name in vars(truths[0]):
+        drawn, true = getattr(prior, name), np.array([getattr(t, name) for t in truths])
+        spread = drawn.max() - drawn.min()
+        assert spread > 0 and abs(true.min() - drawn.min()) < 0.05 * spread, name
+        assert abs(true.max() - drawn.max()) < 0.05 * spread, name
+    settings = {"tp": 4, "pp": 8, "dp": 64, "cp": 8, "ep": 32, "cp_comm_type": "a2a",
+                "virtual_stages": 2, "grad_accum_steps": 8}
+    each = parallel_quirks.log_factor(prior, settings)
+    assert each.shape == (500,) and len(set(each.round(9))) > 100
 
 
 def test_parallel_quirks_are_not_a_sum_of_knob_effects():

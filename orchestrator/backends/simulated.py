@@ -8,7 +8,7 @@ off its fast path, a shape-specific kernel, an overhead growing with a product o
 added on top, scaled by it. With `parallel_quirks` > 0, quirks of expert, context and
 interleaved pipeline parallelism (a threshold past which the expert all-to-all slows with scale,
 an exchange that depends on cp, its kind and tp together, interleaving that pays off only with
-enough micro-batches) are added, scaled by it.
+enough micro-batches: parallel_quirks.py) are added, scaled by it.
 A trial whose (perturbed) memory exceeds the device is `oom`; `failure_rate` of trials fail,
 as a crash (`failed`), a hang (`timeout`) or an out-of-memory (`oom`) in equal shares.
 `latency_s` makes each trial take that much wall time, for tests that kill a controller
@@ -22,6 +22,8 @@ import time
 from typing import Any
 
 from orchestrator.backends import quirks
+from orchestrator.backends.parallel_quirks import HiddenParameters
+from orchestrator.backends.parallel_quirks import log_factor as parallel_log_factor
 from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
 from orchestrator.result import TrialResult
 
@@ -66,6 +68,7 @@ class SimulatedBackend(Backend):
         self.latency_s = latency_s
         self.interactions = interactions
         self.parallel_quirks = parallel_quirks
+        self.hidden = HiddenParameters.draw(seed) if parallel_quirks > 0 else None
 
     def knob_factor(self, knob: str, value: object) -> float:
         if self.perturbation <= 0:
@@ -78,9 +81,10 @@ class SimulatedBackend(Backend):
         for knob in PERTURBED_KNOBS:
             if knob in settings:
                 factor *= self.knob_factor(knob, settings[knob])
-        return factor * math.exp(
-            quirks.log_factor(self.seed, settings, self.interactions)
-            + quirks.parallel_log_factor(self.seed, settings, self.parallel_quirks))
+        log = quirks.log_factor(self.seed, settings, self.interactions)
+        if self.hidden is not None:
+            log += float(parallel_log_factor(self.hidden, settings, self.parallel_quirks))
+        return factor * math.exp(log)
 
     def run(self, config, trial_id: str, steps: int | None = None) -> TrialResult:
         est = self.cost_model.estimate(config)
