@@ -96,6 +96,7 @@ class ReportData:
     convergence: list[ConvergencePoint] = field(default_factory=list)
     winner: LayoutBreakdown | None = None
     runner_up: LayoutBreakdown | None = None  # the second-best distinct layout
+    runtime: str = ""  # the engine the cost model priced the trials as, and which key said so
 
 
 def _convergence(data: ReportData, go) -> Any:
@@ -206,6 +207,7 @@ def render(data: ReportData) -> str:
     calibration = calibration_section(data.calibration)
     counts = Counter(t.status for t in data.trials)
     summary = ", ".join(f"{n} {s}" for s, n in counts.most_common())
+    priced = f" Priced by the cost model as {html.escape(data.runtime)}." if data.runtime else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>ParaTune report: {html.escape(data.campaign)}</title>
 <style>
@@ -218,7 +220,7 @@ section {{ margin: 2em 0; }} .best {{ font-size: 1.2em; }}
 </style></head><body>
 <h1>Campaign {html.escape(data.campaign)}</h1>
 <p>{html.escape(data.model)} on {data.world_size} × {html.escape(data.cluster)}; objective: {data.mode}
-{html.escape(data.metric)}; {len(data.trials)} trials ({html.escape(summary)}).</p>
+{html.escape(data.metric)}; {len(data.trials)} trials ({html.escape(summary)}).{priced}</p>
 <h2>Best configuration</h2>{best}{calibration}
 {breakdown_section(data)}
 <h2>Trials</h2>{trial_table(data)}

@@ -12,7 +12,7 @@ from orchestrator.record.budget import gpu_hours
 from orchestrator.record.campaign import CampaignView
 from orchestrator.record.journal import SCALING, TrialRecord
 from orchestrator.record.scaling import efficiency
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.spec.planning import cost_model_for, priced_runtime
 
 MEMORY_TOP = 5  # layouts whose memory breakdown the report shows
 
@@ -46,6 +46,7 @@ def report_data(view: CampaignView) -> ReportData:
         convergence=convergence(records, objective),
         winner=breakdown(best, objective, model) if best else None,
         runner_up=breakdown(second, objective, model) if second else None,
+        runtime=priced_runtime(spec),
     )
 
 

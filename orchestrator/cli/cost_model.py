@@ -33,7 +33,7 @@ from orchestrator.spec import (
     load_spec,
     spec_from_dict,
 )
-from orchestrator.spec.planning import cost_model_for, fitted_candidates
+from orchestrator.spec.planning import cost_model_for, fitted_candidates, priced_runtime
 from orchestrator.spec.unused_values import unused_values
 
 
@@ -80,7 +80,8 @@ def _spec_from_options(
 
 def _describe_spec(spec: CampaignSpec) -> dict[str, Any]:
     return {"model": spec.model.name, "params": spec.model.num_params,
-            "cluster": spec.cluster.name, "world_size": spec.world_size}
+            "cluster": spec.cluster.name, "world_size": spec.world_size,
+            "runtime": priced_runtime(spec)}
 
 
 SPEC_ARG = typer.Argument(None, help="campaign YAML (instead of --model/--cluster/--gpus)")
@@ -127,6 +128,8 @@ def plan(
     caveats = plan_caveats(spec, cost, ranking)  # mfu_peak, and constants the order rests on
     if not as_json:
         print_plan(spec, ranking, caveats)  # the ranking's table, then the caveats
+        if spec.trial.trainer == "command":  # the engine is an assumption only for a command
+            out.print(f"priced as: {priced_runtime(spec)}", markup=False, highlight=False)
         return
     print_json({
         **_describe_spec(spec), "planner": ranking.planner, **_pick(ranking),
@@ -238,6 +241,8 @@ def _print_estimate(spec, result, data: dict, chosen: str | None) -> None:
               f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}"
               + (f" (against the {data['mfu_peak'].upper()} dense peak, not FP8's)"
                  if is_fp8(result.config) else ""))
+    if spec.trial.trainer == "command":  # the engine is an assumption only for a command
+        out.print(f"priced as: {data['runtime']}", markup=False, highlight=False)
 
 
 def _stage_layers_text(layers: list[int]) -> str:

@@ -17,6 +17,8 @@ gradients in its `communication_data_type` (bf16 unless the config says otherwis
 backward is over (`DeepSpeedEngine._backward_epilogue` → `allreduce_gradients`, 0.19.8), so
 its DDP is priced as a DeepSpeed scheme: bf16 bytes, nothing hidden. Megatron-LM hides its
 DDP reduction behind the backward only with `--overlap-grad-reduce` (off by default).
+
+A `command` program's code is not seen: `trial.runtime` names which of these engines it runs.
 """
 
 from __future__ import annotations
@@ -61,16 +63,31 @@ RUNTIME_OF_TRAINER = {
 }
 
 
+# `trial.runtime`: the engine a `command` program runs, named for the trainer whose runtime it
+# is priced as (a Megatron-DeepSpeed program is `deepspeed`: the same engine). Megatron-LM's is
+# its defaults', as no arguments are seen: no --overlap-grad-reduce.
+TRAINER_OF_RUNTIME = {"pytorch": "builtin", "torchtitan": "torchtitan", "deepspeed": "deepspeed",
+                      "megatron": "megatron-lm"}
+COMMAND_RUNTIMES = tuple(TRAINER_OF_RUNTIME)
+# What a `command` program without `trial.runtime` is priced as: ZeRO stages as DeepSpeed runs
+# them, stage 0 as PyTorch's DDP (reduction hidden behind the backward).
+DEFAULT_COMMAND_RUNTIME = "DeepSpeed's ZeRO, PyTorch's DDP at stage 0"
+
+
 MEGATRON_OVERLAP_FLAG = "--overlap-grad-reduce"
 MEGATRON_EP_OVERLAP_FLAG = "--overlap-moe-expert-parallel-comm"
 MEGATRON_DISPATCHER_FLAG = "--moe-token-dispatcher-type"
 
 
-def zero_engine_of_trainer(trainer: str | None, args: list[str] | tuple[str, ...] = ()) -> ZeroEngine:
-    """The runtime of a spec's `trial.trainer` (DeepSpeed's for the others and the command
-    trainer, whose code the model cannot see); `args`, the trainer's base arguments, say
-    whether Megatron-LM overlaps its DDP reduction and its expert dispatch, and whether its
-    dispatcher is the flex one (DeepEP)."""
+def zero_engine_of_trainer(trainer: str | None, args: list[str] | tuple[str, ...] = (),
+                           command_runtime: str | None = None) -> ZeroEngine:
+    """The runtime of a spec's `trial.trainer`; the command trainer's code the model cannot
+    see, so it is the one `command_runtime` (`trial.runtime`) names, else the default
+    (DeepSpeed's ZeRO). `args`, the trainer's base arguments, say whether Megatron-LM overlaps
+    its DDP reduction and its expert dispatch, and whether its dispatcher is the flex one
+    (DeepEP)."""
+    if trainer == "command" and command_runtime is not None:
+        trainer = TRAINER_OF_RUNTIME[command_runtime]
     if trainer == "megatron-lm":
         joined = " ".join(args).replace("=", " ").split()
         flex = any(a == MEGATRON_DISPATCHER_FLAG and b == "flex" for a, b in zip(joined, joined[1:]))

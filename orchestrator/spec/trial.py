@@ -4,7 +4,8 @@ trainer's base config (the user's own script, config or arguments that ParaTune 
 `trial.trainer` is builtin (jobs/), deepspeed, torchtitan, megatron-lm, megatron-deepspeed or
 command; it defaults to command when `trial.command` is given, else builtin. Each trainer but the
 built-in one reads its own section (`trial.deepspeed`, `trial.torchtitan`, `trial.megatron`); a
-section of another trainer is an error.
+section of another trainer is an error. A command's code is not seen, so `trial.runtime` tells
+the cost model which engine it runs; every other trainer's runtime is its own.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from orchestrator.common.errors import excerpt
 from orchestrator.common.placeholders import PLACEHOLDERS, placeholders_in
+from orchestrator.costmodel.zero_engine import COMMAND_RUNTIMES
 from orchestrator.spec.sections import MAX_COUNT, Strict
 from orchestrator.spec.strings import check_env_name
 
@@ -117,6 +119,9 @@ class TrialSpec(Strict):
     command: list[str] | None = None
     # trainer `command`: result field -> regex whose first group is its value on a log line.
     log_metrics: dict[Literal[LOG_METRICS], str] = Field(default_factory=dict)
+    # trainer `command`: the engine the cost model prices the program as (zero_engine.py).
+    runtime: Literal[COMMAND_RUNTIMES] | None = Field(
+        default=None, description="default: DeepSpeed's ZeRO, PyTorch's DDP at stage 0")
     workdir: str | None = Field(default=None, description="where the trainer runs; default: cwd")
 
     @field_validator("command")
@@ -176,6 +181,9 @@ class TrialSpec(Strict):
         if self.log_metrics and self.trainer != "command":
             raise ValueError("trial.log_metrics: only the command trainer reads user regexes; "
                              f"{self.trainer} has its own log parser")
+        if self.runtime is not None and self.trainer != "command":
+            raise ValueError("trial.runtime: only a trial.command program takes a runtime; "
+                             f"the {self.trainer} trainer's is its own (drop trial.runtime)")
         wanted = {"deepspeed": "deepspeed", "torchtitan": "torchtitan",
                   "megatron-lm": "megatron", "megatron-deepspeed": "megatron"}.get(self.trainer)
         for section in ("deepspeed", "torchtitan", "megatron"):
