@@ -115,20 +115,22 @@ def test_a_noiseless_landscape_spends_its_budget_on_untried_layouts():
 
 
 def test_with_noise_close_contenders_are_measured_again_and_the_winner_holds(frontier):
-    """5% run-to-run noise, 40 trials, seeds 0-9: repeats happen in every seed (in 6, some
-    layout is measured 5 times or more), and the named winner is within 3% of the true best in
-    at least 9 of 10 (10 of 10 measured; 19 of 20 on seeds 0-19, seed 10 never finding the
-    optimum)."""
+    """5% run-to-run noise, 40 trials, seeds 0-9: repeats happen in every seed, none past
+    `search.max_repeats`, and the named winner is within 3% of the true best in at least 9 of
+    10 (9 measured, as with no repeat at all; 10 of 10 with up to 12 measurements of a layout,
+    at 1.6 times the GPU-hours)."""
+    from orchestrator.search.repeats import MAX_REPEATS
+
     configs, cost = frontier
-    good, many = 0, 0
+    good = 0
     for seed in range(10):
         sim = SimulatedBackend(cost, noise=0.05, seed=seed, interactions=1.0)
         searcher, counts = campaign(configs, cost, sim, seed=seed)
-        assert sum(counts.values()) > len(counts), (seed, counts.most_common(3))
-        many += max(counts.values()) >= 5
+        assert len(counts) < sum(counts.values()), (seed, counts.most_common(3))
+        assert max(counts.values()) <= MAX_REPEATS
         truth = _truth(configs, cost, sim)
         good += truth[searcher.winner()] >= 0.97 * max(truth.values())
-    assert good >= 9 and many >= 5
+    assert good >= 9
 
 
 # ------------------------------------------------------------------ a campaign

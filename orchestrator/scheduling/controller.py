@@ -190,6 +190,7 @@ class Controller:
         searcher = make_searcher(
             s.search.algorithm, candidates, self.view.objective,
             seed=s.search.seed, cost_model=cost_model, stop_margin=s.search.stop_margin,
+            max_repeats=s.search.max_repeats,
         )
         if prior:
             searcher.add_prior(prior)

@@ -12,6 +12,7 @@ from orchestrator.costmodel import CostModel
 from orchestrator.search.base import Searcher
 from orchestrator.search.grid import GridSearcher
 from orchestrator.search.random_search import RandomSearcher
+from orchestrator.search.repeats import MAX_REPEATS
 from orchestrator.space import ParallelConfig
 
 ALGORITHMS = ("grid", "random", "deephyper-cbo", "optuna", "hyperopt", "cost-guided")
@@ -25,6 +26,7 @@ def make_searcher(
     seed: int = 0,
     cost_model: CostModel | None = None,
     stop_margin: float = 0.0,
+    max_repeats: int = MAX_REPEATS,
 ) -> Searcher:
     if algorithm == "grid":
         return GridSearcher(candidates)
@@ -48,7 +50,7 @@ def make_searcher(
         if cost_model is None:
             raise ValueError("the cost-guided searcher needs a cost model")
         return CostGuidedSearcher(candidates, cost_model, objective, seed=seed,
-                                  stop_margin=stop_margin)
+                                  stop_margin=stop_margin, max_repeats=max_repeats)
     raise ValueError(f"unknown search algorithm {algorithm!r}")  # the spec rejects it first
 
 

@@ -29,7 +29,9 @@ where the model is wrong.
   `stop_margin`; `stop_reason` then says so in one line.
 - Before a winner is named, contenders not yet told apart from the leader at the measured
   noise are measured again (`repeat`, rules in repeats.py), the closest rival first: once the
-  search is over, or when the trial budget is about to end it. While it searches, a trial
+  search is over, or when the trial budget is about to end it; only while a repeat costs
+  fewer GPU-hours than the regret it can avoid, and up to `search.max_repeats` measurements
+  of a layout. While it searches, a trial
   goes to an untried layout, not to a repeat: a repeat only names the winner, it finds none.
   The noise is estimated from those repeats; on a landscape they show to be noiseless, no
   layout is measured a third time and the trials go to untried layouts.
@@ -51,7 +53,7 @@ from orchestrator.costmodel.memory import fits_bytes, overflow_scale
 from orchestrator.result import TrialResult
 from orchestrator.search.base import Searcher
 from orchestrator.search.encoding import KnobSpace, knob_values
-from orchestrator.search.repeats import Noise, Standing, estimate_noise
+from orchestrator.search.repeats import MAX_REPEATS, Noise, Standing, estimate_noise, trial_seconds
 from orchestrator.search.residuals import NOISE_FLOOR, KnobCodes, ResidualModel, group_by
 from orchestrator.space import ParallelConfig
 
@@ -62,7 +64,6 @@ MIN_TRIALS_BEFORE_STOP = 8
 DIVERSE_PICKS = 3
 DIVERSITY_TOLERANCE = 0.8  # a diverse pick may score down to 80% of the best
 NAMING_SHARE = 1 / 3  # at most this share of a campaign's trial budget goes to naming it
-FINAL_MEASUREMENTS = 12  # of one config once the search is over
 VERIFY_TOP = 1  # the calibrated model's favourites measured right after the diverse picks
 
 
@@ -71,13 +72,15 @@ class CostGuidedSearcher(Searcher):
     recalibrates = True  # refit the cost model's multipliers on each result
 
     def __init__(self, candidates: list[ParallelConfig], cost_model: CostModel,
-                 objective: Objective, *, seed: int = 0, stop_margin: float = 0.0):
+                 objective: Objective, *, seed: int = 0, stop_margin: float = 0.0,
+                 max_repeats: int = MAX_REPEATS):
         self.candidates = list(candidates)
         self.base = cost_model
         self.model = cost_model
         self.objective = objective
         self.seed = seed
         self.stop_margin = stop_margin
+        self.max_repeats = max_repeats  # measurements of one layout, its first included
         self.stop_reason: str | None = None  # why ask returns nothing, once it does
         self.space = KnobSpace.of(self.candidates)
         self.memory_scale = 1.0
@@ -184,8 +187,9 @@ class CostGuidedSearcher(Searcher):
         """A measured config to measure again, once the search is over: the leader or a rival
         not yet told apart from it at the measured noise (repeats.py); the closest rival first
         and, of that pair, the less measured; the leader alone while no layout has been
-        measured twice. Up to FINAL_MEASUREMENTS each; a layout whose 2 measurements agree on
-        a landscape measured noiseless, never again. Once the trials left (`trials_left`, the
+        measured twice. A rival only while a repeat avoids more regret than its GPU-hours cost,
+        up to `max_repeats` measurements each (repeats.py); a layout whose 2 measurements agree
+        on a landscape measured noiseless, never again. Once the trials left (`trials_left`, the
         campaign's budget) are no more than the pairs need to be told apart at the measured
         noise, the search counts as over, so the last trials name the winner instead of
         measuring layouts once; never more than NAMING_SHARE of the budget, so that a small
@@ -197,24 +201,23 @@ class CostGuidedSearcher(Searcher):
         rivals = standing.rivals()
         # Without a single repeat the noise is the prior's guess: the leader is measured once
         # more to learn it, rivals or not.
-        pairs = [(rival, standing.leader) for rival in rivals]
-        if not pairs and standing.noise.dof == 0:
-            pairs = [(standing.leader,)]
-        if not pairs:
+        unmeasured_noise = standing.noise.dof == 0
+        if not (rivals or unmeasured_noise):
             return None
         spent = self._trials_run()
         naming = (trials_left is not None and trials_left <= min(
-            standing.needed(rivals) or 1, NAMING_SHARE * (spent + trials_left)))
+            standing.needed(rivals, self.max_repeats) or 1, NAMING_SHARE * (spent + trials_left)))
         if not (naming or self._next() is None):  # from the told results: a resume agrees
             return None
-        for pair in pairs:  # the closest rival first; of the pair, the less measured
-            open_ = [c for c in pair
-                     if not standing.settled(c, FINAL_MEASUREMENTS) and c not in self._repeating]
-            if open_:
-                config = min(open_, key=standing.count)
-                self._repeating.add(config)
-                return config
-        return None
+        config = standing.next_repeat(rivals, self.max_repeats, self._repeating, self._price)
+        if config is not None:
+            self._repeating.add(config)
+        return config
+
+    def _price(self, config: ParallelConfig) -> tuple[int, float]:
+        """(world size, mean trial seconds) of `config`'s measurements: what a repeat costs."""
+        seconds = [trial_seconds(r) or 0.0 for _, c, r in self.history if c == config and r.ok]
+        return config.world_size, sum(seconds) / len(seconds) if seconds else 0.0
 
     def running(self, config: ParallelConfig, repeat: bool = False) -> None:
         (self._repeating if repeat else self._taken).add(config)

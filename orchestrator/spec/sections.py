@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from orchestrator.layout import MAX_FACTOR
+from orchestrator.search.repeats import MAX_REPEATS
 from orchestrator.spec.strings import NAME_MAX, NAME_PATTERN
 
 # Bounds far beyond any real run, so absurd sizes are errors rather than hours of enumeration.
@@ -120,6 +121,10 @@ class SearchSpec(Strict):
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     # cost-guided: stop once no candidate's upper bound is within this of the best measured.
     stop_margin: float = Field(default=0.0, ge=0, lt=1)
+    # cost-guided: the most times one layout is measured, its first measurement included
+    # (search/repeats.py says how the default was chosen); 1 measures no layout twice.
+    max_repeats: int = Field(default=MAX_REPEATS, ge=1, le=MAX_COUNT,
+                             description="measurements of one layout, repeats included")
     fidelity: FidelitySpec | None = None
     # Seed this campaign with another's results: its name under the same runs directory.
     warm_start: str | None = Field(default=None, pattern=NAME_PATTERN, max_length=NAME_MAX)
@@ -132,6 +137,17 @@ class SearchSpec(Strict):
             raise ValueError(f"search.stop_margin: only the cost-guided searcher stops on a "
                              f"margin, and algorithm is {self.algorithm}; remove stop_margin, "
                              "or set algorithm: cost-guided")
+        return self
+
+    @model_validator(mode="after")
+    def _repeats_need_cost_guided(self, info: ValidationInfo) -> "SearchSpec":
+        """Only the cost-guided searcher measures a layout again; elsewhere the cap would be
+        accepted and never used (a saved spec keeps it)."""
+        if ("max_repeats" in self.model_fields_set and self.algorithm != "cost-guided"
+                and not is_saved(info)):
+            raise ValueError(f"search.max_repeats: only the cost-guided searcher measures a "
+                             f"layout again, and algorithm is {self.algorithm}; remove "
+                             "max_repeats, or set algorithm: cost-guided")
         return self
 
 
