@@ -141,9 +141,10 @@ class SearchSpec(Strict):
 
     @model_validator(mode="after")
     def _repeats_need_cost_guided(self, info: ValidationInfo) -> "SearchSpec":
-        """Only the cost-guided searcher measures a layout again; elsewhere the cap would be
-        accepted and never used (a saved spec keeps it)."""
-        if ("max_repeats" in self.model_fields_set and self.algorithm != "cost-guided"
+        """Only the cost-guided searcher measures a layout again; elsewhere a cap other than
+        the default would be accepted and never used (a saved spec keeps it). The default is
+        accepted anywhere: a spec written out in full (`model_dump`) names it."""
+        if (self.max_repeats != MAX_REPEATS and self.algorithm != "cost-guided"
                 and not is_saved(info)):
             raise ValueError(f"search.max_repeats: only the cost-guided searcher measures a "
                              f"layout again, and algorithm is {self.algorithm}; remove "
