@@ -1,0 +1,117 @@
+"""docs/benchmarks.md's search tables on measured landscapes are what benchmarks/search_efficiency.py
+wrote: each table follows a marker naming the JSON the benchmark's `--table-json` wrote, and
+every row must read as the benchmark formats that JSON's figures (the overhead column aside, a
+timing). The JSON itself must still be what the code gives: one small published landscape is
+run again here, on every seed, and must give the same figures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import search_efficiency  # noqa: E402
+
+MARKER = re.compile(r"<!-- search_efficiency\.py (table|by_searcher): (\S+?\.json)(?:, (.+?))? -->")
+TIMED = "overhead ms"
+# The sections whose tables replay measured landscapes: every table there needs a marker.
+MEASURED_SECTIONS = ("### Measured landscapes", "### A measured mixture-of-experts landscape",
+                     "### A measured long-context landscape",
+                     "### Published measurements replayed")
+# The smallest published landscape, run again in full.
+RERUN = "Megatron-Bridge · gpt-oss-120b (36 layers seq 4096) · b200-180g · bf16 · " \
+        "NeMo / Megatron-Bridge · 64 GPUs"
+
+
+@lru_cache(maxsize=None)
+def report(path: str) -> dict:
+    return json.loads((ROOT / path).read_text())
+
+
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def marked_tables() -> list[tuple[str, str, str | None, list[str], list[str]]]:
+    """(what, JSON path, family, header, rows) of each table that follows a marker."""
+    lines = BENCHMARKS.read_text().splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        match = MARKER.fullmatch(line.strip())
+        if not match:
+            continue
+        start = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("|"))
+        end = next((j for j in range(start, len(lines)) if not lines[j].startswith("|")),
+                   len(lines))
+        found.append((match[1], match[2], match[3], cells(lines[start]),
+                      lines[start + 2:end]))
+    return found
+
+
+def unmarked_measured_tables() -> list[str]:
+    """The header line of every search table in a measured section with no marker above it."""
+    lines = BENCHMARKS.read_text().splitlines()
+    missing, section, marked = [], None, False
+    for i, line in enumerate(lines):
+        if line.startswith("#"):
+            section = line
+        if MARKER.fullmatch(line.strip()):
+            marked = True
+        elif line.startswith("| landscape | searcher |") or line.startswith("| searcher |"):
+            if section in MEASURED_SECTIONS and not marked:
+                missing.append(f"{section}: line {i + 1}")
+            marked = False
+    return missing
+
+
+def without_timing(line: str, header: list[str]) -> list[str]:
+    return [c for name, c in zip(header, cells(line)) if name != TIMED]
+
+
+def test_every_measured_table_names_the_json_it_was_written_from():
+    assert MARKER.pattern and marked_tables(), "docs/benchmarks.md has no marked search table"
+    assert unmarked_measured_tables() == []
+
+
+@pytest.mark.parametrize("what,path,family,header,rows",
+                         marked_tables() or [("table", "", None, [], [])])
+def test_each_marked_table_reads_as_the_benchmark_wrote_it(what, path, family, header, rows):
+    data = report(path)
+    if what == "table":
+        assert header == cells(search_efficiency.TABLE_HEADER)
+        entries = {(t["landscape"], t["searcher"]): t for t in data["table"]}
+        assert rows, f"{path}: an empty table"
+        for line in rows:
+            key = tuple(cells(line)[:2])
+            assert key in entries, f"{key} is not in {path}"
+            expected = search_efficiency.table_line(entries[key])
+            assert without_timing(line, header) == without_timing(expected, header), key
+    else:
+        assert header == cells(search_efficiency.SUMMARY_HEADER)
+        expected = [search_efficiency.summary_line(t) for t in data["by_searcher"]
+                    if t["family"] == family]
+        assert rows == expected
+
+
+def test_a_published_landscape_run_again_gives_the_recorded_figures():
+    data = report("docs/search_measured.json")
+    first, last = data["settings"]["seeds"]
+    recorded = [t for t in data["table"] if t["landscape"] == RERUN]
+    assert {t["searcher"] for t in recorded} >= {"cost-guided", "random", "optuna"}
+    for entry in recorded:
+        runs = [search_efficiency.run_one((RERUN, entry["searcher"], seed,
+                                           data["settings"]["noise"],
+                                           data["settings"]["max_trials"], 0.0))
+                for seed in range(first, last)]
+        (again,) = search_efficiency.summarize(runs)
+        assert {k: v for k, v in again.items() if k != "overhead_ms"} == \
+            {k: v for k, v in entry.items() if k != "overhead_ms"}, entry["searcher"]
