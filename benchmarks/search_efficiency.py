@@ -123,7 +123,8 @@ def landscape(name: str, seed: int, noise: float = 0.03):
     cost = cost_model_for(spec)
     candidates = spec.search_space().candidates()
     sim = SimulatedBackend(cost, noise=noise, perturbation=perturbation, seed=seed,
-                           interactions=interactions)
+                           interactions=interactions,
+                           parallel_quirks=getattr(spec.backend, "parallel_quirks", 0.0))
     truth = {}  # the layouts that run: a perturbed memory can make one the model fits run out
     for config in candidates:
         est = cost.estimate(config)
