@@ -146,9 +146,10 @@ def test_a_campaign_runs_the_fitted_counts(tmp_path, runs_dir, cli):
     ran = {e["config"]["micro_batch_size"]: e for e in events if e["event"] == "finished"}
     assert ran[2]["config"]["recompute_num_layers"] == fitted_candidates(
         spec_from_dict(fit_spec()))[1].recompute_num_layers
-    # mbs 1 fits nowhere, but within the memory model's margin: measured, and the simulated
-    # device (the model's memory) runs out.
-    assert ran[1]["result"]["status"] == "oom"
+    # mbs 1 fits nowhere, but within the memory model's margin: measured (the simulated device
+    # runs a risky layout with the chance the verdict gives it), and recorded as risky.
+    assert ran[1]["result"]["status"] in ("ok", "oom")
+    assert ran[1]["result"]["extra"]["memory_verdict"] == "risky"
     code, out, _ = cli("plan", str(path), "--json")
     assert json.loads(out)["top"][0]["config"]["recompute_num_layers"] == ran[2]["config"][
         "recompute_num_layers"]

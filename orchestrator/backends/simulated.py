@@ -9,7 +9,9 @@ added on top, scaled by it. With `parallel_quirks` > 0, quirks of expert, contex
 interleaved pipeline parallelism (a threshold past which the expert all-to-all slows with scale,
 an exchange that depends on cp, its kind and tp together, interleaving that pays off only with
 enough micro-batches: parallel_quirks.py) are added, scaled by it.
-A trial whose (perturbed) memory exceeds the device is `oom`; `failure_rate` of trials fail,
+A trial whose (perturbed) memory exceeds the device is `oom`, unless the layout is risky (over
+the device within the memory margin) and runs with the chance the memory verdict gives it,
+reporting the device nearly full; `failure_rate` of trials fail,
 as a crash (`failed`), a hang (`timeout`) or an out-of-memory (`oom`) in equal shares.
 `latency_s` makes each trial take that much wall time, for tests that kill a controller
 mid-campaign.
@@ -25,6 +27,8 @@ from orchestrator.backends import quirks
 from orchestrator.backends.parallel_quirks import HiddenParameters
 from orchestrator.backends.parallel_quirks import log_factor as parallel_log_factor
 from orchestrator.backends.base import Backend, TrialHandle, TrialRequest
+from orchestrator.costmodel.fit_verdict import fit_chance
+from orchestrator.costmodel.memory import GB
 from orchestrator.result import TrialResult
 
 # Knobs whose values get a hidden factor each.
@@ -96,10 +100,13 @@ class SimulatedBackend(Backend):
         memory_scale = self.knob_factor("memory", config.zero_stage) ** 0.25
         memory_gb = est.memory_gb_used * memory_scale
         if not est.fits_scaled(memory_scale):
-            return TrialResult(
-                status="oom", world_size=world, peak_memory_gb=memory_gb,
-                error=f"simulated out-of-memory: {memory_gb:.1f} GB > {est.capacity_gb:g} GB",
-            )
+            if not self._risky_runs(est, config, memory_scale):
+                return TrialResult(
+                    status="oom", world_size=world, peak_memory_gb=memory_gb,
+                    error=f"simulated out-of-memory: {memory_gb:.1f} GB > {est.capacity_gb:g} GB",
+                )
+            usable_gb = est.capacity_gb - est.memory.reserve / GB
+            memory_gb = usable_gb * _rng(self.seed, "peak", config.key()).uniform(0.93, 0.99)
         if rng.random() < self.failure_rate:
             status, error = rng.choice((
                 ("failed", "RuntimeError: simulated crash"),
@@ -120,6 +127,16 @@ class SimulatedBackend(Backend):
             peak_memory_gb=memory_gb, world_size=world, step_times_s=times,
             extra={"simulated_duration_s": step_time * steps},
         )
+
+    def _risky_runs(self, est, config, memory_scale: float) -> bool:
+        """Whether a layout predicted over the device runs all the same: with the chance the
+        memory verdict gives it (fit_verdict.fit_chance, seeded per layout), so a campaign
+        that measures risky layouts meets what the margin assumes rather than a model that is
+        exactly right. A layout predicted within capacity keeps the model's figure."""
+        memory = est.memory
+        need = ((memory.total - memory.reserve) * memory_scale + memory.reserve) / GB
+        chance = float(fit_chance(need / est.capacity_gb, est.memory_margin))
+        return _rng(self.seed, "memory", config.key()).random() < chance
 
     def submit(self, request: TrialRequest) -> SimulatedHandle:
         result = self.run(request.config, request.trial_id, request.steps)

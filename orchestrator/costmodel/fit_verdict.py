@@ -9,6 +9,8 @@ memory (scaled by a calibrated ratio, if any) plus the fragmentation reserve.
 
 from __future__ import annotations
 
+import numpy as np
+
 from orchestrator.costmodel.memory import MemoryBreakdown, fits_bytes
 
 FITS, RISKY, DOES_NOT_FIT = "fits", "risky", "does_not_fit"
@@ -42,3 +44,16 @@ def memory_verdict(memory: MemoryBreakdown, capacity_gb: float, used_scale: floa
     if fits_bytes(used, reserve, capacity_gb, used_scale):
         return FITS
     return RISKY if fits_bytes(used, reserve, capacity_gb, used_scale, margin) else DOES_NOT_FIT
+
+
+def fit_chance(need, margin: float = MEMORY_MARGIN):
+    """The chance a layout runs, from its predicted need over capacity (used · scale +
+    reserve, over capacity; element-wise on arrays): 1 within capacity, 0 beyond the margin,
+    and across the risky band falling linearly from 1 to 0. The line is an assumption: the
+    corpus's rows that ran say how wide the band is (MEMORY_MARGIN), and include no
+    out-of-memory runs to say how the chance falls across it. With no margin (a CPU) it is the
+    point verdict."""
+    need = np.asarray(need, dtype=float)
+    if margin <= 0:
+        return (need <= 1.0).astype(float)
+    return np.clip(1.0 - (need - 1.0) / margin, 0.0, 1.0)

@@ -18,12 +18,12 @@ where the model is wrong.
   large κ spends trials on layouts whose only merit is how little is known of them; then
   KAPPA, so a knob value the first trials left untried still gets measured. Both values were
   chosen on the search benchmark (docs/benchmarks.md: a fit, with held-out seeds).
-- Out-of-memory results raise the memory model's scale so that larger layouts are skipped.
-  It proposes only layouts its calibrated memory model says fit, not the `risky` ones the
-  campaign would also measure (fit_verdict.py): the margin covers the stock model's worst
-  errors on published rows, up to twice a device's memory, and a search's first trials spent
-  there are out-of-memory runs wherever the model is right. Once measured peaks show the model
-  over-predicting, the calibrated scale brings the layouts near the limit in.
+- Memory (memory_belief.py): a candidate's gain and bound are weighed by its chance to run,
+  1 where the calibrated memory model says it fits, falling across the `risky` band
+  (fit_verdict.py), so a layout just over the predicted limit is tried when its discounted
+  gain leads, and one near the margin's edge only when it would win by far. An out-of-memory
+  run rules out every layout predicted to need as much or more; measured peaks that show the
+  model over-predicting bring the layouts near the limit in.
 - It stops (ask returns nothing) once no unmeasured candidate's upper bound, with the
   interaction uncertainty in σ, reaches the best expected value of a measured one less
   `stop_margin`; `stop_reason` then says so in one line.
@@ -49,10 +49,11 @@ import numpy as np
 from orchestrator.common.objective import Objective
 from orchestrator.costmodel import CostModel, calibrate
 from orchestrator.costmodel.calibration import FEATURES, feature_model, features
-from orchestrator.costmodel.memory import fits_bytes, overflow_scale
+from orchestrator.costmodel.fit_verdict import memory_margin
 from orchestrator.result import TrialResult
 from orchestrator.search.base import Searcher
 from orchestrator.search.encoding import KnobSpace, knob_values
+from orchestrator.search.memory_belief import MemoryBelief
 from orchestrator.search.repeats import MAX_REPEATS, Noise, Standing, estimate_noise, trial_seconds
 from orchestrator.search.residuals import NOISE_FLOOR, KnobCodes, ResidualModel, group_by
 from orchestrator.space import ParallelConfig
@@ -84,7 +85,6 @@ class CostGuidedSearcher(Searcher):
         self.stop_reason: str | None = None  # why ask returns nothing, once it does
         self.space = KnobSpace.of(self.candidates)
         self.memory_scale = 1.0
-        self._oom_scale = 1.0
         self.history: list[tuple[str, ParallelConfig, TrialResult]] = []  # (id, config, result)
         self._taken: set[ParallelConfig] = set()
         self._predictions: dict[ParallelConfig, tuple[float, bool]] = {}
@@ -123,8 +123,8 @@ class CostGuidedSearcher(Searcher):
         encoded = np.array([self._codes.encode(knob_values(c)) for c in self.candidates])
         self._residuals = self.residual_model(self._codes, encoded.reshape(len(self.candidates), -1))
         self._base_gain, self._base_step = np.array(base_gain), np.array(base_step)
-        self._used, self._reserve = np.array(used), np.array(reserve)
-        self._capacity_gb = self.base.cluster.memory_gb
+        self._memory = MemoryBelief(np.array(used), np.array(reserve), self.base.cluster.memory_gb,
+                                    memory_margin(self.base.cluster.device))
 
     def _refresh(self) -> None:
         """Re-predict every candidate: (gain, fits) under the current fit and memory scale; the
@@ -133,9 +133,10 @@ class CostGuidedSearcher(Searcher):
         if self._multipliers is not None:
             step = self._matrix @ self._multipliers
         gain = self._base_gain * (step / self._base_step) ** self.objective.gain_exponent
-        fits = fits_bytes(self._used, self._reserve, self._capacity_gb, self.memory_scale)
-        self._predictions = {c: (float(m), bool(f))
-                             for c, m, f in zip(self.candidates, gain, fits)}
+        chance = self._memory.chance(self.memory_scale)
+        ran = {c for c, _ in self._measurements()}
+        self._predictions = {c: (float(m), 1.0 if c in ran else float(p))
+                             for c, m, p in zip(self.candidates, gain, chance)}
 
     def _measurements(self) -> list[tuple[ParallelConfig, float]]:
         """(config, gain) of every successful measurement, repeats included."""
@@ -162,7 +163,7 @@ class CostGuidedSearcher(Searcher):
         if kappa is None:
             kappa = KAPPA_EARLY if self._trials_run() < EARLY_TRIALS else KAPPA
         i = [self._index[c] for c in configs]
-        base = np.array([self._predictions[c][0] for c in configs])
+        base = np.array([self._predictions[c][0] * self._predictions[c][1] for c in configs])
         mean, std = self._residuals.mean[i], self._residuals.std[i]
         return list(zip(base * np.exp(mean), base * np.exp(mean + kappa * std)))
 
@@ -236,7 +237,7 @@ class CostGuidedSearcher(Searcher):
         """The next untried layout to measure, or None with `stop_reason` saying why."""
         open_ = [c for c in self.candidates if c not in self._taken and self._predictions[c][1]]
         if not open_:
-            self.stop_reason = "search done: every layout the memory model lets fit was tried"
+            self.stop_reason = "search done: every layout that may fit in memory was tried"
             return None
         bounds = self._bounds(open_)
         best = self._best_expected()
@@ -267,7 +268,7 @@ class CostGuidedSearcher(Searcher):
     def _unverified_favourite(self) -> ParallelConfig | None:
         """The best of the calibrated model's VERIFY_TOP fitting layouts not yet measured
         (residuals aside), or None once all of them have been."""
-        fitting = [c for c in self.candidates if self._predictions[c][1]]
+        fitting = [c for c in self.candidates if self._predictions[c][1] == 1.0]
         top = sorted(fitting, key=lambda c: -self._predictions[c][0])[:VERIFY_TOP]
         return next((c for c in top if c not in self._taken), None)
 
@@ -282,9 +283,7 @@ class CostGuidedSearcher(Searcher):
         if result.status == "oom" and config in self._rows:
             # The smallest memory scale at which the model would have called this config too
             # big: every layout predicted to need as much or more is skipped from now on.
-            i = self._index[config]
-            overflow = overflow_scale(max(self._used[i], 1.0), self._reserve[i], self._capacity_gb)
-            self._oom_scale = max(self._oom_scale, 1.001 * overflow)
+            self._memory.out_of_memory(self._index[config])
         fit = (calibrate(self.base, self.history, feature_rows=self._rows, gathers_apart=False)
                if self.recalibrates else None)
         if fit is not None:
@@ -293,6 +292,6 @@ class CostGuidedSearcher(Searcher):
                 self._multipliers, self._global_scale = None, fit.global_scale
             else:
                 self._multipliers = np.array([fit.multipliers[f] for f in FEATURES])
-        self.memory_scale = max(fit.memory_scale if fit else 1.0, self._oom_scale)
+        self.memory_scale = max(fit.memory_scale if fit else 1.0, self._memory.oom_scale)
         self._refresh()
         self._fit_residuals()
