@@ -59,6 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/tabulated
 
 from corpus_landscapes import corpus_landscapes
 from generative_prior import NAME as GENERATIVE_PRIOR
+from structure_oracle import NAME as STRUCTURE_ORACLE
+from structure_oracle import StructureOracle
 from generative_prior import generative_prior_searcher
 from landscapes_moe_cp import LONG_CONTEXT_LANDSCAPES, MOE_LANDSCAPES
 from tabulated import TabulatedLandscape
@@ -76,7 +78,9 @@ MAX_TRIALS = 60
 WITHIN = 0.03
 TRIAL_STEPS = 12  # warm-up and timed steps a trial runs, for its GPU-hours
 SEARCHERS = ("random", "grid", "deephyper-cbo", "optuna", "hyperopt", "cost-guided")
-REFERENCES = (GENERATIVE_PRIOR,)  # run only when named: generative_prior.py
+# Run only when named, on the landscapes whose structure they are told: generative_prior.py,
+# structure_oracle.py.
+REFERENCES = (GENERATIVE_PRIOR, STRUCTURE_ORACLE)
 AMSP_SPACE = ["space.activation_checkpointing=[none, selective, full]"]
 LANDSCAPES = {  # name: (spec, overrides, per-knob perturbation, interaction strength)
     "frontier-175b": ("examples/frontier-175b.yaml", [], 0.0, 0.0),
@@ -139,6 +143,13 @@ def perturbed_only(name: str) -> bool:
     return name in LANDSCAPES and LANDSCAPES[name][2] > 0 and not LANDSCAPES[name][3]
 
 
+def parallel_quirks_only(name: str) -> bool:
+    """A cost-model landscape whose truth departs from the model by the parallel quirks alone:
+    the one kind whose structure structure_oracle.py is told."""
+    return (name in LANDSCAPES and LANDSCAPES[name][2:] == (0.0, 0.0)
+            and any(o.startswith("backend.parallel_quirks=") for o in LANDSCAPES[name][1]))
+
+
 def pruning(name: str, cost):
     """Whether the controller skips a layout unmeasured. Measured landscapes: its own rule (a
     risky layout is measured). Generated ones keep the rule their published figures ran under
@@ -157,6 +168,9 @@ def run_one(args: tuple) -> dict:
     if algorithm == GENERATIVE_PRIOR:
         searcher = generative_prior_searcher(*LANDSCAPES[name][2:], candidates, objective,
                                              seed=seed, cost_model=cost, stop_margin=stop_margin)
+    elif algorithm == STRUCTURE_ORACLE:
+        searcher = StructureOracle(candidates, cost, objective, seed=seed, noise=noise,
+                                   strength=sim.parallel_quirks)
     else:
         searcher = make_searcher(algorithm, candidates, objective, seed=seed, cost_model=cost,
                                  stop_margin=stop_margin)
@@ -332,13 +346,16 @@ def main() -> None:
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     pairs = [(name, algorithm) for name in landscape_names(args.landscapes)
              for algorithm in args.searchers.split(",")]
-    skipped = sorted({name for name, algorithm in pairs
-                      if algorithm == GENERATIVE_PRIOR and not perturbed_only(name)})
-    if skipped:
-        print(f"{GENERATIVE_PRIOR} skips {', '.join(skipped)}: it needs per-knob perturbations "
-              "and no quirks")
+    told = {GENERATIVE_PRIOR: (perturbed_only, "per-knob perturbations and no quirks"),
+            STRUCTURE_ORACLE: (parallel_quirks_only, "parallel quirks alone")}
+    skipped = {(name, algorithm) for name, algorithm in pairs
+               if algorithm in told and not told[algorithm][0](name)}
+    for reference, (_, needs) in told.items():
+        names = sorted(name for name, algorithm in skipped if algorithm == reference)
+        if names:
+            print(f"{reference} skips {', '.join(names)}: it needs {needs}")
     jobs = [(name, algorithm, seed, args.noise, args.max_trials, margin)
-            for name, algorithm in pairs if not (algorithm == GENERATIVE_PRIOR and name in skipped)
+            for name, algorithm in pairs if (name, algorithm) not in skipped
             for seed in seeds]
     started = time.time()
     with Pool(args.processes) as pool:
