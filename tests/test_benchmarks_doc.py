@@ -115,3 +115,19 @@ def test_a_published_landscape_run_again_gives_the_recorded_figures():
         (again,) = search_efficiency.summarize(runs)
         assert {k: v for k, v in again.items() if k != "overhead_ms"} == \
             {k: v for k, v in entry.items() if k != "overhead_ms"}, entry["searcher"]
+
+
+def test_a_parallel_quirks_landscape_run_again_gives_the_recorded_figures():
+    """The generated landscapes that move ep, cp and interleaving: cost-guided on the smaller
+    one, every seed, gives the recorded figures."""
+    data = report("docs/search_parallel_quirks.json")
+    first, last = data["settings"]["seeds"]
+    name = "llama3-405b-32k-parallel-quirks"
+    (entry,) = [t for t in data["table"] if t["landscape"] == name
+                and t["searcher"] == "cost-guided"]
+    runs = [search_efficiency.run_one((name, "cost-guided", seed, data["settings"]["noise"],
+                                       data["settings"]["max_trials"], 0.0))
+            for seed in range(first, last)]
+    (again,) = search_efficiency.summarize(runs)
+    assert {k: v for k, v in again.items() if k != "overhead_ms"} == \
+        {k: v for k, v in entry.items() if k != "overhead_ms"}
