@@ -87,7 +87,7 @@ class CostGuidedSearcher(Searcher):
         self.memory_scale = 1.0
         self.history: list[tuple[str, ParallelConfig, TrialResult]] = []  # (id, config, result)
         self._taken: set[ParallelConfig] = set()
-        self._predictions: dict[ParallelConfig, tuple[float, bool]] = {}
+        self._predictions: dict[ParallelConfig, tuple[float, float]] = {}  # gain, chance to run
         self._prior: list[tuple[np.ndarray, float]] = []
         self._repeating: set[ParallelConfig] = set()  # repeats asked, not yet told
         self._multipliers = None
@@ -127,8 +127,9 @@ class CostGuidedSearcher(Searcher):
                                     memory_margin(self.base.cluster.device))
 
     def _refresh(self) -> None:
-        """Re-predict every candidate: (gain, fits) under the current fit and memory scale; the
-        gain follows the refit step time by the objective's `gain_exponent`."""
+        """Re-predict every candidate: (gain, chance to run) under the current fit and memory
+        scale (a layout that ran: 1); the gain follows the refit step time by the objective's
+        `gain_exponent`."""
         step = self._base_step * self._global_scale
         if self._multipliers is not None:
             step = self._matrix @ self._multipliers
@@ -281,8 +282,7 @@ class CostGuidedSearcher(Searcher):
         self._repeating.discard(config)
         self.history.append((f"t{len(self.history) + 1:04d}", config, result))
         if result.status == "oom" and config in self._rows:
-            # The smallest memory scale at which the model would have called this config too
-            # big: every layout predicted to need as much or more is skipped from now on.
+            # Every layout predicted to need as much or more is skipped from now on.
             self._memory.out_of_memory(self._index[config])
         fit = (calibrate(self.base, self.history, feature_rows=self._rows, gathers_apart=False)
                if self.recalibrates else None)
