@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -134,11 +135,24 @@ def _calibrated(stock: list[Scored], k: int, raw: dict[str, list[float]]) -> dic
             "one_scale_factor": fit.global_scale is not None}
 
 
+def _layout_log_errors(scored: list[Scored]) -> list[float]:
+    """log(predicted / measured) of each distinct layout (its rows' median), less their mean:
+    how far the model is wrong about one layout against the others of its landscape, what a
+    search that calibrates the whole on its own trials is left with."""
+    by_layout: dict[str, list[float]] = defaultdict(list)
+    for s in scored:
+        by_layout[s.key].append(math.log(1 + s.error))
+    logs = [statistics.median(v) for v in by_layout.values()]
+    mean = statistics.mean(logs)
+    return [_round(x - mean) for x in logs] if len(logs) >= 2 else []
+
+
 def _landscape(name: str, scored: list[Scored], raw: dict[str, list[float]]) -> dict:
     entry = {"source": scored[0].row.file, "landscape": name, "rows": len(scored),
              "does_not_fit": sum(not s.fits for s in scored),
              "pruned": sum(s.pruned for s in scored),
-             "stock": {**_errors([s.error for s in scored]), **_ranking(scored)}}
+             "stock": {**_errors([s.error for s in scored]), **_ranking(scored)},
+             "layout_log_errors": _layout_log_errors(scored)}
     for k in CALIBRATION_SIZES:
         entry[f"calibrated_{k}"] = _calibrated(scored, k, raw)
     return entry
@@ -215,8 +229,24 @@ def compute() -> dict:
         report["sources"][file] = summary
         report["landscapes"] += landscapes
         report["series"] += series
+    report["within_landscape"] = within_landscape(report)
     report["acceptance"] = acceptance(report)
     return report
+
+
+def within_landscape(report: dict) -> dict:
+    """The model's error on one layout against the others of its landscape, pooled over the
+    check landscapes with two or more layouts: the width a search's uncertainty about an
+    untried layout must keep (orchestrator/search/families.py)."""
+    checks = {f for f, s in report["sources"].items() if s.get("role") == CHECK}
+    deviations = [x for e in report["landscapes"] if e["source"] in checks
+                  for x in e["layout_log_errors"]]
+    ordered = sorted(abs(x) for x in deviations)
+    return {"layouts": len(deviations),
+            "landscapes": sum(1 for e in report["landscapes"]
+                              if e["source"] in checks and e["layout_log_errors"]),
+            "rms": _round(math.sqrt(statistics.mean(x * x for x in deviations))),
+            "p90_abs": _round(ordered[math.ceil(0.9 * len(ordered)) - 1])}
 
 
 def acceptance(report: dict) -> dict:

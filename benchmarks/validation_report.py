@@ -114,7 +114,7 @@ def _listing(report: dict, key: str) -> list[str]:
 
 
 def summary(report: dict) -> list[str]:
-    a = report["acceptance"]
+    a, w = report["acceptance"], report["within_landscape"]
     met = [SHORT[f] for f, ok in a["stock_median_within_15pct"].items() if ok]
     missed = [SHORT[f] for f, ok in a["stock_median_within_15pct"].items() if not ok]
     five = a["calibrated_5_median_within_7pct"]
@@ -141,6 +141,11 @@ def summary(report: dict) -> list[str]:
         "every one ran. The rows are listed by number in docs/validation.json "
         "(`pruned_rows`, `does_not_fit_rows` per source); each pruned row and why: "
         + (pruned_list or "none."),
+        f"- **Within a landscape** (not a target; what the cost-guided searcher's stop rule "
+        f"takes as the model's error, orchestrator/search/families.py): over "
+        f"{w['layouts']} layouts of {w['landscapes']} check landscapes, log(predicted / "
+        f"measured) less its landscape's mean has an rms of {w['rms']:.3f} and a 90th "
+        f"percentile of {w['p90_abs']:.3f} in absolute value.",
     ]
 
 

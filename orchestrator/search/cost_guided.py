@@ -26,13 +26,14 @@ where the model is wrong.
   model over-predicting bring the layouts near the limit in.
 - It stops (ask returns nothing) once no unmeasured candidate's upper bound, with the
   interaction uncertainty in σ, reaches the best expected value of a measured one less
-  `stop_margin`; `stop_reason` then says so in one line.
+  `stop_margin`, and no tp x pp x cp x ep family the model's measured error says could still
+  win is left unmeasured (families.py); `stop_reason` then says so in one line.
 - Before a winner is named, contenders not yet told apart from the leader at the measured
   noise are measured again (`repeat`, rules in repeats.py), the closest rival first: once the
   search is over, or when the trial budget is about to end it; only while a repeat costs
-  fewer GPU-hours than the regret it can avoid, and up to `search.max_repeats` measurements
-  of a layout. While it searches, a trial
-  goes to an untried layout, not to a repeat: a repeat only names the winner, it finds none.
+  fewer GPU-hours than the regret it can avoid, up to `search.max_repeats` measurements of a
+  layout. While it searches, a trial goes to an untried layout, not to a repeat: a repeat
+  only names the winner, it finds none.
   The noise is estimated from those repeats; on a landscape they show to be noiseless, no
   layout is measured a third time and the trials go to untried layouts.
 
@@ -53,8 +54,9 @@ from orchestrator.costmodel.fit_verdict import memory_margin
 from orchestrator.result import TrialResult
 from orchestrator.search.base import Searcher
 from orchestrator.search.encoding import KnobSpace, knob_values
+from orchestrator.search.families import family_left_to_measure, regime
 from orchestrator.search.memory_belief import MemoryBelief
-from orchestrator.search.repeats import MAX_REPEATS, Noise, Standing, estimate_noise, trial_seconds
+from orchestrator.search.repeats import MAX_REPEATS, Noise, Standing, estimate_noise, repeat_price
 from orchestrator.search.residuals import NOISE_FLOOR, KnobCodes, ResidualModel, group_by
 from orchestrator.space import ParallelConfig
 
@@ -211,15 +213,11 @@ class CostGuidedSearcher(Searcher):
             standing.needed(rivals, self.max_repeats) or 1, NAMING_SHARE * (spent + trials_left)))
         if not (naming or self._next() is None):  # from the told results: a resume agrees
             return None
-        config = standing.next_repeat(rivals, self.max_repeats, self._repeating, self._price)
+        config = standing.next_repeat(rivals, self.max_repeats, self._repeating,
+                                      lambda c: repeat_price(self.history, c))
         if config is not None:
             self._repeating.add(config)
         return config
-
-    def _price(self, config: ParallelConfig) -> tuple[int, float]:
-        """(world size, mean trial seconds) of `config`'s measurements: what a repeat costs."""
-        seconds = [trial_seconds(r) or 0.0 for _, c, r in self.history if c == config and r.ok]
-        return config.world_size, sum(seconds) / len(seconds) if seconds else 0.0
 
     def running(self, config: ParallelConfig, repeat: bool = False) -> None:
         (self._repeating if repeat else self._taken).add(config)
@@ -246,10 +244,16 @@ class CostGuidedSearcher(Searcher):
         stoppable = best is not None and measured >= MIN_TRIALS_BEFORE_STOP
         reach = max(u for _, u in self._bounds(open_, KAPPA_STOP)) if stoppable else math.inf
         if stoppable and reach < best * (1 - self.stop_margin):
+            ran = {c for c, _ in self._measurements()}
+            left = family_left_to_measure(open_, [e for e, _ in bounds], ran,
+                                          best * (1 - self.stop_margin))
+            if left is not None:
+                return left
             self.stop_reason = (
                 f"search done: nothing left worth trying; the best upper bound of {len(open_)} "
                 f"untried layouts is {1 - reach / best:.1%} below the best measured layout's "
-                f"expected value (stop_margin {self.stop_margin:g})")
+                f"expected value (stop_margin {self.stop_margin:g}), and every family that "
+                "could still win by the model's measured error was measured")
             return None
         self.stop_reason = None
         favourite = self._unverified_favourite()
@@ -257,12 +261,12 @@ class CostGuidedSearcher(Searcher):
             return favourite
         order = sorted(range(len(open_)), key=lambda i: -bounds[i][1])
         if len(self._taken) < DIVERSE_PICKS and not self._prior:
-            seen = {self._regime(c) for c in self._taken}
+            seen = {regime(c) for c in self._taken}
             top = bounds[order[0]][1]
             for i in order:
                 if bounds[i][1] < DIVERSITY_TOLERANCE * top:
                     break
-                if self._regime(open_[i]) not in seen:
+                if regime(open_[i]) not in seen:
                     return open_[i]
         return open_[order[0]]
 
@@ -272,10 +276,6 @@ class CostGuidedSearcher(Searcher):
         fitting = [c for c in self.candidates if self._predictions[c][1] == 1.0]
         top = sorted(fitting, key=lambda c: -self._predictions[c][0])[:VERIFY_TOP]
         return next((c for c in top if c not in self._taken), None)
-
-    @staticmethod
-    def _regime(config: ParallelConfig) -> tuple:
-        return (config.tp, config.pp, config.zero_stage, config.sharding)
 
     def tell(self, config: ParallelConfig, result: TrialResult) -> None:
         self._taken.add(config)

@@ -176,6 +176,13 @@ def trial_seconds(result: TrialResult) -> float | None:
     return result.step_time_s
 
 
+def repeat_price(history, config) -> tuple[int, float]:
+    """(world size, mean trial seconds) of `config`'s successful measurements in `history`
+    ((id, config, result) triples): what one more of them costs."""
+    seconds = [trial_seconds(r) or 0.0 for _, c, r in history if c == config and r.ok]
+    return config.world_size, sum(seconds) / len(seconds) if seconds else 0.0
+
+
 def worth_repeating(avoidable_loss: float, world_size: int, trial_s: float) -> bool:
     """A repeat costs world_size x trial_s; the regret it can avoid is `avoidable_loss` (a
     share of throughput) of PRODUCTION_HOURS on the same GPUs: ask it when it costs less."""
