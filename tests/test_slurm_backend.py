@@ -155,6 +155,38 @@ def test_resume_reattaches_a_running_job(tmp_path, runs_dir):
     assert done["result"]["status"] == "ok" and sacct_state(job) == "COMPLETED"
 
 
+def test_resume_reads_a_job_that_ended_while_no_controller_ran(tmp_path, runs_dir):
+    """The controller dies, the job runs to its end and leaves the queue, then the campaign is
+    resumed: the job's result is read, and the trial is not submitted again."""
+    spec = write_spec(tmp_path / "s.yaml", name="ended", backend={"kind": "slurm"},
+                      search={"algorithm": "grid"}, budget={"max_trials": 1},
+                      space={"zero_stage": [0], "micro_batch_size": [4],
+                             "activation_checkpointing": ["none"]},
+                      trial={"steps": 2, "warmup_steps": 1, "timeout_s": 300, "env": ENV})
+    env = {**os.environ, "PARATUNE_RUNS_DIR": str(runs_dir)}
+    controller = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec)],
+                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = runs_dir / "ended" / "journal.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (journal.exists() and '"submitted"' in journal.read_text()):
+        time.sleep(0.2)
+    controller.send_signal(signal.SIGKILL)
+    controller.wait()
+    (job,) = [e["handle"]["slurm_job"] for e in journal_events(runs_dir / "ended")
+              if e["event"] == "submitted"]
+    deadline = time.time() + 300
+    while time.time() < deadline and sacct_state(job) != "COMPLETED":
+        time.sleep(0.5)
+    assert sacct_state(job) == "COMPLETED"
+    resumed = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", "ended"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    events = journal_events(runs_dir / "ended")
+    assert len([e for e in events if e["event"] == "submitted"]) == 1  # not submitted again
+    (done,) = [e for e in events if e["event"] == "finished"]
+    assert done["result"]["status"] == "ok"
+
+
 def test_torchrun_trainer_runs_one_launcher_per_node(tmp_path, runs_dir, cli, monkeypatch):
     """A DeepSpeed trial on Slurm: one task per node runs torchrun, which meets the other
     nodes' at the allocation's first host (one node here) and starts the node's ranks."""

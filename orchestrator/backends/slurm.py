@@ -171,13 +171,14 @@ class SlurmBackend(Backend):
         return [SlurmHandle(self, r, j) for r, j in zip(requests, jobs)]
 
     def reattach(self, info: dict[str, Any], request: TrialRequest) -> SlurmHandle | None:
-        """The trial's job, if it still lives after a controller crash."""
+        """The trial's job, if it still lives after a controller crash, or ended on its own
+        while no controller ran (its result is read, not run again)."""
         job_id = info.get("slurm_job")
         if not job_id:
             return None
         queued = subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"],
                                 capture_output=True, text=True)  # sacct lags new jobs
-        if queued.returncode != 0 or not queued.stdout.strip():
+        if (queued.returncode != 0 or not queued.stdout.strip()) and not _ended_by_itself(job_id):
             return None
         job = submitit.SlurmJob(folder=Path(info["slurm_folder"]) / "%j", job_id=str(job_id),
                                 tasks=tuple(range(max(1, request.world_size))))
@@ -187,3 +188,16 @@ class SlurmBackend(Backend):
         """Cancel the job of a trial that is run again instead of re-attached."""
         if info.get("slurm_job"):
             subprocess.run(["scancel", str(info["slurm_job"])], capture_output=True)
+
+
+# Job states of a job that ran to an end of its own (Slurm's `sacct` names): its result, or its
+# failure, is the trial's. A cancelled job is not among them: the trial is run again.
+ENDED_BY_ITSELF = ("COMPLETED", "FAILED", "OUT_OF_MEMORY", "TIMEOUT")
+
+
+def _ended_by_itself(job_id: str) -> bool:
+    """Whether Slurm's accounting has the job as ended by itself (a job that left the queue
+    while no controller watched it)."""
+    states = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", str(job_id)],
+                            capture_output=True, text=True).stdout.split()
+    return bool(states) and states[0] in ENDED_BY_ITSELF
