@@ -127,23 +127,30 @@ def test_slurm_states_map_to_statuses(tmp_path, state, status):
     assert result.status == status and state in result.error
 
 
-def test_resume_reattaches_a_running_job(tmp_path, runs_dir):
-    spec = write_spec(tmp_path / "s.yaml", name="reattach", backend={"kind": "slurm"},
+def _submitted_then_orphaned(tmp_path, runs_dir, name: str, steps: int):
+    """A one-trial Slurm campaign whose controller is killed once the trial is submitted:
+    (the environment to resume with, the job's id)."""
+    spec = write_spec(tmp_path / "s.yaml", name=name, backend={"kind": "slurm"},
                       search={"algorithm": "grid"}, budget={"max_trials": 1},
                       space={"zero_stage": [0], "micro_batch_size": [4],
                              "activation_checkpointing": ["none"]},
-                      trial={"steps": 40, "warmup_steps": 1, "timeout_s": 300, "env": ENV})
+                      trial={"steps": steps, "warmup_steps": 1, "timeout_s": 300, "env": ENV})
     env = {**os.environ, "PARATUNE_RUNS_DIR": str(runs_dir)}
     controller = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec)],
                                   cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    journal = runs_dir / "reattach" / "journal.jsonl"
-    deadline = time.time() + 60
+    journal = runs_dir / name / "journal.jsonl"
+    deadline = time.time() + 120
     while time.time() < deadline and not (journal.exists() and '"submitted"' in journal.read_text()):
         time.sleep(0.2)
     controller.send_signal(signal.SIGKILL)
     controller.wait()
-    (job,) = [e["handle"]["slurm_job"] for e in journal_events(runs_dir / "reattach")
+    (job,) = [e["handle"]["slurm_job"] for e in journal_events(runs_dir / name)
               if e["event"] == "submitted"]
+    return env, job
+
+
+def test_resume_reattaches_a_running_job(tmp_path, runs_dir):
+    env, job = _submitted_then_orphaned(tmp_path, runs_dir, "reattach", steps=40)
     queued = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True)
     assert queued.stdout.strip() in ("RUNNING", "PENDING")  # the job outlived its controller
     resumed = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", "reattach"],
@@ -158,22 +165,7 @@ def test_resume_reattaches_a_running_job(tmp_path, runs_dir):
 def test_resume_reads_a_job_that_ended_while_no_controller_ran(tmp_path, runs_dir):
     """The controller dies, the job runs to its end and leaves the queue, then the campaign is
     resumed: the job's result is read, and the trial is not submitted again."""
-    spec = write_spec(tmp_path / "s.yaml", name="ended", backend={"kind": "slurm"},
-                      search={"algorithm": "grid"}, budget={"max_trials": 1},
-                      space={"zero_stage": [0], "micro_batch_size": [4],
-                             "activation_checkpointing": ["none"]},
-                      trial={"steps": 2, "warmup_steps": 1, "timeout_s": 300, "env": ENV})
-    env = {**os.environ, "PARATUNE_RUNS_DIR": str(runs_dir)}
-    controller = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec)],
-                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    journal = runs_dir / "ended" / "journal.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (journal.exists() and '"submitted"' in journal.read_text()):
-        time.sleep(0.2)
-    controller.send_signal(signal.SIGKILL)
-    controller.wait()
-    (job,) = [e["handle"]["slurm_job"] for e in journal_events(runs_dir / "ended")
-              if e["event"] == "submitted"]
+    env, job = _submitted_then_orphaned(tmp_path, runs_dir, "ended", steps=2)
     deadline = time.time() + 300
     while time.time() < deadline and sacct_state(job) != "COMPLETED":
         time.sleep(0.5)
