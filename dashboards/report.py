@@ -1,6 +1,7 @@
 """`paratune report`: one self-contained HTML file (plotly.js inlined, no network needed) with
-what a campaign found: the best layout and its launch command at the top, a warning when the
-calibrated cost model's ranking is weak, the winner against the runner-up by step-time
+what a campaign found: the answer first (report_answer.py: the winner, its gain over the median
+and the worst layout measured, the GPU-hours spent, how far to trust the cost model), the
+winner's launch command folded, a warning when the calibrated cost model's ranking is weak, the winner against the runner-up by step-time
 component, every trial in one table, convergence, knobs against throughput, predicted against
 measured, predicted and measured memory of the top layouts, failures by reason and, when the
 campaign ran one, its scaling study.
@@ -16,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from dashboards.report_answer import answer_section
 from dashboards.report_tables import (
     breakdown_section,
     calibration_section,
@@ -97,6 +99,8 @@ class ReportData:
     winner: LayoutBreakdown | None = None
     runner_up: LayoutBreakdown | None = None  # the second-best distinct layout
     runtime: str = ""  # the engine the cost model priced the trials as, and which key said so
+    gpu_hours: float = 0.0  # what the campaign spent, as its budget counts it
+    simulated: bool = False  # a rehearsal on the simulated backend: its GPU-hours are marked
 
 
 def _convergence(data: ReportData, go) -> Any:
@@ -201,7 +205,9 @@ def render(data: ReportData) -> str:
     if data.best is not None:
         best = (f"<p class='best'><b>{html.escape(data.best.key)}</b> (trial {data.best.trial_id}): "
                 f"{data.metric} = {number(data.best.value)}</p>"
-                f"<pre>{html.escape(data.launch_command)}</pre>")
+                "<details id='launch'><summary>Its launch script (torchrun; `paratune best "
+                f"{html.escape(data.campaign)} --format ...` writes the others)</summary>"
+                f"<pre>{html.escape(data.launch_command)}</pre></details>")
     else:
         best = "<p>No successful trial yet.</p>"
     calibration = calibration_section(data.calibration)
@@ -216,11 +222,14 @@ pre {{ background: #f5f5f5; padding: 1em; overflow-x: auto; font-size: 12px; }}
 table {{ border-collapse: collapse; margin: 1em 0; }} td, th {{ border: 1px solid #ccc; padding: 4px 10px; }}
 section {{ margin: 2em 0; }} .best {{ font-size: 1.2em; }}
 .wide {{ overflow-x: auto; }}
+details summary {{ cursor: pointer; color: #3056d3; }}
+#answer ul {{ font-size: 1.1em; line-height: 1.6; }}
 .warning {{ background: #fff4e5; border: 2px solid #e67700; padding: 0.8em 1em; margin: 1em 0; }}
 </style></head><body>
 <h1>Campaign {html.escape(data.campaign)}</h1>
 <p>{html.escape(data.model)} on {data.world_size} × {html.escape(data.cluster)}; objective: {data.mode}
 {html.escape(data.metric)}; {len(data.trials)} trials ({html.escape(summary)}).{priced}</p>
+{answer_section(data)}
 <h2>Best configuration</h2>{best}{calibration}
 {breakdown_section(data)}
 <h2>Trials</h2>{trial_table(data)}

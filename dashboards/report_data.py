@@ -47,6 +47,8 @@ def report_data(view: CampaignView) -> ReportData:
         winner=breakdown(best, objective, model) if best else None,
         runner_up=breakdown(second, objective, model) if second else None,
         runtime=priced_runtime(spec),
+        gpu_hours=view.budget(records).gpu_hours,
+        simulated=spec.backend.kind == "simulated",
     )
 
 
