@@ -125,8 +125,9 @@ def calibration_section(calibration: dict | None) -> str:
     warning = ("<div class='warning' id='calibration-warning'><b>Warning: the cost model's "
                "ranking did not match the measurements</b> (or could not be checked): "
                f"{html.escape('; '.join(problems))}. Trust the measured numbers in this report "
-               "over the predicted ones, and run more trials (raise budget.max_trials and "
-               "`paratune resume`) before relying on a prediction.</div>")
+               "over the predicted ones, and run more trials (`paratune resume NAME --set "
+               "budget.max_trials=N`, N above the trials run) before relying on a "
+               "prediction.</div>")
     return warning + text
 
 

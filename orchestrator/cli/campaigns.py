@@ -32,12 +32,15 @@ from orchestrator.cli.common import (
     rank_spec,
 )
 from orchestrator.cli.live_display import CampaignProgress
+from orchestrator.cli.resume_lines import say_budget_changes, saying_reattached
 from orchestrator.cli import campaign_table
 from orchestrator.common.errors import CampaignStateError, UserError
 from orchestrator.common.paths import runs_root
 from orchestrator.common.processes import keep_from_same_user_processes
 from orchestrator.export import FORMATS, export, unmeasured_note
+from orchestrator.record.budget_change import change_budget
 from orchestrator.record.campaign import not_in_mlflow, unfinished_label
+from orchestrator.record.campaign_choice import choose_campaign
 from orchestrator.record.journal import TrialRecord
 from orchestrator.scheduling.controller import Controller
 from orchestrator.scheduling.signals import Detached, Interrupted
@@ -105,7 +108,8 @@ def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
         # One-line errors before the progress display and before any file.
         print_space_notes(spec, preflight(spec))
         with CampaignProgress(console, spec) as progress:
-            controller = Controller(spec, on_event=progress.update, slots=trial_slots())
+            controller = Controller(spec, on_event=saying_reattached(progress),
+                                    slots=trial_slots())
             if resume:
                 progress.already_done(controller.view.records())
             try:
@@ -154,12 +158,17 @@ def check_runs_dir(runs_dir: Path) -> Path:
 
 def resume(
     campaign: str = typer.Argument(..., help="campaign name (its `name` in the spec)"),
+    set_: list[str] = typer.Option([], "--set", help="change the budget: budget.KEY=VALUE, e.g. "
+                                   "budget.max_trials=20 (repeatable; budget keys only)"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
 ) -> None:
-    """Continue a stopped or crashed campaign; finished trials are not run again."""
+    """Continue a stopped, crashed or finished campaign; finished trials are not run again.
+    `--set budget.KEY=VALUE` extends it: the saved spec keeps the change, the journal records it."""
     if runs_dir is not None:
         check_runs_dir(runs_dir)
-    _run_campaign(load_campaign_spec(runs_root(runs_dir), campaign), resume=True)
+    root = runs_root(runs_dir)
+    say_budget_changes(campaign, change_budget(root, campaign, set_))
+    _run_campaign(load_campaign_spec(root, campaign), resume=True)
 
 
 def cancel_local(campaign: str, runs_dir: Optional[Path]) -> None:
@@ -173,10 +182,20 @@ def cancel_local(campaign: str, runs_dir: Optional[Path]) -> None:
 # ---------------------------------------------------------------------------------- results
 
 
+def which_campaign(campaign: Optional[str], runs_dir: Optional[Path]) -> str:
+    """The campaign a results command means: a name left out or cut short is the latest
+    started campaign (of those it begins), named on stderr."""
+    chosen, note = choose_campaign(runs_root(runs_dir), campaign)
+    if note:
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
+    return chosen
+
+
 def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> None:
     """`paratune status` on the local runs directory: trials done / running / failed, and the
     best so far."""
     root = runs_root(runs_dir)
+    campaign = campaign and which_campaign(campaign, root)
     names = [campaign] if campaign else sorted(
         p.name for p in root.glob("*") if (p / SPEC_FILE).exists()
     )
@@ -254,11 +273,13 @@ def _print_status(r: dict) -> None:
                   soft_wrap=True)
 
 
-def best(campaign: str, fmt: str, output: Optional[Path], runs_dir: Optional[Path],
+def best(campaign: Optional[str], fmt: str, output: Optional[Path], runs_dir: Optional[Path],
          as_json: bool) -> None:
-    """`paratune best` on the local runs directory: the best configuration, as a launch file."""
+    """`paratune best` on the local runs directory: the best configuration, as a launch file
+    (of the latest campaign when none is named)."""
     if fmt not in FORMATS:
         raise UserError(f"--format: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    campaign = which_campaign(campaign, runs_dir)
     view = open_campaign(campaign, runs_dir)
     spec, summary = view.spec, view.summary()
     if summary.best is None:

@@ -188,7 +188,8 @@ def logs(
 
 
 def status(
-    campaign: Optional[str] = typer.Argument(None, help="campaign name; all campaigns if omitted"),
+    campaign: Optional[str] = typer.Argument(None, help="campaign name (the start of one: the "
+                                             "latest of them); all campaigns if omitted"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
     as_json: bool = typer.Option(False, "--json"),
     server: Optional[str] = SERVER_OPTION,
@@ -210,7 +211,8 @@ def status(
 
 
 def best(
-    campaign: str = typer.Argument(..., help="campaign name"),
+    campaign: Optional[str] = typer.Argument(None, help="campaign name (the start of one: the "
+                                             "latest of them); the latest campaign if omitted"),
     fmt: str = typer.Option("yaml", "--format",
                             help="yaml | torchrun | sbatch | deepspeed | megatron-lm | "
                                  "megatron-deepspeed (megatron: its old name) | torchtitan | "
@@ -228,6 +230,8 @@ def best(
         return
     if fmt not in FORMATS:
         raise UserError(f"--format: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if campaign is None:
+        raise UserError(f"best: name the campaign on {url}; `paratune ls` lists them")
     with connect(url, token) as client:
         text = client.best(campaign, fmt)
         top = client.campaign(campaign).get("best") if as_json else None

@@ -15,6 +15,7 @@ import typer
 
 from dashboards.report import render
 from dashboards.report_data import report_data
+from orchestrator.cli.campaigns import which_campaign
 from orchestrator.cli.common import (
     RUNS_DIR_OPTION,
     console,
@@ -34,11 +35,13 @@ REPORT_FILE = "report.html"  # the report's default place, in the campaign's fol
 
 
 def report(
-    campaign: str = typer.Argument(..., help="campaign name"),
+    campaign: Optional[str] = typer.Argument(None, help="campaign name (the start of one: the "
+                                             "latest of them); the latest campaign if omitted"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="default: runs/<name>/report.html"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
 ) -> None:
     """Write the campaign's self-contained HTML report and log it to MLflow."""
+    campaign = which_campaign(campaign, runs_dir)
     view = open_campaign(campaign, runs_dir)
     path = output or view.dir / REPORT_FILE
     write_output(path, render(report_data(view)), "-o", campaign_dir=view.dir,
@@ -62,7 +65,8 @@ def _log_to_mlflow(view: CampaignView, path: Path) -> None:
 
 
 def ui(
-    campaign: Optional[str] = typer.Argument(None, help="a campaign (default: every campaign of the store)"),
+    campaign: Optional[str] = typer.Argument(None, help="a campaign (the start of one: the latest "
+                                             "of them; default: every campaign of the store)"),
     port: int = typer.Option(5000, "--port", help="1 to 65535"),
     runs_dir: Optional[Path] = RUNS_DIR_OPTION,
 ) -> None:
@@ -71,6 +75,7 @@ def ui(
     if not 1 <= port <= 65535:  # before anything opens the store
         raise UserError(f"--port: {port} is not a TCP port; give 1 to 65535")
     root = runs_root(runs_dir)
+    campaign = campaign and which_campaign(campaign, root)
     uri = open_campaign(campaign, root).spec.tracking_uri() if campaign else default_tracking_uri(root)
     if uri.startswith(("http://", "https://")):
         raise UserError(f"the campaigns track to the server {uri}; open it in a browser")

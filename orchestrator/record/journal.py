@@ -3,8 +3,9 @@
 Each line is one event, flushed and fsynced before the controller acts on it: `submitted`
 (a trial was handed to the backend), `reattached` (a resumed controller took over a trial that
 still ran), `finished` (its final result), `tracked` (its MLflow run exists); for the campaign,
-`campaign` (started), `campaign_end` (completed, with its stop reason) and `campaign_cancelled`
-(`paratune cancel` ended it). A torn last line, left by a kill mid-write, is ended before the
+`campaign` (started), `campaign_end` (completed, with its stop reason), `campaign_cancelled`
+(`paratune cancel` ended it) and `budget_changed` (`resume --set budget.KEY=VALUE`: the key,
+its old and its new value). A torn last line, left by a kill mid-write, is ended before the
 next event is appended, so that event starts on a line of its own. Any line a reader cannot
 use is skipped, counted and named once (record/journal_lines.py); the rest still count.
 
@@ -214,6 +215,9 @@ class Journal:
 
     def record_cancelled(self, trials_stopped: int) -> None:
         self.append("campaign_cancelled", trials_stopped=trials_stopped)
+
+    def record_budget_change(self, key: str, old: Any, new: Any) -> None:
+        self.append("budget_changed", key=key, old=old, new=new)
 
     def record_tracked(self, trial_id: str, config: ParallelConfig, run_id: str) -> None:
         self.append("tracked", trial_id=trial_id, config=config.to_dict(), run_id=run_id)

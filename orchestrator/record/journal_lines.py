@@ -23,7 +23,7 @@ from orchestrator.common.bounded_json import NotJson, UnfitJson, loads_bounded
 from orchestrator.common.errors import CampaignStateError, excerpt
 
 TRIAL_EVENTS = ("submitted", "reattached", "finished", "tracked")
-CAMPAIGN_EVENTS = ("campaign", "campaign_end", "campaign_cancelled")
+CAMPAIGN_EVENTS = ("campaign", "campaign_end", "campaign_cancelled", "budget_changed")
 FIDELITIES = ("full", "screen", "repeat", "scaling")
 NAMED_AT_MOST = 3  # lines named in the one-line summary; the count covers the rest
 JOURNAL_MAX_BYTES = 256 << 20  # what a reader takes in
@@ -142,7 +142,7 @@ def event_problem(event: Any) -> str | None:
 
 # The campaign events' fields, and the types a reader relies on.
 _CAMPAIGN_FIELDS = {"name": str, "spec_digest": str, "parent_run_id": str, "stop_reason": str,
-                    "started_at": (int, float), "trials_stopped": int}
+                    "started_at": (int, float), "trials_stopped": int, "key": str}
 # The numbers readers compute with (elapsed time, durations, GPU-hours), each bounded so that
 # their sums and products stay finite: a time from 1970 to the year 5138, a world of up to
 # 2^31 ranks, a simulated trial of up to 3,000 years. The measurements themselves are only

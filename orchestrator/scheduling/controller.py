@@ -239,7 +239,7 @@ class Controller:
                 record.handle = handle.info() or record.handle
                 self.view.journal.record_reattached(record)
                 loop.running[record.trial_id] = (record, handle)
-                loop.on_event("submitted", record)
+                loop.on_event("reattached", record)  # a front end says which, then shows it run
             else:
                 self.backend.cleanup(record.handle, TrialFolder.of(self.dir, record.trial_id))
                 loop.queue.append(record)

@@ -46,7 +46,8 @@ POLL_INTERVAL_S = 0.2
 ACTIVITY_INTERVAL_S = 2.0  # how often running trials' logs are read for their activity
 SLOT_RETRY_S = 1.0  # a refused campaign asks again this often, or as soon as a trial of its ends
 
-# Called with ("submitted" | "finished", record) so a front end can show progress.
+# Called with ("submitted" | "reattached" | "activity" | "finished", record) so a front end can
+# show progress.
 EventHook = Callable[[str, TrialRecord], None]
 
 

@@ -14,23 +14,24 @@ from orchestrator.common.errors import CampaignStateError, SpecError, excerpt
 from orchestrator.presets import Cluster
 from orchestrator.spec.backends import for_saved_spec
 from orchestrator.spec.campaign import CampaignSpec
+from orchestrator.spec.campaign_folders import SPEC_FILE, did_you_mean
 from orchestrator.spec.strings import check_campaign_name, check_strings
 from orchestrator.spec.unsupported import our_name, unsupported_feature
 from orchestrator.spec.yaml_input import load_yaml_file, load_yaml_text
 
-SPEC_FILE = "spec.yaml"  # a campaign's resolved spec, saved in its directory
 MAX_KEY_PARTS = 8  # `--set a.b.c=...`: the spec nests 4 levels deep
 
 
-def load_campaign_spec(runs_dir: Path, name: str) -> CampaignSpec:
-    """The spec a campaign was started with, as saved in its directory (0.1 layouts too)."""
+def load_campaign_spec(runs_dir: Path, name: str, overrides: tuple[str, ...] = ()) -> CampaignSpec:
+    """The spec a campaign was started with, as saved in its directory (0.1 layouts too), with
+    `overrides` (`a.b=value`) applied."""
     check_campaign_name(name)
     path = Path(runs_dir) / name / SPEC_FILE
     if not path.is_file():
         raise CampaignStateError(
-            f"no campaign {name!r} under {runs_dir}/ (missing {path}); start it with "
-            "`paratune run SPEC.yaml`, or pass --runs-dir"
-        )
+            f"no campaign {name!r} under {runs_dir}/ (missing {path})"
+            f"{did_you_mean(name, runs_dir)}; start it with `paratune run SPEC.yaml`, "
+            "or pass --runs-dir")
     data = load_yaml_file(path, saved=True)
     if not isinstance(data, dict) or not isinstance(data.get("tracking", {}), dict):
         raise SpecError(f"{path}: not a saved campaign spec (expected a mapping of keys)")
@@ -40,6 +41,8 @@ def load_campaign_spec(runs_dir: Path, name: str) -> CampaignSpec:
             "folder bears its name; move the folder back to that name, "
             "or start a new campaign under a new name"
         )
+    for item in overrides:
+        apply_override(data, item, source=str(path))
     data.setdefault("tracking", {})["runs_dir"] = str(runs_dir)
     if "backend" in data:
         data["backend"] = for_saved_spec(data["backend"])
