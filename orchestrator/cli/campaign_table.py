@@ -1,5 +1,6 @@
 """How the commands that ask the campaign service show its campaign objects: the `ls` table
-and the `status` lines (both read the objects the API returns, never a journal)."""
+(one record per campaign where a terminal is too narrow for it) and the `status` lines (both
+read the objects the API returns, never a journal)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Any, Optional
 
 from rich import box
 from rich.console import Console
-from rich.measure import Measurement
 from rich.markup import escape
 from rich.table import Table
+
+from orchestrator.cli.table_fit import fits, pair, print_records
 
 STATE_STYLE = {"queued": "yellow", "running": "cyan", "finished": "green", "failed": "red",
                "cancelled": "magenta", "refused": "red"}
@@ -29,12 +31,6 @@ def number(value: Optional[float]) -> str:
     if "e" in text:  # below 1e-4: four significant digits, written out
         text = f"{value:.{3 - math.floor(math.log10(abs(value)))}f}"
     return text
-
-
-def fits(console: Console, table: Table) -> bool:
-    """Whether the table shows every cell whole at the console's width without squeezing."""
-    unbounded = console.options.update_width(1_000_000)
-    return Measurement.get(console, unbounded, table).maximum <= console.width
 
 
 def hours(value: float) -> str:
@@ -64,44 +60,58 @@ def state(c: dict[str, Any]) -> str:
     return f"[{STATE_STYLE.get(name, 'white')}]{escape(name)}[/]"
 
 
-# (header, short header, no_wrap): the short headers are for terminals the full ones overflow.
-LS_COLUMNS = (("campaign", "campaign", False), ("owner", "owner", True),
-              ("state", "state", True), ("trials", "trials", True), ("running", "run", True),
-              ("GPU-hours", "GPU-h", True), ("best", "best", False), ("reason", "reason", False))
+# (header, short header): the short headers are for terminals the full ones overflow.
+LS_COLUMNS = (("campaign", "campaign"), ("owner", "owner"), ("state", "state"),
+              ("trials", "trials"), ("running", "run"), ("GPU-hours", "GPU-h"), ("best", "best"),
+              ("reason", "reason"))
+
+
+def _ls_cells(c: dict[str, Any], with_metric: bool) -> dict[str, str]:
+    """A campaign's cells as plain text (the table escapes and colours them)."""
+    return {"campaign": c["name"], "owner": str(c.get("owner")), "state": c.get("state", "?"),
+            "trials": f"{c.get('trials', 0)}/{c.get('max_trials', 0)}",
+            "running": str(c.get("running", 0)), "GPU-hours": gpu_hours(c),
+            "best": best_value(c, with_metric=with_metric), "reason": c.get("reason") or ""}
 
 
 def _ls_table(found: list[dict[str, Any]], shared: Optional[str], names: list[str],
               short: bool) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 2, 0, 0))
     widest = max((len(c.get("state", "?")) for c in found), default=0)
-    for name, abbreviated, no_wrap in LS_COLUMNS:
+    for name, abbreviated in LS_COLUMNS:
         if name not in names:
             continue
         header = abbreviated if short else name
-        if name == "best" and shared:  # tokens/s wraps under "best" where tokens_per_s is cut
+        if name == "best" and shared:  # the metric named once, shorter in the short header
             header += f" {shared.replace('_per_', '/') if short else shared}"
-        table.add_column(header, no_wrap=no_wrap, overflow="fold",
+        table.add_column(header, no_wrap=True,
                          min_width=widest if name == "state" else None,
                          justify="right" if name in ("running", "GPU-hours") else "left")
     for c in found:
-        cells = {"campaign": escape(c["name"]), "owner": escape(str(c.get("owner"))),
-                 "state": state(c), "trials": f"{c.get('trials', 0)}/{c.get('max_trials', 0)}",
-                 "running": str(c.get("running", 0)), "GPU-hours": gpu_hours(c),
-                 "best": escape(best_value(c, with_metric=shared is None)),
-                 "reason": escape(c.get("reason") or "")}
+        cells = {name: escape(text) for name, text in _ls_cells(c, shared is None).items()}
+        cells["state"] = state(c)
         table.add_row(*(cells[name] for name in names))
     return table
 
 
+def _ls_record(c: dict[str, Any], names: list[str]) -> tuple[str, list[str]]:
+    """`name  state`, then `trials=3/6  running=1  GPU-hours=...  best=...` (and the owner)."""
+    cells = _ls_cells(c, with_metric=True)
+    return (f"{cells['campaign']}  {cells['state']}",
+            [pair(name, cells[name]) for name in names
+             if name not in ("campaign", "state", "reason")])
+
+
 def print_table(console: Console, found: list[dict[str, Any]]) -> None:
     """One row per campaign: state, trials of max, running, GPU-hours of the budget, best.
-    Nothing is cut: a terminal too narrow for the full table gets short headers, the owner
-    named once above it when there is only one, and the reasons under it."""
+    Nothing is cut or split: a terminal too narrow for the full table gets short headers and
+    the owner named once above it when there is only one, then one record per campaign where
+    even that is too wide, and the reasons under it."""
     metrics = {c["best"].get("metric") for c in found if c.get("best")}
     shared = metrics.pop() if len(metrics) == 1 else None  # then named once, in the header
     reasons = [c for c in found if c.get("reason")]
     owners = {str(c.get("owner")) for c in found}
-    names = [name for name, _, _ in LS_COLUMNS if name != "reason"]
+    names = [name for name, _ in LS_COLUMNS if name != "reason"]
     short = not fits(console, _ls_table(found, shared, names, short=False))
     if short and len(owners) == 1:
         names.remove("owner")
@@ -109,11 +119,13 @@ def print_table(console: Console, found: list[dict[str, Any]]) -> None:
     if reasons and not short and console.width >= REASON_COLUMN_WIDTH:
         names.append("reason")
     table = _ls_table(found, shared, names, short)
-    console.print(table)
+    if fits(console, table):
+        console.print(table)
+    else:
+        print_records(console, [_ls_record(c, names) for c in found])
     if "reason" not in names:
         for c in reasons:
-            console.print(f"[bold]{escape(c['name'])}[/]: {escape(c['reason'])}", highlight=False,
-                          soft_wrap=True)
+            console.print(f"[bold]{escape(c['name'])}[/]: {escape(c['reason'])}", highlight=False)
     if any(c.get("simulated") for c in found):
         console.print(SIMULATED_NOTE, highlight=False)
 

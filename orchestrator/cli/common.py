@@ -138,4 +138,5 @@ def _ranking_rows(estimates: list) -> list[Row]:
 
 
 RANKING_COLUMNS = (Column("memory GB", "GB"), Column("step s"), Column("tokens/s"),
-                   Column("TFLOPS/GPU", "TFLOPS"), Column("MFU"), Column("HFU"))
+                   Column("TFLOPS/GPU", "TFLOPS", optional=True), Column("MFU"),
+                   Column("HFU", optional=True))

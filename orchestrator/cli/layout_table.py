@@ -4,8 +4,10 @@ A layout's key (`tp1-pp1-dp2-z2-mbs4-gas1-acnone`) is one long word, which a nar
 cuts just where two layouts differ. Here each knob that varies gets a column of its own, the
 knobs every row shares are named once above the table, the knob names come from the layout
 schema (never a list kept here), and a table too wide for the terminal switches to the knobs'
-short names (those of the key: tp, z, mbs, ac) rather than cut a value. Layouts the cost model
-ruled out fold into one counted line, so the table lists what was measured or predicted.
+short names (those of the key: tp, z, mbs, ac), then leaves out the columns another implies,
+then prints one record per layout (`tp=2  cp=4 ...`), rather than split a value. Layouts the
+cost model ruled out fold into one counted line, so the table lists what was measured or
+predicted.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.cli.campaign_table import fits, number
+from orchestrator.cli.campaign_table import number
+from orchestrator.cli.table_fit import fits, pair, print_records
 from orchestrator.common.objective import Objective
 from orchestrator.layout import Knob, knobs
 from orchestrator.space import ParallelConfig
@@ -32,12 +35,14 @@ REASONS_SHOWN = 2  # the most common reasons an infeasible line names
 
 @dataclass(frozen=True)
 class Column:
-    """A column besides the knobs: its header, the shorter one for narrow terminals, and
-    whether it holds numbers (right-aligned and never wrapped) or text (folded, never cut)."""
+    """A column besides the knobs: its header, the shorter one for narrow terminals, whether
+    it holds numbers (right-aligned) or text, and whether a terminal too narrow for the table
+    may leave it out (a figure another column implies, e.g. step time beside throughput)."""
 
     header: str
     short: str = ""
     numeric: bool = True
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,53 +129,88 @@ def shared_line(configs: Sequence[ParallelConfig], shared: dict[str, Any]) -> st
     return "all: " + " ".join(named) if named else ""
 
 
+def _header(column: Column, short: bool) -> str:
+    return column.short if short and column.short else column.header
+
+
+def _knob_cells(row: Row, knob_names: Sequence[str]) -> list[str]:
+    params = row.config.to_params() if row.config is not None else {}
+    return [value_text(params.get(n)) if params else "" for n in knob_names]
+
+
 def _table(lead: Sequence[Column], knob_names: Sequence[str], tail: Sequence[Column],
-           rows: Sequence[Row], short: bool, fold: bool = False) -> Table:
-    """`fold` lets every cell wrap: for a terminal too narrow even for the short headers,
-    where a cell kept on one line would be cut."""
+           rows: Sequence[Row], short: bool) -> Table:
+    """Every cell on one line: a table only printed where it fits whole (`fits`)."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     shorts = short_names(knob_names)
     for column in lead:
-        _add(table, column.short if short and column.short else column.header,
-              column.numeric, not fold)
+        _add(table, _header(column, short), column.numeric)
     for name in knob_names:
         numeric = all(isinstance(r.config.to_params().get(name), int)
                       and not isinstance(r.config.to_params().get(name), bool)
                       for r in rows if r.config is not None)
-        _add(table, shorts[name] if short else name, numeric, not fold)
+        _add(table, shorts[name] if short else name, numeric)
     for column in tail:
-        _add(table, column.short if short and column.short else column.header,
-              column.numeric, not fold)
+        _add(table, _header(column, short), column.numeric)
     for row in rows:
-        params = row.config.to_params() if row.config is not None else {}
-        knob_cells = [value_text(params.get(n)) if params else "" for n in knob_names]
-        table.add_row(*map(escape, [*row.lead, *knob_cells, *row.tail]))
+        table.add_row(*map(escape, [*row.lead, *_knob_cells(row, knob_names), *row.tail]))
     return table
 
 
-def _add(table: Table, header: str, numeric: bool, no_wrap: bool) -> None:
-    table.add_column(header, justify="right" if numeric else "left", no_wrap=no_wrap,
-                     overflow="fold")
+def _add(table: Table, header: str, numeric: bool) -> None:
+    table.add_column(header, justify="right" if numeric else "left", no_wrap=True)
+
+
+def _title(lead: Sequence[Column], cells: Sequence[str]) -> str:
+    """A record's first words: `#1`, `t0003 screen`, `GPUs=512`."""
+    words = [f"{_header(c, True)}{cell}" if _header(c, True).endswith("#")
+             else pair(c.header, cell) if c.numeric else cell for c, cell in zip(lead, cells)]
+    return "  ".join(words)
+
+
+def _records(lead: Sequence[Column], knob_names: Sequence[str], tail: Sequence[Column],
+             rows: Sequence[Row]) -> list[tuple[str, list[str]]]:
+    """One record per row, labelled as the short table's columns are; empty cells left out."""
+    shorts = short_names(knob_names)
+    labels = [shorts[n] for n in knob_names] + [_header(c, True) for c in tail]
+    return [(_title(lead, row.lead),
+             [pair(label, cell) for label, cell in zip(labels, [*_knob_cells(row, knob_names),
+                                                                *row.tail]) if cell])
+            for row in rows]
 
 
 def print_layouts(console: Console, rows: Sequence[Row], lead: Sequence[Column] = (),
                   tail: Sequence[Column] = ()) -> None:
     """The shared knobs in a line, then the table: full knob names where they fit, the short
-    ones (with a line saying what they stand for) where they would not."""
+    ones (with a line saying what they stand for) where they would not, less the optional
+    columns (named in a line) where even those would not, else one record per row."""
     configs = [row.config for row in rows if row.config is not None]
     varying, shared = split_knobs(configs)
     line = shared_line(configs, shared)
     if line:
         console.print(escape(line), highlight=False)
     table = _table(lead, varying, tail, rows, short=False)
-    if not fits(console, table):
-        table = _table(lead, varying, tail, rows, short=True)
-        legend = [f"{s}={n}" for n, s in short_names(varying).items() if s != n]
-        if legend:
-            console.print(escape("columns: " + " ".join(legend)), highlight=False)
-        if not fits(console, table):
-            table = _table(lead, varying, tail, rows, short=True, fold=True)
-    console.print(table)
+    if fits(console, table):
+        console.print(table)
+        return
+    short = _table(lead, varying, tail, rows, short=True)
+    kept = [i for i, column in enumerate(tail) if not column.optional]
+    narrow = _table(lead, varying, [tail[i] for i in kept],
+                    [Row(r.lead, r.config, [r.tail[i] for i in kept]) for r in rows], short=True)
+    table = short if fits(console, short) else narrow if fits(console, narrow) else None
+    legend = [f"{s}={n}" for n, s in short_names(varying).items() if s != n]
+    if legend:
+        console.print(escape(f"{'columns' if table is not None else 'keys'}: " + " ".join(legend)),
+                      highlight=False)
+    if table is short:
+        console.print(table)
+    elif table is narrow:
+        left_out = ", ".join(c.header for c in tail if c.optional)
+        console.print(escape(f"left out at {console.width} columns: {left_out}"),
+                      highlight=False)
+        console.print(narrow)
+    else:
+        print_records(console, _records(lead, varying, tail, rows))
 
 
 def _span(texts: list[str]) -> str:

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from orchestrator.cli.campaign_table import number
 from orchestrator.cli.layout_table import Column, Row, best_first, infeasible_line, print_layouts
+from orchestrator.cli.table_fit import packed
 from orchestrator.common.objective import Objective
 from orchestrator.common.paths import runs_root
 from orchestrator.export import own_format
@@ -29,6 +30,21 @@ def export_hint(spec: CampaignSpec) -> str:
     fmt, runs = own_format(spec), spec.runs_dir()
     where = "" if runs.resolve() == runs_root().resolve() else f" --runs-dir {shlex.quote(str(runs))}"
     return f"paratune best {shlex.quote(spec.name)} --format {fmt}{where} -o {EXPORT_FILES[fmt]}"
+
+
+def command_lines(label: str, command: str, width: int) -> list[str]:
+    """`label command` on one line where it fits, else the command under the label, continued
+    with ` \\` between its words where it is still too wide: every line can be pasted."""
+    if len(f"{label} {command}") <= width:
+        return [f"{label} {command}"]
+    units: list[str] = []  # an option stays on the line of its value
+    for word in map(shlex.quote, shlex.split(command)):
+        if units and units[-1].startswith("-") and " " not in units[-1] \
+                and not word.startswith("-"):
+            units[-1] += f" {word}"
+        else:
+            units.append(word)
+    return [label, *packed(units[0], units[1:], width, gap=" ", indent="  ", end=" \\")]
 
 
 def _fmt(value: float | None) -> str:
@@ -117,7 +133,7 @@ class CampaignProgress:
                                   *([Column("phase", numeric=False)] if phases else [])],
                       [Column("status", numeric=False),
                        Column(self.metric, self.metric.replace("_per_", "/")),
-                       Column("step s"), Column("peak GB", "GB")])
+                       Column("step s", optional=True), Column("peak GB", "GB")])
         if pruned:
             out.print(infeasible_line([r.result.error for r in pruned]), markup=False,
                       highlight=False)
@@ -125,11 +141,17 @@ class CampaignProgress:
             out.print("no successful trial")
             return
         b = summary.best
-        out.print(f"[bold green]best[/]: {b.trial_id} {escape(b.config.key())}  "
-                  f"{self.metric}={_fmt(b.result.metric(self.metric))}", soft_wrap=True)
-        # One line, however narrow the terminal: it is a command to copy.
-        out.print(f"export it: {export_hint(self.spec)}", markup=False, highlight=False,
-                  soft_wrap=True)
+        value, key = f"{self.metric}={_fmt(b.result.metric(self.metric))}", b.config.key()
+        # The layout's key is one long word: it goes under the line that cannot hold it, and
+        # is left to the best's row in the table where no line can.
+        if len(f"best: {b.trial_id} {key}  {value}") <= out.width:
+            out.print(f"[bold green]best[/]: {b.trial_id} {escape(key)}  {value}", soft_wrap=True)
+        else:
+            out.print(f"[bold green]best[/]: {b.trial_id}  {value}", soft_wrap=True)
+            if len(key) + 2 <= out.width:
+                out.print(f"  {key}", markup=False, highlight=False, soft_wrap=True)
+        for line in command_lines("export it:", export_hint(self.spec), out.width):
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _summary_cells(record: TrialRecord, metric: str) -> list[str]:
