@@ -1,7 +1,7 @@
-"""The tables of `plan`, `run` (its closing summary) and `ls` at 60, 80 and 120 columns, over
-a space where many knobs vary (Qwen3-235B-A22B: experts, context parallelism, FP8, schedules):
-no line is wider than the terminal, and every number and word the data holds is printed whole
-on one line, so `1,103,942` can never read as `1,103,` over `942`.
+"""The tables of `plan` (and `plan --compare`), `run` (its closing summary) and `ls` at 60, 80
+and 120 columns, over a space where many knobs vary (Qwen3-235B-A22B: experts, context
+parallelism, FP8, schedules): no line is wider than the terminal, and every number and word the
+data holds is printed whole on one line, so `1,103,942` can never read as `1,103,` over `942`.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ import io
 import re
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 from rich.console import Console
 
-from orchestrator.cli import common
+from orchestrator.cli import common, plan_sweep
 from orchestrator.cli.campaign_table import gpu_hours, number, print_table
 from orchestrator.cli.layout_table import split_knobs, value_text
 from orchestrator.cli.live_display import CampaignProgress, command_lines
@@ -24,6 +25,7 @@ from orchestrator.record.journal import TrialRecord
 from orchestrator.result import TrialResult
 from orchestrator.spec import load_spec
 
+EXAMPLES = Path(__file__).parent.parent / "examples"
 WIDTHS = (60, 80, 120)
 # A word a cell split leaves behind: a number cut after its comma or point, or one that
 # starts with one (`1,103,` / `942`, `406` / `.5`).
@@ -198,3 +200,22 @@ def test_a_command_too_wide_for_the_terminal_is_continued_not_split():
                             check=True).stdout
     assert echoed.splitlines() == shlex.split(command)[1:]
     assert command_lines("export it:", command, 120) == [f"export it: {command}"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_plan_compare(monkeypatch, capsys, width):
+    """`plan --compare`: AMSP's sharding factors, e.g. `(8,128,8,128,8,128)`, are never cut."""
+    def load(extra: list[str]):
+        return load_spec(EXAMPLES / "amsp-llama-13b.yaml", extra)
+
+    monkeypatch.setattr(plan_sweep, "print_json", lambda data: rows.extend(data["rows"]))
+    rows: list[dict] = []
+    plan_sweep.plan_sweep(load, None, compare=True, as_json=True)
+    words = {"(" + ",".join(str(r["factors"][k]) for k in ("s0p", "s1p", "s0g", "s1g", "s0os",
+                                                           "s1os")) + ")" for r in rows}
+    words |= {f"{r[k]:.1%}" for r in rows for k in ("mfu", "hfu", "mfu_without_overlap")}
+    assert "(8,128,8,128,8,128)" in words
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    monkeypatch.setattr(plan_sweep, "out", console)
+    plan_sweep.plan_sweep(load, None, compare=True, as_json=False)
+    check_whole(console.export_text(), width, words | {r["scheme"] for r in rows})

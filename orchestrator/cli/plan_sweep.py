@@ -18,6 +18,7 @@ from rich.table import Table
 from orchestrator.cli.campaign_table import number
 from orchestrator.cli.common import out, print_json, rank_spec
 from orchestrator.cli.layout_table import Column, Row, print_layouts
+from orchestrator.cli.table_fit import fits, pair, print_records
 from orchestrator.common.errors import UserError
 from orchestrator.costmodel.compare import compare_schemes
 from orchestrator.spec import CampaignSpec
@@ -78,18 +79,21 @@ def plan_sweep(load: Callable[[list[str]], CampaignSpec], nodes: list[int] | Non
 
 
 def _print_compare(rows: list[dict[str, Any]]) -> None:
-    table = Table("GPUs", "scheme", "factors", "GB", "fits", "MFU", "HFU", "all", "none",
-                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    headers = ("GPUs", "scheme", "factors", "GB", "fits", "MFU", "HFU", "all", "none")
+    table = Table(*headers, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    cells = []
     for r in rows:
         if r.get("scheme") is None:
-            table.add_row(str(r["world_size"]), "-", "nothing fits", "", "", "", "", "", "")
+            cells.append([str(r["world_size"]), "-", "nothing fits", "", "", "", "", "", ""])
             continue
         f = r["factors"]
         factors = ",".join(str(f[k]) for k in ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os"))
-        table.add_row(str(r["world_size"]), r["scheme"], f"({factors})",
+        cells.append([str(r["world_size"]), r["scheme"], f"({factors})",
                       f"{r['memory_gb']:.1f}", "yes" if r["fits"] else "no",
                       f"{r['mfu']:.1%}", f"{r['hfu']:.1%}", f"{r['mfu_full_overlap']:.1%}",
-                      f"{r['mfu_without_overlap']:.1%}")
+                      f"{r['mfu_without_overlap']:.1%}"])
+    for row in cells:
+        table.add_row(*row)
     out.print("factors: (s0p,s1p,s0g,s1g,s0os,s1os); MFU as run end to end (AMSP's "
               "broadcast overlap off); all: MFU with every overlap on; none: with every "
               "collective exposed")
@@ -97,7 +101,12 @@ def _print_compare(rows: list[dict[str, Any]]) -> None:
         if r.get("recompute", "").endswith("layers"):
             out.print(f"{r['world_size']} GPUs, {r['scheme']}: recomputes the first "
                       f"{r['recompute']} of each stage, the fewest that fit")
-    out.print(table)
+    if fits(out, table):
+        out.print(table)
+    else:  # one record per scheme rather than a factor cut
+        print_records(out, [(f"GPUs={row[0]}  {row[1]}",
+                             [pair(h, c) for h, c in zip(headers[2:], row[2:]) if c])
+                            for row in cells])
 
 
 def _print_best_per_scale(pairs: list[tuple[dict[str, Any], Any]]) -> None:
