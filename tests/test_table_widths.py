@@ -19,7 +19,7 @@ from rich.console import Console
 from orchestrator.cli import common, plan_sweep
 from orchestrator.cli.campaign_table import gpu_hours, number, print_table
 from orchestrator.cli.layout_table import split_knobs, value_text
-from orchestrator.cli.live_display import CampaignProgress, command_lines
+from orchestrator.cli.live_display import CampaignProgress, command_lines, key_parts
 from orchestrator.record.campaign import CampaignSummary
 from orchestrator.record.journal import TrialRecord
 from orchestrator.result import TrialResult
@@ -219,3 +219,19 @@ def test_plan_compare(monkeypatch, capsys, width):
     monkeypatch.setattr(plan_sweep, "out", console)
     plan_sweep.plan_sweep(load, None, compare=True, as_json=False)
     check_whole(console.export_text(), width, words | {r["scheme"] for r in rows})
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_run_progress_lines(spec, width):
+    """The line each trial prints as it ends, while `run` runs: its layout's key whole."""
+    records = summary_records(ranking=common.rank_spec(spec, 8))[:7]
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    with CampaignProgress(console, spec) as progress:
+        for record in records:
+            progress.update("finished", record)
+    text = console.export_text()
+    words = {r.config.key() for r in records if len(r.config.key()) <= width}
+    words |= {part for r in records if len(r.config.key()) > width for part in key_parts(r.config)}
+    assert "interleaved2" in words or width == 120
+    assert all("-".join(key_parts(r.config)) == r.config.key() for r in records)
+    check_whole(text, width, words | {"1,036,472", "766,591", "oom"})

@@ -14,8 +14,10 @@ from orchestrator.cli.table_fit import packed
 from orchestrator.common.objective import Objective
 from orchestrator.common.paths import runs_root
 from orchestrator.export import own_format
+from orchestrator.layout import knobs, layout_key
 from orchestrator.record.best import BestSoFar, finish_order
 from orchestrator.record.journal import TrialRecord
+from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 
 # Where the hint suggests writing each format's file.
@@ -45,6 +47,18 @@ def command_lines(label: str, command: str, width: int) -> list[str]:
         else:
             units.append(word)
     return [label, *packed(units[0], units[1:], width, gap=" ", indent="  ", end=" \\")]
+
+
+def key_parts(config: ParallelConfig) -> list[str]:
+    """A layout's key as its knobs' parts (`tp2`, `interleaved2`, `fp8-delayed`), each whole."""
+    values, parts = config.knob_values(), []
+    for part in filter(None, (k.key_part(values) for k in knobs())):
+        if part.startswith("-") or not parts:
+            parts.append(part.lstrip("-"))
+        else:  # a knob whose part qualifies the one before (`interleaved` + `2`)
+            parts[-1] += part
+    rest = config.key()[len(layout_key(values)):].lstrip("-")  # the sharding, if any
+    return parts + ([rest] if rest else [])
 
 
 def _fmt(value: float | None) -> str:
@@ -106,12 +120,18 @@ class CampaignProgress:
             return
         result = record.result
         self.best.add(record)
-        line = f"{record.trial_id} {record.config.key():<40} {result.status:<10}"
-        if result.ok:
-            line += f" {self.metric}={_fmt(result.metric(self.metric))}"
-        elif result.error:
-            line += f" {result.error[:90]}"
-        self.progress.console.print(line, markup=False, highlight=False)
+        said = (f"{self.metric}={_fmt(result.metric(self.metric))}" if result.ok
+                else result.error[:90] if result.error else "")
+        line = f"{record.trial_id} {record.config.key():<40} {result.status:<10} {said}".rstrip()
+        console = self.progress.console
+        # Too wide: the same words packed to the width; a key wider than a line in its parts.
+        key = record.config.key()
+        layout = [key] if len(key) + 2 <= console.width else key_parts(record.config)
+        lines = [line] if len(line) <= console.width else packed(
+            record.trial_id, [*layout, result.status, *said.split()], console.width, gap=" ",
+            indent="  ")
+        for text in lines:
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
         if result.status != "infeasible":
             self.progress.advance(self.task)
         self.progress.update(self.task, status=self._best_status())
