@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.common.errors import one_line
 from orchestrator.common.objective import Objective
+from orchestrator.tracking.view import varying_knobs as varying
 
 # report.py's plain data classes, named here only in annotations: importing them would make
 # the two modules import each other.
@@ -53,11 +54,9 @@ def table(headers: list[str], rows: list[list[Any]], table_id: str | None = None
 
 
 def varying_knobs(rows: list[TrialRow]) -> list[str]:
-    """The layout fields whose value differs between trials: the ones worth a column."""
-    names: list[str] = []
-    for row in rows:
-        names += [k for k in row.config if k not in names]
-    return [k for k in names if len({repr(r.config.get(k)) for r in rows}) > 1]
+    """The layout fields whose value differs between trials: the ones worth a column (as
+    the MLflow trial view picks its knob columns)."""
+    return varying([row.config for row in rows])
 
 
 def table_order(rows: list[TrialRow], objective: Objective) -> list[TrialRow]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT
 from ports import free_port
+from screenshots import keep_screenshot
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # The quickstart on the simulated backend, each trial taking about a second, on a device so
@@ -129,6 +130,39 @@ def test_ui_links_every_campaign_or_the_one_asked_for(store):
     assert trial_links(uri, store, server, "fastest") == [("fastest", every["fastest"])]
 
 
+def test_run_names_are_the_trial_and_its_layout_without_implied_parts():
+    from orchestrator.tracking.view import run_name
+
+    assert run_name("t0007", "tp2-pp4-dp1-z0-mbs2-gas1-acnone") == "t0007 tp2 pp4 mb2"
+    assert run_name("t0012", "tp1-pp1-dp2-z3-mbs4-gas1-acfull") == "t0012 tp1 pp1 z3 mb4 acfull"
+
+
+def test_trial_runs_have_short_names_rounded_metrics_and_their_knobs_as_view_columns(store):
+    """Checked after a resume and `paratune ui`'s links reopened the experiment."""
+    records = journal_records(store, "quickstart")
+    trials = [r for r in runs_of(store, "quickstart") if r.data.tags["paratune.kind"] == "trial"]
+    for run in trials:
+        trial_id, params = run.data.tags["paratune.trial_id"], run.data.params
+        name = run.info.run_name
+        assert name.startswith(f"{trial_id} tp{params['tp']} pp{params['pp']} "), name
+        assert f" mb{params['micro_batch_size']}" in name and len(name) <= 32, name
+        assert not re.search(r"\b(dp|gas)\d|acnone|-", name), name
+        result, metrics = records[trial_id].result, run.data.metrics
+        assert metrics["tokens_per_s"] == round(result.tokens_per_s, 1)
+        assert metrics["mfu"] == round(result.mfu, 4)
+        assert metrics["step_time_s"] == float(f"{result.step_time_s:.4g}")
+        assert metrics["peak_memory_gb"] == float(f"{result.peak_memory_gb:.4g}")
+    view = json.loads(client_of(store).get_experiment_by_name("paratune/quickstart")
+                      .tags["mlflow.sharedViewState.paratune-trials"])
+    layouts = [r.data.params for r in trials]
+    varying = [k for k in layouts[0] if len({p[k] for p in layouts}) > 1 and k != "fidelity"]
+    assert varying, layouts  # the three trials differ in some knob
+    columns = view["selectedColumns"]
+    assert columns[0] == "metrics.`tokens_per_s`"
+    assert sorted(columns[1:1 + len(varying)]) == sorted(f"params.`{k}`" for k in varying)
+    assert view["columnOrder"][1:] == columns
+
+
 def chromium(url: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
     flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
              "--no-first-run", "--disable-background-networking", "--disable-component-update",
@@ -141,13 +175,14 @@ def chromium(url: str, profile: Path, *args: str) -> subprocess.CompletedProcess
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (apt-get install chromium)")
 def test_ui_link_opens_the_trial_table_in_a_headless_browser(store, tmp_path):
     """`paratune ui` (its own PID, stopped by it) prints a link once the server answers (not
-    a minute before, onto "connection refused"); Chromium opened on it shows one row per trial
-    that ran, best objective first, with the objective's values."""
-    port, log = free_port(), tmp_path / "ui.log"
-    with open(log, "w") as sink:
+    a minute before, onto "connection refused"), as the last line of its output, the server's
+    own messages in the campaign's mlflow-ui.log; Chromium opened on it shows one row per
+    trial that ran, best objective first, with the objective's values."""
+    port, log, errors = free_port(), tmp_path / "ui.out", tmp_path / "ui.err"
+    with open(log, "w") as sink, open(errors, "w") as error_sink:
         ui = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "ui", "quickstart",
                                "--runs-dir", str(store), "--port", str(port)], cwd=ROOT,
-                              stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+                              stdout=sink, stderr=error_sink, start_new_session=True)
     try:
         link, deadline = None, time.time() + 300
         while time.time() < deadline:
@@ -158,6 +193,12 @@ def test_ui_link_opens_the_trial_table_in_a_headless_browser(store, tmp_path):
                 break
             time.sleep(0.5)
         assert link and link.startswith(f"http://127.0.0.1:{port}/#/experiments/"), log.read_text()
+        assert log.read_text().splitlines()[-1] == f"quickstart: {link}"
+        terminal = log.read_text() + errors.read_text()
+        assert len(terminal.splitlines()) <= 4, terminal
+        assert not re.search(r"uvicorn|starlette|Warning|INFO", terminal, re.I), terminal
+        server_log = store / "quickstart" / "mlflow-ui.log"
+        assert str(server_log) in errors.read_text() and server_log.stat().st_size > 0
         shot = tmp_path / "mlflow-trials.png"
         chromium(link, tmp_path / "profile-shot", f"--screenshot={shot}")
         dom = chromium(link, tmp_path / "profile-dom", "--dump-dom").stdout
@@ -190,5 +231,4 @@ def test_ui_link_opens_the_trial_table_in_a_headless_browser(store, tmp_path):
     pruned = [t for t, r in journal_records(store, "quickstart").items()
               if r.result.status == "infeasible"]
     assert not any(re.search(rf"\b{t}\b", dom) for t in pruned)
-    if os.environ.get("PARATUNE_SAVE_MLFLOW_SCREENSHOT"):
-        shutil.copy(shot, os.environ["PARATUNE_SAVE_MLFLOW_SCREENSHOT"])
+    keep_screenshot(shot, "mlflow-trials.png")

@@ -32,6 +32,7 @@ from orchestrator.tracking.mirror import Tracker
 from orchestrator.tracking.view import VIEW_TAG, trials_link
 
 REPORT_FILE = "report.html"  # the report's default place, in the campaign's folder
+UI_LOG = "mlflow-ui.log"  # the MLflow server's output under `paratune ui`
 
 
 def report(
@@ -87,15 +88,35 @@ def ui(
         console.print(f"note: could not read the MLflow store ({exc})", markup=False)
     if campaign and not links:
         console.print(f"note: campaign {campaign!r} has no MLflow experiment yet", markup=False)
-    console.print(f"starting the MLflow UI for {uri} on {server}; its links follow once it "
-                  "answers (Ctrl-C stops it)", markup=False)
+    log = ui_log(root, campaign)
+    console.print(f"starting the MLflow UI for {uri} on {server} (its messages go to {log}); "
+                  "the link follows once it answers (Ctrl-C stops it)", markup=False,
+                  soft_wrap=True)
     sys.stdout.flush()
     sys.stderr.flush()
     announce_when_up(server, [("MLflow UI", server), *links])
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    to_log(log)
     # Become the server (same PID), so whoever started `paratune ui` can stop it by that PID.
     os.execve(sys.executable, [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
                                "--host", "127.0.0.1", "--port", str(port)], env)
+
+
+def ui_log(root: Path, campaign: str | None) -> Path:
+    """Where the MLflow server's own output goes: the campaign's folder, or the runs
+    directory for the whole store."""
+    folder = root / campaign if campaign and (root / campaign).is_dir() else root
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / UI_LOG
+
+
+def to_log(path: Path) -> None:
+    """Send this process's stdout and stderr to `path` (appended): uvicorn's and Starlette's
+    start-up lines and deprecation warnings would otherwise bury the link on the terminal."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def announce_when_up(server: str, links: list[tuple[str, str]], limit_s: float = 600) -> None:
@@ -116,7 +137,8 @@ def announce_when_up(server: str, links: list[tuple[str, str]], limit_s: float =
             time.sleep(0.5)
     else:
         os._exit(1)
-    for name, link in links:  # plain lines on stdout: a terminal must not wrap the URL
+    # Plain lines on stdout, a campaign's trial table last: a terminal must not wrap the URL.
+    for name, link in links:
         sys.stdout.write(f"{name}: {link}\n")
     sys.stdout.flush()
     os._exit(0)

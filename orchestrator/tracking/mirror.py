@@ -2,7 +2,8 @@
 
 Each trial is written with one `MlflowClient.log_batch` call (about 30 ms here, against about
 200 ms through the fluent API). Config fields become params, result fields metrics (per-step
-times as a series), status and failure reason tags, and the trial log an artifact. A trial's
+times as a series) at the precision a person reads them (`shown`), status and failure reason
+tags, and the trial log an artifact. A trial's
 run starts and ends when the trial did (the journal's times), not when it is written.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import tempfile
 import time
@@ -23,7 +25,7 @@ from orchestrator.common.objective import Objective
 from orchestrator.result import METRIC_FIELDS, TrialResult
 from orchestrator.space import ParallelConfig
 from orchestrator.tracking.half_made import is_half_made, set_aside, sqlite_file
-from orchestrator.tracking.view import experiment_tags
+from orchestrator.tracking.view import VIEW_TAG, experiment_tags, run_name, view_knobs
 
 MAX_TAG_CHARS = 5000
 # MLflow draws a tqdm bar on stderr for artifact transfers; the campaign's display is ours.
@@ -113,15 +115,29 @@ def _check_artifacts_here(experiment: Any, artifact_root: Path | None) -> None:
             "use the original runs directory, or give the copy a tracking.uri of its own")
 
 
+def shown(name: str, value: float) -> float:
+    """A metric as the UI should show it: MFU (a fraction) to 4 decimals, 1,000 and above to
+    1 decimal (tokens/s 3702.0, not 3702.025123), smaller values to 4 significant figures."""
+    if not math.isfinite(value) or value == 0:
+        return value
+    if name == "mfu":
+        return round(value, 4)
+    if abs(value) >= 1000:
+        return round(value, 1)
+    return float(f"{value:.4g}")
+
+
 def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else int(seconds * 1000)
 
 
 class Tracker:
     def __init__(self, uri: str, experiment: str, artifact_root: Path | None = None,
-                 objective: Objective | None = None, remake_half_made: bool = False):
+                 objective: Objective | None = None, remake_half_made: bool = False,
+                 knobs: list[str] | None = None):
         """Open (or create) the experiment and make sure it carries the experiment kind and,
-        given the campaign's objective, the saved trial view (view.py). `remake_half_made`:
+        given the campaign's objective, the saved trial view (view.py) with `knobs` as its
+        knob columns (None: those the experiment's view has, or view.KNOBS). `remake_half_made`:
         a SQLite store whose set-up was cut short is set aside and made anew (half_made.py;
         `set_aside` then names the copy), for a caller that writes the journal to it again."""
         if uri.startswith("sqlite:"):
@@ -130,27 +146,36 @@ class Tracker:
             os.environ.setdefault(key, value)
         self.uri = uri
         self.set_aside: Path | None = None
+        self.objective, self.knobs = objective, knobs
         _check_sqlite_store(uri)
         with _first_use(uri):
             try:
-                self._open(experiment, artifact_root, objective)
+                self._open(experiment, artifact_root)
             except Exception:
                 store = sqlite_file(uri)
                 if not (remake_half_made and store and is_half_made(store)):
                     raise
                 self.set_aside = set_aside(store)
-                self._open(experiment, artifact_root, objective)
+                self._open(experiment, artifact_root)
 
-    def _open(self, experiment: str, artifact_root: Path | None,
-              objective: Objective | None) -> None:
+    def _open(self, experiment: str, artifact_root: Path | None) -> None:
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=self.uri)
-        self.experiment_id = self._experiment(experiment, artifact_root,
-                                              experiment_tags(objective))
+        self.experiment_id = self._experiment(experiment, artifact_root)
 
-    def _experiment(self, name: str, artifact_root: Path | None, tags: dict[str, str]) -> str:
+    def show_knobs(self, knobs: list[str]) -> None:
+        """Make `knobs` the knob columns of the saved trial view."""
+        if knobs != self.knobs and self.objective is not None:
+            self.knobs = knobs
+            tag = experiment_tags(self.objective, knobs)[VIEW_TAG]
+            self.client.set_experiment_tag(self.experiment_id, VIEW_TAG, tag)
+
+    def _experiment(self, name: str, artifact_root: Path | None) -> str:
         found = self.client.get_experiment_by_name(name)
+        if self.knobs is None and found is not None and VIEW_TAG in found.tags:
+            self.knobs = view_knobs(found.tags[VIEW_TAG])
+        tags = experiment_tags(self.objective, self.knobs)
         if found is not None:
             if not self.uri.startswith(("http://", "https://")):  # a server keeps its own
                 _check_artifacts_here(found, artifact_root)
@@ -212,17 +237,17 @@ class Tracker:
         }
         if result.error:
             tags["paratune.error"] = result.error[:MAX_TAG_CHARS]
-        # Named by layout too: the UI's run list shows names, with the params off-screen.
+        # Named by layout too, short enough for the UI's name column (view.run_name).
         run = self.client.create_run(self.experiment_id, start_time=_ms(started_at),
-                                     run_name=f"{trial_id} {config.key()}", tags=tags)
+                                     run_name=run_name(trial_id, config.key()), tags=tags)
         run_id = run.info.run_id
         metrics = {name: result.metric(name) for name in METRIC_FIELDS}
         metrics.update({k: v for k, v in result.extra.items() if isinstance(v, (int, float))})
         self._log(
             run_id,
             params={**config.to_params(), **(extra_params or {})},
-            metrics={k: v for k, v in metrics.items() if v is not None},
-            series={"step_time_s_series": result.step_times_s},
+            metrics={k: shown(k, v) for k, v in metrics.items() if v is not None},
+            series={"step_time_s_series": [shown("step_time_s", v) for v in result.step_times_s]},
             timestamp_ms=_ms(ended_at),
         )
         for artifact in artifacts:

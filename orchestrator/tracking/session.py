@@ -23,6 +23,7 @@ from orchestrator.common.objective import Objective
 from orchestrator.record.journal import Journal, TrialRecord, fidelity_of
 from orchestrator.common.errors import one_line
 from orchestrator.tracking.mirror import ArtifactsElsewhere, StoreDamaged, Tracker
+from orchestrator.tracking.view import varying_knobs
 from orchestrator.trial.folder import TrialFolder
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,15 @@ class TrackingSession:
             self.sync(records)
         else:
             self.track(record)
+        self._show_knobs(records)
+
+    def _show_knobs(self, records: list[TrialRecord]) -> None:
+        """Make the knobs the trials that ran vary the knob columns of the saved view, once
+        two layouts ran (a tag write only when that set changes)."""
+        ran = [r.config.to_params() for r in records if not r.pruned and r.result is not None]
+        knobs = varying_knobs(ran)
+        if knobs and self.tracker is not None:
+            self._call(self.tracker.show_knobs, knobs)
 
     def track(self, record: TrialRecord) -> None:
         if record.pruned:
@@ -191,6 +201,7 @@ class TrackingSession:
         self.sync(records)
         if not self._available():
             return
+        self._show_knobs(records)
         table = {
             "trial_id": [r.trial_id for r in records],
             "config": [r.config.key() for r in records],
