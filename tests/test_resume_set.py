@@ -31,6 +31,9 @@ def test_a_finished_campaign_resumed_with_a_larger_budget_runs_more_trials(runs_
     assert code == 0, err
     campaign = runs_dir / "quickstart"
     assert ran(campaign) == 2
+    hint = "extend it with `paratune resume quickstart --set budget.max_trials=...`"
+    assert hint in err  # the run's last line, and status, say how to extend it
+    assert hint in paratune(capsys, "status", "quickstart")[1]
     code, _, err = paratune(capsys, "resume", "quickstart", "--set", "budget.max_trials=4")
     assert code == 0, err
     assert ran(campaign) == 4

@@ -32,7 +32,7 @@ from orchestrator.cli.common import (
     rank_spec,
 )
 from orchestrator.cli.live_display import CampaignProgress
-from orchestrator.cli.resume_lines import say_budget_changes, saying_reattached
+from orchestrator.cli.resume_lines import extend_hint, say_budget_changes, saying_reattached
 from orchestrator.cli import campaign_table
 from orchestrator.common.errors import CampaignStateError, UserError
 from orchestrator.common.paths import runs_root
@@ -119,7 +119,8 @@ def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
                 raise Interrupted(spec.name if saved else None) from None
     progress.print_summary(out, summary)
     if summary.stop_reason:  # why the search ended: the trial budget, or a fix to make
-        console.print(f"stopped: {summary.stop_reason}", markup=False, highlight=False,
+        hint = extend_hint(spec.name, summary.stop_reason)
+        console.print(f"stopped: {summary.stop_reason}{hint}", markup=False, highlight=False,
                       soft_wrap=True)
     backlog = _mlflow_backlog(spec, summary.records)
     if backlog and backlog["not_in_mlflow"]:  # a warning, not a failure: the journal has them
@@ -183,8 +184,7 @@ def cancel_local(campaign: str, runs_dir: Optional[Path]) -> None:
 
 
 def which_campaign(campaign: Optional[str], runs_dir: Optional[Path]) -> str:
-    """The campaign a results command means: a name left out or cut short is the latest
-    started campaign (of those it begins), named on stderr."""
+    """The campaign a command means (campaign_choice.py), said on stderr if not `campaign`."""
     chosen, note = choose_campaign(runs_root(runs_dir), campaign)
     if note:
         console.print(note, markup=False, highlight=False, soft_wrap=True)
@@ -267,7 +267,8 @@ def _print_status(r: dict) -> None:
         used.append(f"{b['wall_clock_left_s']:.0f} s of wall clock left")
     if b["patience"] is not None:
         used.append(f"{b['since_improvement']}/{b['patience']} trials without improvement")
-    out.print("  budget: " + ", ".join(used) + (f"; stopped: {b['exhausted']}" if b["exhausted"] else ""))
+    ended = b["exhausted"] and f"; stopped: {b['exhausted']}{extend_hint(r['campaign'], b['exhausted'])}"
+    out.print("  budget: " + ", ".join(used) + (ended or ""), soft_wrap=True)
     if r["mlflow"] and r["mlflow"]["not_in_mlflow"]:
         out.print(f"  MLflow: {_backlog_line(r['mlflow'])}", markup=False, highlight=False,
                   soft_wrap=True)
@@ -275,8 +276,7 @@ def _print_status(r: dict) -> None:
 
 def best(campaign: Optional[str], fmt: str, output: Optional[Path], runs_dir: Optional[Path],
          as_json: bool) -> None:
-    """`paratune best` on the local runs directory: the best configuration, as a launch file
-    (of the latest campaign when none is named)."""
+    """`paratune best` on the local runs directory: the best configuration, as a launch file."""
     if fmt not in FORMATS:
         raise UserError(f"--format: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     campaign = which_campaign(campaign, runs_dir)

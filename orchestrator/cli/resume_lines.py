@@ -11,7 +11,20 @@ from orchestrator.record.journal import TrialRecord
 from orchestrator.scheduling.loop import EventHook
 
 
+# The budget key that ended a campaign, by the start of its stop reason (record/budget.py).
+BUDGET_KEYS = {"max_trials": "budget.max_trials", "gpu_hours": "budget.gpu_hours",
+               "wall clock": "budget.wall_clock_s", "no improvement": "budget.patience"}
+
+
+def extend_hint(campaign: str, stop_reason: str | None) -> str:
+    """How to give a campaign its budget ended more of it, or "" for another ending."""
+    key = next((k for start, k in BUDGET_KEYS.items() if (stop_reason or "").startswith(start)),
+               None)
+    return f"; extend it with `paratune resume {campaign} --set {key}=...`" if key else ""
+
+
 def say_budget_changes(campaign: str, changes: list[tuple[str, Any, Any]]) -> None:
+    """A line per budget value `resume --set` changed."""
     for key, old, new in changes:
         console.print(f"{campaign}: {key} {old} -> {new} (saved in its spec.yaml, journaled)",
                       markup=False, highlight=False, soft_wrap=True)
