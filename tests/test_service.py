@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -228,6 +229,8 @@ def test_sigterm_detaches_and_the_next_server_reattaches(service):
         time.sleep(0.2)
     server.stop()
     assert alive_naming(campaign_dir / "trials"), "the trial died with the service"
+    assert re.search(r"^ParaTune service on http://\S+ stopped: running trials keep running",
+                     server.logs(), re.M), server.logs()[-2000:]
     server = service().start()
     done = server.wait_final(token, ["detach"])["detach"]
     assert done["state"] == "finished" and done["counts"] == {"ok": 1}, server.logs()

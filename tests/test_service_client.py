@@ -5,12 +5,13 @@ headless Chromium.
 
 The server admits one campaign at a time (--max-running 1), so the module's campaigns hold
 four states at once: `demo` finishes, `slow` runs until an admin cancels it, `waiting` stays
-queued behind it, and `dropped` is cancelled before it starts. Set PARATUNE_WRITE_SCREENSHOT=1
-to write docs/service-web.png from the page showing them.
+queued behind it, and `dropped` is cancelled before it starts. Set PARATUNE_SHOTS=docs to
+write docs/service-web.png and docs/service-campaign.png from the pages showing them.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -25,8 +26,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, journal_events
 from ports import free_port, start_on_a_free_port
+from screenshots import keep_screenshot
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SPEC = EXAMPLES / "frontier-175b.yaml"
@@ -182,6 +184,11 @@ def test_submit_json_prints_the_queued_campaign(server, slow):
 def test_logs_follow_ends_when_the_campaign_finishes(server, demo):
     followed = server.ok("logs", "demo", "--follow", timeout=300)
     assert re.search(r"^best: t\d{4} ", followed.stdout, re.M), followed.stdout[-2000:]
+    # The trials that ran and the layouts pruned unrun are counted apart.
+    pruned = sum(1 for e in journal_events(server.state / "runs" / "demo")
+                 if e["event"] == "finished" and e["result"]["status"] == "infeasible")
+    header = "campaign demo: 6 trials ran" + (f", {pruned} layouts pruned" if pruned else "")
+    assert re.search(rf"^{header}$", followed.stdout, re.M), followed.stdout[-3000:]
     found = server.campaign("demo")
     assert found["state"] == "finished" and found["final"]
     assert found["trials"] == found["max_trials"] == 6 and found["running"] == 0
@@ -303,14 +310,40 @@ def test_the_web_page_shows_every_campaign(server, demo, slow, waiting, dropped,
     assert re.search(r"<b>[\d,.]+</b> tokens_per_s", dom)
     assert re.search(r"TP(&nbsp;|\xa0)\d+(&nbsp;|\xa0)· PP(&nbsp;|\xa0)\d+", dom)
     assert "project llm" in dom and "waiting: 1 of 1 campaigns running" in dom
+    # A simulated rehearsal's GPU-hours are marked as `paratune ls` marks them.
+    assert re.search(r'<tr id="campaign-demo">.*?<td class="num">[\d,.]+<span class="sim" '
+                     r'title="a simulated rehearsal: counted against no quota">sim</span>', dom, re.S)
+    assert '<a href="/campaigns/demo">demo</a>' in dom
     assert shot.exists() and shot.stat().st_size > 20_000
-    if os.environ.get("PARATUNE_WRITE_SCREENSHOT"):
-        shutil.copy(shot, ROOT / "docs" / "service-web.png")
+    keep_screenshot(shot, "service-web.png")
 
     refused = chromium(f"{server.url}/#token=wrong", tmp_path / "profile-bad", "--dump-dom").stdout
     assert re.search(r'<div class="error" id="error" role="alert">missing or unknown token',
                      refused), refused[:3000]
     assert '<form class="token" id="tokenform">' in refused and "campaign-demo" not in refused
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (apt-get install chromium)")
+def test_the_campaign_page_shows_its_trials_best_and_log(server, demo, tmp_path):
+    """The page a campaign's name opens: its state, GPU-hours marked `sim`, best, every trial
+    that ran best first, and the end of its controller's log."""
+    server.wait_for("demo", lambda c: c["state"] == "finished")
+    found = server.campaign("demo")
+    page = f"{server.url}/campaigns/demo#token={server.tokens['alice']}"
+    dom = chromium(page, tmp_path / "profile-dom", "--dump-dom").stdout
+    shot = tmp_path / "service-campaign.png"
+    chromium(page, tmp_path / "profile-shot", "--window-size=1280,1100", f"--screenshot={shot}")
+    rows = re.findall(r'<tr id="trial-(t\d{4})"(?: class="(\w*)")?>', dom)
+    assert len(rows) == found["trials"] == 6, dom[-6000:]
+    assert rows[0] == (found["best"]["trial_id"], "best")  # best first, marked
+    assert all(mark != "best" for _, mark in rows[1:])
+    assert '<span class="badge s-finished">finished</span>' in dom
+    assert re.search(r'<div class="value" id="gpu-hours">[\d,.]+<span class="sim"', dom)
+    log = server.ok("logs", "demo").stdout
+    last = [line for line in log.splitlines() if line.strip()][-1]
+    assert re.search(r'<pre id="log">[^<]*' + re.escape(html.escape(last, quote=False)), dom)
+    assert shot.exists() and shot.stat().st_size > 20_000
+    keep_screenshot(shot, "service-campaign.png")
 
 
 def test_cancelling_a_queued_and_a_running_campaign(server, slow, waiting):

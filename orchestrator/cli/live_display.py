@@ -147,8 +147,12 @@ class CampaignProgress:
         rows = [Row([r.trial_id, *([r.phase] if phases else [])], r.config, _summary_cells(
                     r, self.metric)) for r in best_first(objective, shown,
                                                           lambda r: objective.value(r.result))]
-        out.print(f"[bold]campaign {escape(summary.name)}[/]: {len(summary.records)} trials",
-                  highlight=False)
+        # The trials that ran and the layouts pruned unrun, counted apart (`paratune logs`).
+        running = sum(1 for r in shown if r.result is None)
+        counted = ", ".join([f"{len(shown) - running} trials ran"]
+                            + ([f"{running} running"] if running else [])
+                            + ([f"{len(pruned)} layouts pruned"] if pruned else []))
+        out.print(f"[bold]campaign {escape(summary.name)}[/]: {counted}", highlight=False)
         print_layouts(out, rows, [Column("trial", numeric=False),
                                   *([Column("phase", numeric=False)] if phases else [])],
                       [Column("status", numeric=False),

@@ -22,6 +22,7 @@ from orchestrator.server.routes import accounts, campaigns, outputs, slots
 from orchestrator.server.service import Service
 
 WEB_PAGE = Path(__file__).parent / "web" / "index.html"
+CAMPAIGN_PAGE = Path(__file__).parent / "web" / "campaign.html"  # one campaign, from the API
 
 
 async def one_line_validation(_request: Request, exc: RequestValidationError):
@@ -47,6 +48,10 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page():
         return FileResponse(WEB_PAGE, media_type="text/html")
+
+    @app.get("/campaigns/{name}", response_class=HTMLResponse, include_in_schema=False)
+    def campaign_page(name: str):  # no data in it: the page asks the API, with the token
+        return FileResponse(CAMPAIGN_PAGE, media_type="text/html")
 
     for router in (accounts.router, campaigns.router, outputs.router, slots.router):
         app.include_router(router)

@@ -1,6 +1,6 @@
 """Serving: the API on uvicorn, with the supervisor started and stopped by the app's lifespan.
 SIGTERM or Ctrl-C stops the service the graceful way: controllers detach, trials keep running,
-and the next start resumes every campaign.
+the next start resumes every campaign, and a last line says so.
 
 The listening socket is bound before the lifespan starts the supervisor: uvicorn runs the
 lifespan before it binds, and a service whose port turns out to be taken would otherwise have
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 
@@ -62,6 +63,11 @@ def serve(service: Service, sock: socket.socket) -> None:
         finally:
             service.supervisor.stop()
             service.db.dispose()
+            # Here, not after run(): uvicorn raises the signal that stopped it again on its way
+            # out, and SIGTERM's default action ends the process before run() returns.
+            print(f"ParaTune service on {service.base_url} stopped: running trials keep running "
+                  "and the next `paratune server` resumes their campaigns", file=sys.stderr,
+                  flush=True)
 
     app.router.lifespan_context = lifespan
     uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
