@@ -69,15 +69,18 @@ def hostile_specs(marker: Path) -> list[dict]:
 
 def stand_ins(tmp_path: Path, torchrun: str = 'printf "%s\\n" "$@" > "$ARGV_FILE"',
               ) -> dict[str, str]:
-    """torchrun prints its arguments one per line (or runs `torchrun`, a bash body); srun runs
-    its command; scontrol names a host."""
+    """torchrun prints its arguments one per line (or runs `torchrun`, a bash body), and so
+    does the scripts' Python (PARATUNE_PYTHON) as `-m torch.distributed.run`; srun runs its
+    command; scontrol names a host."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    scripts = {"torchrun": torchrun, "srun": 'shift; exec "$@"', "scontrol": "echo localhost"}
+    scripts = {"torchrun": torchrun, "srun": 'shift; exec "$@"', "scontrol": "echo localhost",
+               "python": f'[ "$1 $2" = "-m torch.distributed.run" ] || exit 99; shift 2\n{torchrun}'}
     for name, body in scripts.items():
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "PARATUNE_PYTHON": str(bin_dir / "python"),
             "ARGV_FILE": str(tmp_path / "argv"), "SLURM_JOB_NODELIST": "localhost",
             "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_ID": "1"}
 

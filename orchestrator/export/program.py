@@ -121,6 +121,12 @@ def exported_program(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
         measurement_args=[a for a in run.program if a in trainer.measurement_args])
 
 
+def uses_run_dir(program: ExportedProgram) -> bool:
+    """Whether a launch file needs $RUN_DIR: a file to write there, or an argument naming it
+    (a result file the program writes); else it makes no folder."""
+    return bool(program.files) or any('"$RUN_DIR"' in word for word in program.words)
+
+
 def write_files(files: dict[str, str]) -> str:
     """Shell lines that make $RUN_DIR (default ./paratune-run, made absolute) and write each
     file into it with printf, each of its lines one single-quoted word: no text can end that

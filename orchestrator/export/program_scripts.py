@@ -10,22 +10,17 @@ ranks (a `trial.command`) runs once, as its trials did.
 
 from __future__ import annotations
 
-from orchestrator.export.common import env_line, origin, run_context
+from orchestrator.export.common import env_line, interpreter, origin, run_context
 from orchestrator.export.program import (
     ExportedProgram,
     exported_program,
     length_note,
     measurement_note,
     paired,
+    uses_run_dir,
     write_files,
 )
-from orchestrator.export.scripts import (
-    directive,
-    rendezvous,
-    sbatch_directives,
-    sbatch_setup,
-    sbatch_time_note,
-)
+from orchestrator.export.scripts import SRUN_TORCHRUN, rendezvous, sbatch_lines, sbatch_setup
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers import trainer_for
@@ -40,10 +35,12 @@ def _tool(spec: CampaignSpec) -> str:
 
 
 def _prelude(spec: CampaignSpec, program: ExportedProgram) -> str:
-    """The run folder and its files, the trials' folder and environment, the trainer's own."""
+    """The trials' Python, the run folder and its files (where the program uses one), the
+    trials' folder and environment, the trainer's own."""
     env = "".join(env_line(k, v) + "\n" for k, v in program.env.items()
                   if k not in spec.trial.env)
-    return write_files(program.files) + run_context(spec) + env
+    run_dir = write_files(program.files) if uses_run_dir(program) else ""
+    return interpreter() + run_dir + run_context(spec) + env
 
 
 def _launch(spec: CampaignSpec, program: ExportedProgram) -> str:
@@ -51,7 +48,8 @@ def _launch(spec: CampaignSpec, program: ExportedProgram) -> str:
     words = CONTINUED.join(paired(program.words))
     if program.launcher == "self":
         return f"exec {words}"
-    return f'exec torchrun "${{RDZV[@]}}" --nproc_per_node={spec.gpus_per_node}{CONTINUED}{words}'
+    return (f'exec "$PYTHON" -m torch.distributed.run "${{RDZV[@]}}" '
+            f'--nproc_per_node={spec.gpus_per_node}{CONTINUED}{words}')
 
 
 def export_program_torchrun(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
@@ -70,19 +68,15 @@ def export_program_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelCon
     """The program under Slurm: one torchrun per node, or once from the batch script; its
     $RUN_DIR must be on a filesystem every node sees."""
     program = exported_program(spec, trial_id, config, trial_dir)
-    lines = "\n".join(directive(option, value) for option, value in sbatch_directives(spec))
     if program.launcher == "self":
         launch = _launch(spec, program)
     else:
         words = CONTINUED.join(paired(program.words))
         launch = f"""MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-srun --ntasks-per-node=1 bash -c 'exec torchrun --nnodes="$SLURM_JOB_NUM_NODES" \\
-    --node_rank="$SLURM_NODEID" --nproc_per_node={spec.gpus_per_node} --rdzv_backend=c10d \\
-    --rdzv_id="$SLURM_JOB_ID" --rdzv_endpoint="'"$MASTER_ADDR"':29500" "$@"' _{CONTINUED}{words}"""
+{SRUN_TORCHRUN.format(gpus=spec.gpus_per_node)} "$@"' "$PYTHON"{CONTINUED}{words}"""
     return f"""#!/bin/bash
-{lines}
-# {origin(spec, trial_id, config, _tool(spec))}
-{length_note(spec, program.length_args)}{measurement_note(program.measurement_args)}{sbatch_time_note()}set -euo pipefail
+{sbatch_lines(spec)}# {origin(spec, trial_id, config, _tool(spec))}
+{length_note(spec, program.length_args)}{measurement_note(program.measurement_args)}set -euo pipefail
 {sbatch_setup(spec)}{_prelude(spec, program)}{launch}
 """
 

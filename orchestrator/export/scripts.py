@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 
 from orchestrator.common.errors import SpecError
-from orchestrator.export.common import origin, run_context
+from orchestrator.export.common import interpreter, origin, run_context
 from orchestrator.export.program import LONGER, length_note
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec, SlurmBackendSpec
@@ -22,6 +22,11 @@ from orchestrator.trainers.torchtitan import export_values, torchtitan_args, tor
 
 # #SBATCH options the script's own launch line depends on: sbatch_args may not change them.
 LAYOUT_OPTIONS = ("nodes", "ntasks-per-node")
+# One torchrun per node under srun, of the trials' Python: `bash -c`'s $0 is that Python, its
+# "$@" the program and its arguments; the caller ends the quoted command and passes them.
+SRUN_TORCHRUN = """srun --ntasks-per-node=1 bash -c 'exec "$0" -m torch.distributed.run \\
+    --nnodes="$SLURM_JOB_NUM_NODES" --node_rank="$SLURM_NODEID" --nproc_per_node={gpus} \\
+    --rdzv_backend=c10d --rdzv_id="$SLURM_JOB_ID" --rdzv_endpoint="'"$MASTER_ADDR"':29500\""""
 
 
 def directive(option: str, value: object) -> str:
@@ -64,8 +69,20 @@ def sbatch_setup(spec: CampaignSpec) -> str:
     return "".join(line + "\n" for line in b.setup)
 
 
-def sbatch_time_note() -> str:
-    return "# --time is the trials' limit (backend.time_limit_min): set the run's own.\n"
+def sbatch_lines(spec: CampaignSpec) -> str:
+    """The #SBATCH lines, each line ending in a newline. A Slurm campaign's time limit is the
+    trials' and is marked so; any other campaign ran under no Slurm limit, so the --time line
+    is left commented out for the user to set."""
+    lines = []
+    for option, value in sbatch_directives(spec):
+        if option == "time":
+            lines.append("# --time below is the trials' limit (backend.time_limit_min or "
+                         "sbatch_args.time): set the run's own.")
+        lines.append(directive(option, value))
+    if not isinstance(spec.backend, SlurmBackendSpec):
+        lines += ["# The trials ran under no Slurm time limit: set the run's own on the line "
+                  "below and remove its first '#'.", "##SBATCH --time="]
+    return "".join(line + "\n" for line in lines)
 
 
 def export_torchrun(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
@@ -73,8 +90,9 @@ def export_torchrun(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -
     return f"""#!/usr/bin/env bash
 # {origin(spec, trial_id, config)}
 {builtin_length_note(spec, trial_id, config)}set -euo pipefail
-{run_context(spec, in_workdir=False)}{rendezvous(spec.scale.nodes)}
-exec torchrun "${{RDZV[@]}}" --nproc_per_node={spec.gpus_per_node} -m jobs.train \\
+{interpreter()}{run_context(spec, in_workdir=False)}{rendezvous(spec.scale.nodes)}
+exec "$PYTHON" -m torch.distributed.run "${{RDZV[@]}}" --nproc_per_node={spec.gpus_per_node} \\
+    -m jobs.train \\
     {_job_flags(spec, trial_id, config)} "$@"
 """
 
@@ -83,11 +101,14 @@ def sbatch_directives(spec: CampaignSpec) -> list[tuple[str, object]]:
     """The script's #SBATCH options: one task per node (torchrun starts its ranks), with the
     CPUs the trials' one-task-per-rank jobs had, then the backend's own; `sbatch_args` replace
     an option of the same name, except the two the launch line depends on."""
-    # A campaign tuned on another backend exports with Slurm's defaults (60 min, no partition).
+    # A campaign tuned on another backend exports with Slurm's defaults (no partition) and no
+    # time limit: its trials ran under none (sbatch_lines).
+    slurm = isinstance(spec.backend, SlurmBackendSpec)
     b = spec.backend if isinstance(spec.backend, SlurmBackendSpec) else SlurmBackendSpec()
     options: dict[str, object] = {"job-name": f"paratune-{spec.name}",
-                                  "nodes": spec.scale.nodes, "ntasks-per-node": 1,
-                                  "time": b.time_limit_min}
+                                  "nodes": spec.scale.nodes, "ntasks-per-node": 1}
+    if slurm:
+        options["time"] = b.time_limit_min
     if spec.cluster.device != "cpu":
         options["gpus-per-node"] = spec.gpus_per_node
     for key in ("partition", "account", "qos", "constraint"):
@@ -107,15 +128,11 @@ def sbatch_directives(spec: CampaignSpec) -> list[tuple[str, object]]:
 
 def export_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
     """One torchrun per node under srun, rendezvous on the allocation's first node."""
-    lines = "\n".join(directive(option, value) for option, value in sbatch_directives(spec))
     return f"""#!/bin/bash
-{lines}
-# {origin(spec, trial_id, config)}
-{builtin_length_note(spec, trial_id, config)}{sbatch_time_note()}set -euo pipefail
-{sbatch_setup(spec)}{run_context(spec, in_workdir=False)}MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-srun --ntasks-per-node=1 bash -c 'exec torchrun --nnodes="$SLURM_JOB_NUM_NODES" \
-    --node_rank="$SLURM_NODEID" --nproc_per_node={spec.gpus_per_node} --rdzv_backend=c10d \
-    --rdzv_id="$SLURM_JOB_ID" --rdzv_endpoint="'"$MASTER_ADDR"':29500" -m jobs.train "$@"' _ \
+{sbatch_lines(spec)}# {origin(spec, trial_id, config)}
+{builtin_length_note(spec, trial_id, config)}set -euo pipefail
+{sbatch_setup(spec)}{interpreter()}{run_context(spec, in_workdir=False)}MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+{SRUN_TORCHRUN.format(gpus=spec.gpus_per_node)} -m jobs.train "$@"' "$PYTHON" \\
     {_job_flags(spec, trial_id, config)} "$@"
 """
 
@@ -134,11 +151,11 @@ def export_torchtitan(spec: CampaignSpec, trial_id: str, config: ParallelConfig)
 # accumulation as global_batch_size / (local_batch_size x data-parallel degree). Add flags to
 # ARGS before the activation-checkpoint subcommand: arguments after it belong to it.
 set -euo pipefail
-{run_context(spec)}{_converter_path(config)}{rendezvous(spec.scale.nodes)}
+{interpreter()}{run_context(spec)}{_converter_path(config)}{rendezvous(spec.scale.nodes)}
 ARGS=(
 {body}
 )
-exec torchrun "${{RDZV[@]}}" {launch} "${{ARGS[@]}}"
+exec "$PYTHON" -m torch.distributed.run "${{RDZV[@]}}" {launch} "${{ARGS[@]}}"
 """
 
 
