@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 STATUSES = ("ok", "oom", "timeout", "failed", "infeasible")
@@ -170,6 +171,7 @@ def recompute_forwards(recompute: str, recompute_fraction: float = 1.0) -> tuple
     raise ValueError(f"recompute must be none, selective or full, not {recompute!r}")
 
 
+@lru_cache(maxsize=1024)  # the cost model asks for every estimate
 def moe_layer_count(num_layers: int, num_experts: int, first_dense_layers: int = 0,
                     moe_layer_freq: int = 1) -> int:
     """Layers whose MLP is a mixture of experts: every `moe_layer_freq`-th layer (Megatron's

@@ -22,6 +22,7 @@ ep x etp apart. Per rank:
 from __future__ import annotations
 
 import dataclasses
+from functools import lru_cache
 
 from orchestrator.presets import ModelShape
 from orchestrator.space import ParallelConfig, ShardingFactors
@@ -51,13 +52,19 @@ def moe_layers_per_rank(model: ModelShape, config: ParallelConfig) -> int:
     largest count over pipeline ranks (each holds every p-th of the p x v model chunks)."""
     if not model.is_moe:
         return 0
-    p = config.pp
-    if p == 1:
+    if config.pp == 1:
         return model.moe_layers
+    return _busiest_moe_layers(model.num_layers, model.first_dense_layers, model.moe_layer_freq,
+                               config.pp, config.virtual_stages, config.pipeline_split)
+
+
+@lru_cache(maxsize=4096)  # the cost model asks for every estimate
+def _busiest_moe_layers(num_layers: int, first_dense_layers: int, moe_layer_freq: int, p: int,
+                        virtual_stages: int, split: str) -> int:
+    """The most MoE layers (is_moe_layer's rule) any of the p pipeline ranks holds."""
     counts = [0] * p
-    chunks = layer_chunks(model.num_layers, p, config.virtual_stages, config.pipeline_split)
-    for i, chunk in enumerate(chunks):
-        if is_moe_layer(model, i):
+    for i, chunk in enumerate(layer_chunks(num_layers, p, virtual_stages, split)):
+        if i >= first_dense_layers and i % moe_layer_freq == 0:
             counts[chunk % p] += 1
     return max(counts)
 
