@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any, Optional
 
@@ -21,7 +22,16 @@ from orchestrator.cli.common import (
     rank_spec,
 )
 from orchestrator.cli.plan_caveats import mfu_peak, plan_caveats, print_plan
+from orchestrator.cli.plan_full_space import (
+    FullPlan,
+    full_space_spec,
+    no_fit_message,
+    plan_candidates,
+    print_full_plan,
+    rank_full,
+)
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
+from orchestrator.cli.plan_tokens import parse_tokens, pick_extras, print_pick_extras
 from orchestrator.common.errors import UserError
 from orchestrator.costmodel.fit_verdict import RISKY, memory_margin
 from orchestrator.costmodel.precision import is_fp8
@@ -54,6 +64,15 @@ def _spec_from_options(
         from_options = [f"{keys[k]}={v}" for k, v in given.items()]
         from_options += [f"space.{k}={json.dumps(v)}" for k, v in space.items()]
         return load_spec(spec_file, [*from_options, *overrides])
+    data = _options_data(given, space, kind)
+    for item in overrides:
+        apply_override(data, item, source=f"paratune {kind}")
+    return spec_from_dict(data, source=f"paratune {kind}")
+
+
+def _options_data(given: dict[str, Any], space: dict[str, Any], kind: str) -> dict[str, Any]:
+    """A raw spec from the preset options given (None values dropped): a world of whole
+    nodes, a global batch of one sequence a GPU unless given."""
     missing = [f"--{name}" for name in ("model", "cluster", "gpus") if name not in given]
     if missing:
         raise UserError(f"{', '.join(missing)}: required without a SPEC file; e.g. "
@@ -73,9 +92,7 @@ def _spec_from_options(
                   "global_batch_size": given.get("global_batch_size", gpus)},
         "space": space,
     }
-    for item in overrides:
-        apply_override(data, item, source=f"paratune {kind}")
-    return spec_from_dict(data, source=f"paratune {kind}")
+    return data
 
 
 def _describe_spec(spec: CampaignSpec) -> dict[str, Any]:
@@ -88,6 +105,9 @@ SPEC_ARG = typer.Argument(None, help="campaign YAML (instead of --model/--cluste
 SET_OPT = typer.Option([], "--set", help="override a spec key: a.b=value")
 
 
+AMSP_SPACE = {"kind": "amsp", "micro_batch_size": [1], "activation_checkpointing": ["none", "full"]}
+
+
 def plan(
     spec_file: Optional[Path] = SPEC_ARG,
     set_: list[str] = SET_OPT,
@@ -97,15 +117,21 @@ def plan(
     global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size"),
     seq_len: Optional[int] = typer.Option(None, "--seq-len"),
     top_k: int = typer.Option(5, "--top-k", help="1 to 10000"),
+    tokens: Optional[str] = typer.Option(None, "--tokens", help="a token budget (15T, 300B, "
+                                         "1e12): days and GPU-hours for each listed layout"),
+    amsp: bool = typer.Option(False, "--amsp", help="without a SPEC: AMSP's sharding factors "
+                              "at tp 1, pp 1 instead of the whole space"),
     compare: bool = typer.Option(False, "--compare",
                                  help="AMSP's plan, MiCS, ZeRO++, ZeRO-1, ZeRO-3 side by side"),
     nodes: Optional[str] = typer.Option(None, "--nodes", help="sweep node counts: 1,16,128"),
     weak: bool = typer.Option(False, "--weak", help="with --nodes: keep the batch per node"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """The AMSP planner (amsp spaces) or the cost model's top-k (other spaces)."""
+    """The cost model's top-k over the whole space a model and a cluster allow (without a
+    SPEC), the spec's space, or the AMSP planner (amsp spaces, --amsp)."""
     if not 1 <= top_k <= 10_000:
         raise UserError(f"--top-k: {top_k} is out of range; give 1 to 10000")
+    budget = parse_tokens(tokens) if tokens is not None else None
     if compare or nodes:
         if spec_file is None:
             raise UserError("--compare and --nodes need a SPEC file")
@@ -113,22 +139,23 @@ def plan(
         plan_sweep(lambda extra: load_spec(spec_file, [*set_, *extra]), node_counts, compare,
                    as_json, weak)
         return
-    presets = {"model": model, "cluster": cluster, "gpus": gpus,
-               "global_batch_size": global_batch_size, "seq_len": seq_len}
-    amsp = {"kind": "amsp", "micro_batch_size": [1], "activation_checkpointing": ["none", "full"]}
-    spec = _spec_from_options(spec_file, set_, presets, {} if spec_file else amsp, "plan")
+    spec, full = _plan_spec(spec_file, set_, {"model": model, "cluster": cluster, "gpus": gpus,
+                            "global_batch_size": global_batch_size, "seq_len": seq_len}, amsp)
     cost = cost_model_for(spec)
-    candidates = fitted_candidates(spec, cost)
-    ranking = rank_spec(spec, top_k, cost, candidates)
-    if not as_json:
+    candidates = plan_candidates(spec, full) if full else fitted_candidates(spec, cost)
+    ranking = (rank_full if full else partial(rank_spec, spec))(top_k, cost, candidates)
+    if not as_json and full is None:
         print_space_notes(spec, candidates)
     if ranking.best is None and not ranking.risky:
-        raise UserError(f"{spec.name}: no configuration fits in {spec.cluster.memory_gb:g} GB; "
-                        f"widen the space ({', '.join(_memory_knobs(spec))})")
+        raise UserError(no_fit_message(spec, full))
     caveats = plan_caveats(spec, cost, ranking)  # mfu_peak, and constants the order rests on
+    extras = pick_extras(spec, cost, ranking, budget)  # the largest micro-batch, days to train
     if not as_json:
+        if full is not None:
+            print_full_plan(spec, full, candidates, ranking.feasible)
         print_plan(spec, ranking, caveats)  # the ranking's table, then the caveats
-        if spec.trial.trainer == "command":  # the engine is an assumption only for a command
+        print_pick_extras(ranking, extras)
+        if spec.trial.trainer == "command" or (full is not None and full.trainer):
             out.print(f"priced as: {priced_runtime(spec)}", markup=False, highlight=False)
         return
     print_json({
@@ -137,8 +164,24 @@ def plan(
         "top": [e.to_dict() for e in ranking.top],
         "memory_margin": memory_margin(spec.cluster.device), "risky_count": ranking.risky_count,
         "risky": [e.to_dict() for e in ranking.risky], **caveats,
-        "notes": unused_values(spec, candidates),
+        "notes": [] if full else unused_values(spec, candidates), **extras,
+        **({"full_space": full.to_dict(candidates)} if full else {}),
     })
+
+
+def _plan_spec(spec_file: Optional[Path], overrides: list[str], presets: dict[str, Any],
+               amsp: bool) -> tuple[CampaignSpec, FullPlan | None]:
+    """A SPEC file's spec; without one, the whole space the presets allow, or AMSP's
+    sharding at tp 1, pp 1 (--amsp, or --set space.kind=amsp)."""
+    if spec_file is None and not amsp:
+        data = _options_data({k: v for k, v in presets.items() if v is not None}, {}, "plan")
+        for item in overrides:
+            apply_override(data, item, source="paratune plan")
+        space = data.get("space")
+        if not (isinstance(space, dict) and space.get("kind") == "amsp"):
+            return full_space_spec(data, "paratune plan")
+    space = {} if spec_file else AMSP_SPACE
+    return _spec_from_options(spec_file, overrides, presets, space, "plan"), None
 
 
 def _pick(ranking: Ranking) -> dict[str, Any]:
@@ -157,12 +200,6 @@ def _pick(ranking: Ranking) -> dict[str, Any]:
             "exposed_comm_ms": best.time.dp_exposed_s * 1e3, "runner_up": runner_up,
             "mfu": best.mfu, "hfu": best.hfu, "tokens_per_s": best.tokens_per_s,
             "tflops_per_gpu": best.tflops_per_gpu, "best": best.to_dict()}
-
-
-def _memory_knobs(spec: CampaignSpec) -> list[str]:
-    """The space keys that cut a layout's memory, for this model."""
-    experts = ["ep"] if spec.model.num_experts else []
-    return ["tp", "pp", "cp", *experts, "zero_stage", "offload", "activation_checkpointing"]
 
 
 def estimate(

@@ -40,11 +40,14 @@ def print_plan(spec: CampaignSpec, ranking: Ranking, caveats: dict) -> None:
     print_ranking(spec, ranking)
     for caveat in caveats["caveats"]:
         out.print(f"caveat: {caveat['text']}", markup=False, highlight=False)
-    if any(is_fp8(e.config) for e in ranking.top):
-        cluster = spec.cluster
+    cluster = spec.cluster
+    if any(is_fp8(e.config) for e in [*ranking.top, *ranking.risky]):
         out.print(f"MFU and HFU are against the {caveats['mfu_peak'].upper()} dense peak "
                   f"({cluster.peak_tflops:g} TFLOPS per GPU), FP8 layouts too (FP8 peak "
                   f"{cluster.fp8_peak_tflops:g})", markup=False, highlight=False)
+    elif ranking.top or ranking.risky:
+        out.print(f"MFU vs {cluster.peak_tflops:g} TFLOPS {caveats['mfu_peak'].upper()} dense "
+                  f"peak per GPU ({cluster.device})", markup=False, highlight=False)
 
 
 def _sentence(found: RestsOn) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from orchestrator.common.errors import SpecError, excerpt
 from orchestrator.common.paths import default_tracking_uri, runs_root
@@ -78,6 +78,9 @@ class CampaignSpec(Strict):
     trial: TrialSpec = Field(default_factory=TrialSpec)
     backend: BackendSpec = Field(default_factory=LocalBackendSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    # False for a plan that names no trainer (`spec_from_dict(..., trainer_rules=False)`): it
+    # prices layouts, so no trainer's refusals narrow them.
+    _trainer_rules: bool = PrivateAttr(default=True)
 
     @field_validator("model", mode="before")
     @classmethod
@@ -91,13 +94,33 @@ class CampaignSpec(Strict):
         return _resolve_preset(value, CLUSTER_PRESETS, "cluster")
 
     @model_validator(mode="after")
-    def _space_fits_model(self) -> "CampaignSpec":
-        _check_divisors("space.tp", "tp", self.space.tp, "model.num_heads", self.model.num_heads)
-        _check_pipeline_depths(self.space, self.model.num_layers)
-        _check_megatron_space(self.trial.trainer, self.space)
-        _check_partial_recompute(self.trial.trainer, self.space)
-        check_trainer_space(self)
+    def _space_fits_model(self, info: ValidationInfo) -> "CampaignSpec":
+        """Every problem of the space against the model and the trainer, one line each in
+        one error, so a spec is not fixed one run at a time."""
+        self._trainer_rules = (info.context or {}).get("trainer_rules", True)
+        checks = [
+            lambda: _check_divisors("space.tp", "tp", self.space.tp, "model.num_heads",
+                                    self.model.num_heads),
+            lambda: _check_pipeline_depths(self.space, self.model.num_layers),
+        ]
+        if self._trainer_rules:
+            checks += [lambda: _check_megatron_space(self.trial.trainer, self.space),
+                       lambda: _check_partial_recompute(self.trial.trainer, self.space),
+                       lambda: check_trainer_space(self)]
+        problems = []
+        for check in checks:
+            try:
+                check()
+            except ValueError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
+
+    @property
+    def trainer_rules(self) -> bool:
+        """Whether the trainer's refusals narrow the layouts (False: a plan names none)."""
+        return self._trainer_rules
 
     @model_validator(mode="after")
     def _listed_layouts_fit(self) -> "CampaignSpec":
@@ -180,28 +203,44 @@ class CampaignSpec(Strict):
         return self.tracking.uri or default_tracking_uri(self.runs_dir())
 
 
-def _check_divisors(key: str, name: str, values: list[int], of: str, total: int,
-                    hint: str = "") -> None:
-    for value in values:
-        if total % value:
-            divisors = [d for d in range(1, total + 1) if total % d == 0]
-            shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
-            # Cross-field errors carry their key path in front; _describe keeps it.
-            raise ValueError(f"{key}: {name}={value} does not divide {of}={total}; use one of "
-                             f"{shown}{hint}")
+def _divisor_problem(key: str, name: str, value: int, of: str, total: int,
+                     hint: str = "") -> str | None:
+    if total % value == 0:
+        return None
+    divisors = [d for d in range(1, total + 1) if total % d == 0]
+    shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12 else "")
+    # Cross-field errors carry their key path in front; _describe keeps it.
+    return f"{key}: {name}={value} does not divide {of}={total}; use one of {shown}{hint}"
+
+
+def _check_divisors(key: str, name: str, values: list[int], of: str, total: int) -> None:
+    """A value that divides nothing is an error only where no other value of the range
+    remains; otherwise it is a note (unused_values.py) and the others are searched."""
+    problems = [p for v in values if (p := _divisor_problem(key, name, v, of, total))]
+    if problems and len(problems) == len(set(values)):
+        raise ValueError(problems[0])
+
+
+def pipeline_depth_problem(splits: list[str], num_layers: int, pp: int) -> str | None:
+    """Why no split the space lists puts `num_layers` on `pp` stages, naming the split that
+    would, or None."""
+    problems = [split_problem(num_layers, pp, 1, s) for s in splits]
+    if None in problems:
+        return None
+    other = [s for s in PIPELINE_SPLITS if split_problem(num_layers, pp, 1, s) is None]
+    hint = f", or set space.pipeline_split to [{other[0]}]" if other else ""
+    if "even" in splits:  # the divisors are the even split's fix
+        return _divisor_problem("space.pp", "pp", pp, "model.num_layers", num_layers, hint)
+    return f"space.pp: pp={pp}: {problems[0]}{hint}"
 
 
 def _check_pipeline_depths(space: SpaceSpec, num_layers: int) -> None:
-    """Each pp of the space splits the layers one of the ways the space lists."""
-    for pp in space.pp:
-        problems = [split_problem(num_layers, pp, 1, s) for s in space.pipeline_split]
-        if None in problems:
-            continue
-        other = [s for s in PIPELINE_SPLITS if split_problem(num_layers, pp, 1, s) is None]
-        hint = f", or set space.pipeline_split to [{other[0]}]" if other else ""
-        if "even" in space.pipeline_split:  # the divisors are the even split's fix
-            _check_divisors("space.pp", "pp", [pp], "model.num_layers", num_layers, hint)
-        raise ValueError(f"space.pp: pp={pp}: {problems[0]}{hint}")
+    """Each pp of the space splits the layers one of the ways the space lists; one that does
+    not is an error only where it is the only depth (else a note, unused_values.py)."""
+    problems = [p for pp in space.pp
+                if (p := pipeline_depth_problem(space.pipeline_split, num_layers, pp))]
+    if problems and len(problems) == len(space.pp):
+        raise ValueError(problems[0])
 
 
 def _check_partial_recompute(trainer: str | None, space: SpaceSpec) -> None:

@@ -67,12 +67,15 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
     return spec_from_dict(data, source=str(path))
 
 
-def spec_from_dict(data: dict[str, Any], source: str = "<spec>", saved: bool = False) -> CampaignSpec:
+def spec_from_dict(data: dict[str, Any], source: str = "<spec>", saved: bool = False,
+                   trainer_rules: bool = True) -> CampaignSpec:
     """`saved`: a campaign's own saved spec, which keeps what it ran with (the objective's
-    mode) where a new spec would be refused."""
+    mode) where a new spec would be refused. `trainer_rules` False: a plan that names no
+    trainer, whose layouts no trainer's rules refuse."""
     check_strings(data, source)
     try:
-        return CampaignSpec.model_validate(data, context={"saved": saved})
+        return CampaignSpec.model_validate(
+            data, context={"saved": saved, "trainer_rules": trainer_rules})
     except ValidationError as exc:
         raise SpecError(_describe(exc, source)) from None
 
@@ -129,8 +132,8 @@ def _describe(exc: ValidationError, source: str, within: tuple[str, ...] = ()) -
     err = exc.errors()[0]
     err = {**err, "loc": (*within, *err["loc"])}
     msg = err["msg"].removeprefix("Value error, ")
-    if not err["loc"]:  # a cross-field check, whose message starts with its key path
-        return f"{source}: {msg}"
+    if not err["loc"]:  # cross-field checks, each message line starting with its key path
+        return "\n".join(f"{source}: {line}" for line in msg.splitlines())
     if err["type"] == "extra_forbidden":
         path, model, tagged = _walk(err["loc"][:-1])
         key = ".".join(path + [excerpt(str(err["loc"][-1]), 40, quote=False)])

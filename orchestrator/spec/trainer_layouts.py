@@ -242,7 +242,10 @@ def layout_refusal(trainer: str | None, spec, config) -> str | None:
 
 def runnable(spec, configs: list, refused: list[str] | None = None) -> list:
     """The layouts of `configs` the spec's trainer can run; why each other was dropped goes to
-    `refused`. None left of some is a SpecError with the first reason."""
+    `refused`. None left of some is a SpecError with the first reason. A plan that names no
+    trainer (`spec.trainer_rules` False) keeps them all."""
+    if not getattr(spec, "trainer_rules", True):
+        return list(configs)
     kept, reasons = [], []
     for config in configs:
         reason = layout_refusal(spec.trial.trainer, spec, config)

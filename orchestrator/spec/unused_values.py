@@ -10,7 +10,7 @@ from __future__ import annotations
 from orchestrator.common.errors import SpecError
 from orchestrator.layout import Knob, searched_knobs
 from orchestrator.space import ParallelConfig
-from orchestrator.spec.campaign import CampaignSpec
+from orchestrator.spec.campaign import CampaignSpec, pipeline_depth_problem
 from orchestrator.spec.feasibility import explain_empty
 from orchestrator.spec.trainer_layouts import runnable
 
@@ -28,6 +28,9 @@ def _why_unused(spec: CampaignSpec, knob: Knob, value, taken: dict[str, set]) ->
     space gets."""
     ranges = {name: [v for v in getattr(spec.space, name) if v in used] or getattr(spec.space, name)
               for name, used in taken.items() if name != knob.name}
+    if knob.name == "pp" and (depth := pipeline_depth_problem(
+            spec.space.pipeline_split, spec.model.num_layers, value)):
+        return depth.removeprefix("space.pp: ")  # it names the split that would take it
     ranges[knob.name] = [value]
     narrowed = spec.model_copy(update={"space": spec.space.model_copy(update=ranges)})
     space = narrowed.search_space()

@@ -1,0 +1,167 @@
+"""`paratune plan --model M --cluster C --gpus N` with no space: the whole space the model and
+the cluster allow (spec/full_space.py), with what was searched, what was left out and why.
+
+No trainer named, the plan prices layouts and no trainer's rules refuse any. A trainer named
+(`--set trial.trainer=megatron-lm`) narrows the space by its rules, each reason printed: its
+range rules (a ZeRO stage it has not) narrow the ranges, its layout rules drop layouts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.cli.common import out
+from orchestrator.common.errors import SpecError
+from orchestrator.costmodel import CostModel
+from orchestrator.costmodel.fit_verdict import DOES_NOT_FIT, memory_margin, memory_verdict
+from orchestrator.costmodel.ranking import Ranking, rank_by_throughput
+from orchestrator.layout import searched_knobs
+from orchestrator.space import ParallelConfig, SearchSpace
+from orchestrator.spec import CampaignSpec, spec_from_dict
+from orchestrator.spec.full_space import FullSpace, full_space
+from orchestrator.spec.trainer_layouts import runnable
+
+SHOWN_REASONS = 3  # distinct layout refusals printed; the JSON has them all, counted
+
+
+@dataclass
+class FullPlan:
+    """What the plan searched beyond its spec: the full space, the trainer named (None:
+    none), the range rules it narrowed the space by, and why it refused layouts."""
+
+    full: FullSpace
+    trainer: str | None
+    given: list[str]
+    narrowed: list[str] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self, candidates: list[ParallelConfig]) -> dict[str, Any]:
+        return {"searched": searched_values(self, candidates), "left_out": self.full.left_out,
+                "trainer": self.trainer, "narrowed": self.narrowed,
+                "refused": [{"reason": r, "layouts": n} for r, n in self.refused.items()]}
+
+
+def full_space_spec(data: dict[str, Any], source: str) -> tuple[CampaignSpec, FullPlan]:
+    """The spec of `data` (presets and --set applied) over the full space; the keys `--set`
+    gave in `space` win over it."""
+    given = dict(data.get("space") or {})
+    trial = data.get("trial") if isinstance(data.get("trial"), dict) else {}
+    trainer = trial.get("trainer") or ("command" if trial.get("command") else None)
+    shape = spec_from_dict({**data, "space": {}}, source, trainer_rules=False)
+    full = full_space(shape.model, shape.cluster, shape.gpus_per_node, shape.world_size)
+    merged = {**full.space, **given}
+    spec = spec_from_dict({**data, "space": merged}, source, trainer_rules=False)
+    plan = FullPlan(full, trainer, sorted(given))
+    if trainer is None:
+        return spec, plan
+    try:  # the trainer's rules over the full ranges as if given: each reason it refuses them
+        return spec_from_dict({**data, "space": merged}, source), plan
+    except SpecError as exc:
+        plan.narrowed = [line.removeprefix(f"{source}: ") for line in str(exc).splitlines()]
+    # The full ranges as defaults, so the trainer's rules narrow them as they narrow a spec's
+    # default ranges (a user's own ranges are still refused).
+    space = type(spec.space).model_construct(_fields_set=set(given), **dict(spec.space))
+    return spec_from_dict({**data, "space": space}, source), plan
+
+
+def plan_candidates(spec: CampaignSpec, plan: FullPlan) -> list[ParallelConfig]:
+    """The space's layouts the named trainer runs (all of them when none is named); why it
+    refused the others, counted, goes to `plan.refused`."""
+    found = [c for space in _undominated_spaces(spec, plan) for c in space.candidates()]
+    if not found:
+        return spec.candidates()  # the SpecError that says why the space is empty
+    reasons: list[str] = []
+    kept = runnable(spec, found, reasons)
+    for reason in reasons:
+        plan.refused[reason] = plan.refused.get(reason, 0) + 1
+    return kept
+
+
+def _undominated_spaces(spec: CampaignSpec, plan: FullPlan) -> list[SearchSpace]:
+    """The spec's search space as parts that hold no `dominated` layout: tp 1, and tp > 1
+    with sequence parallelism (unless `--set` gave sequence_parallel)."""
+    space = spec.search_space()
+    ranges, tp = space.ranges, space.ranges.tp
+    if "sequence_parallel" in plan.given or not ranges.sequence_parallel.count(True):
+        return [space]
+    parts = [((1,), (False,)), (tuple(t for t in tp if t > 1), (True,))]
+    return [dataclasses.replace(space, ranges=dataclasses.replace(
+        ranges, tp=tps, sequence_parallel=sp)) for tps, sp in parts if tps and set(tps) & set(tp)]
+
+
+def rank_full(top_k: int, cost: CostModel, candidates: list[ParallelConfig]) -> Ranking:
+    """The candidates ranked by throughput, the step priced only where the memory model
+    says the layout may fit (within its margin): most of a full space does not."""
+    margin = memory_margin(cost.cluster.device)
+    priced = [c for c in candidates if cost.unsupported(c) is None and memory_verdict(
+        cost.memory(c), cost.cluster.memory_gb, 1.0, margin) != DOES_NOT_FIT]
+    ranking = rank_by_throughput(cost, priced, top_k)
+    return dataclasses.replace(ranking, candidates=len(candidates))
+
+
+def searched_values(plan: FullPlan, candidates: list[ParallelConfig]) -> dict[str, list]:
+    """Each knob of the full space with the values some searched layout takes."""
+    names = [k.name for k in searched_knobs() if k.name in plan.full.space]
+    found = {name: {getattr(c, name) for c in candidates} for name in names}
+    return {name: [v for v in dict.fromkeys([*plan.full.space[name], *found[name]])
+                   if v in found[name]] for name in names}
+
+
+def print_full_plan(spec: CampaignSpec, plan: FullPlan, candidates: list[ParallelConfig],
+                    fitting: int) -> None:
+    """What was searched, each knob's values; what was left out and why; the trainer's rules."""
+    out.print(f"searched the whole space {spec.model.name} on {spec.world_size:,} × "
+              f"{spec.cluster.device} allows: {len(candidates):,} layouts, {fitting:,} fit in "
+              f"{spec.cluster.memory_gb:g} GB", markup=False, highlight=False)
+    for name, values in searched_values(plan, candidates).items():
+        given = " (--set)" if name in plan.given else ""
+        out.print(f"  {name}: {', '.join(map(_shown, values))}{given}", markup=False,
+                  highlight=False)
+    out.print("left out:", markup=False, highlight=False)
+    for line in plan.full.left_out:
+        out.print(f"  - {line}", markup=False, highlight=False)
+    if plan.trainer is None:
+        out.print("no trainer named: no trainer's rules narrow the layouts, and they are priced "
+                  "as the built-in trainer runs them (PyTorch DDP, ZeroRedundancyOptimizer, "
+                  "FSDP2); --set trial.trainer=megatron-lm (or torchtitan, deepspeed, "
+                  "megatron-deepspeed, builtin) applies its rules and its engine",
+                  markup=False, highlight=False)
+        return
+    for line in plan.narrowed:
+        out.print(f"trainer {plan.trainer} narrows {line}", markup=False, highlight=False)
+    if plan.refused:
+        total = sum(plan.refused.values())
+        out.print(f"trainer {plan.trainer} refused {total:,} layouts; e.g.:", markup=False,
+                  highlight=False)
+        for reason in sorted(plan.refused, key=plan.refused.get, reverse=True)[:SHOWN_REASONS]:
+            out.print(f"  - {reason}", markup=False, highlight=False)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+MEMORY_KNOBS = ("tp", "pp", "cp", "ep", "zero_stage", "activation_checkpointing", "offload")
+
+
+def no_fit_message(spec: CampaignSpec, plan: FullPlan | None) -> str:
+    """Nothing fits: the keys that cut memory and are not yet at their widest, each as the
+    `--set` that widens it (offload last, as a last resort), or more GPUs."""
+    widest = full_space(spec.model, spec.cluster, spec.gpus_per_node, spec.world_size).space
+    widest = {**widest, "offload": ["none", "optimizer", "optimizer+params"]}
+    sets = []
+    for name in MEMORY_KNOBS:
+        values, wider = list(getattr(spec.space, name)), widest[name]
+        if name == "ep" and not spec.model.num_experts or set(wider) <= set(values):
+            continue
+        shown = ",".join(map(_shown, wider))
+        sets.append(f"--set 'space.{name}=[{shown}]'")
+    widen = (f"widen the space: {' '.join(sets)}" if sets else
+             "every key that cuts memory is at its widest")
+    more = "; or give more GPUs (--gpus)" if plan is not None else ""
+    return (f"{spec.name}: no configuration fits in {spec.cluster.memory_gb:g} GB; {widen}"
+            f"{more}")
