@@ -114,7 +114,9 @@ def print_full_plan(spec: CampaignSpec, plan: FullPlan, candidates: list[Paralle
     """What was searched, each knob's values; what was left out and why; the trainer's rules."""
     out.print(f"searched the whole space {spec.model.name} on {spec.world_size:,} × "
               f"{spec.cluster.device} allows: {len(candidates):,} layouts, {fitting:,} fit in "
-              f"{spec.cluster.memory_gb:g} GB", markup=False, highlight=False)
+              f"{spec.cluster.memory_gb:g} GB, at a global batch of "
+              f"{spec.scale.global_batch_size:,} sequences of {spec.model.seq_len:,} tokens "
+              "(--global-batch-size sets it)", markup=False, highlight=False)
     for name, values in searched_values(plan, candidates).items():
         given = " (--set)" if name in plan.given else ""
         out.print(f"  {name}: {', '.join(map(_shown, values))}{given}", markup=False,
