@@ -52,7 +52,7 @@ def test_campaign_logs_to_mlflow_and_survives_a_crashing_trial(tmp_path, runs_di
         assert run.data.params["zero_stage"] in ("0", "1", "3")
         assert run.data.params["micro_batch_size"] == "4"
         zero = run.data.params["zero_stage"]
-        assert run.info.run_name == f"{trial_id} tp1 pp1" + (f" z{zero}" if zero != "0" else "") + " mb4"
+        assert run.info.run_name == f"{trial_id}" + (f" z{zero}" if zero != "0" else "") + " mb4"
         assert run.data.tags["paratune.status"] == result["status"]
         if result["status"] == "ok":
             assert run.data.metrics["tokens_per_s"] == round(result["tokens_per_s"], 1)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, write_spec
 from ports import free_port
+from screenshots import keep_screenshot
 
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",
            "megatron", "torchtitan")
@@ -193,13 +194,14 @@ def test_report_renders_in_a_headless_browser(quickstart, tmp_path):
     dom = subprocess.run(flags + ["--dump-dom", page.as_uri()], capture_output=True, text=True,
                          timeout=120)
     assert dom.stdout.count('class="main-svg"') >= 4  # every figure drew its SVG
+    # The answer first; the launch script after it, folded.
+    assert dom.stdout.index('<section id="answer">') < dom.stdout.index('<details id="launch">')
     assert len(re.findall(r'<path class="(?:point|js-line|bars?)"', dom.stdout)) + \
         dom.stdout.count('class="trace scatter') + dom.stdout.count("parcoords") > 4
     console_errors = [text for text in (taken.stderr + dom.stderr).splitlines()
                       if "CONSOLE" in text and ("Uncaught" in text or "Error" in text)]
     assert not console_errors, console_errors
-    if os.environ.get("PARATUNE_SAVE_SCREENSHOT"):
-        shutil.copy(shot, os.environ["PARATUNE_SAVE_SCREENSHOT"])
+    keep_screenshot(shot, "report.png")
 
 
 @pytest.mark.slow

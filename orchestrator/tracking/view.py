@@ -39,8 +39,9 @@ KNOBS = ("tp", "pp", "dp", "zero_stage", "micro_batch_size", "activation_checkpo
 PARAMS = ("fidelity",)  # after the metrics
 TAGS = ("paratune.status",)
 # Key parts a run name leaves out: dp and grad_accum_steps follow from the others, and the
-# defaults (no ZeRO, no recompute) go without saying.
-IMPLIED_PARTS = re.compile(r"(?:^|-)(?:dp\d+|gas\d+|z0|acnone)(?=-|$)")
+# defaults (tp 1, pp 1, no ZeRO, no recompute) go without saying. What is left fits the UI's
+# Run Name column (about 20 characters) for most layouts.
+IMPLIED_PARTS = re.compile(r"(?:^|-)(?:dp\d+|gas\d+|tp1|pp1|z0|acnone)(?=-|$)")
 
 
 def column(group: str, name: str) -> str:
@@ -50,7 +51,8 @@ def column(group: str, name: str) -> str:
 
 def run_name(trial_id: str, key: str) -> str:
     """A trial run's name, short enough for the UI's name column: `t0007 tp2 pp4 z1 mb2`
-    from trial t0007 and layout key `tp2-pp4-dp1-z1-mbs2-gas1-acnone`."""
+    from trial t0007 and layout key `tp2-pp4-dp1-z1-mbs2-gas1-acnone`, `t0003 z1 mb4` from
+    `tp1-pp1-dp2-z1-mbs4-gas1-acnone`."""
     short = IMPLIED_PARTS.sub("", key).lstrip("-")
     short = re.sub(r"(?:^|(?<=-))mbs(?=\d)", "mb", short)
     return f"{trial_id} {short.replace('-', ' ')}".strip()
