@@ -41,6 +41,8 @@ def stand_in_python(folder: Path, body: str) -> Path:
     return python
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(3 * RUN_TIMEOUT_S)
 def test_the_exported_winner_trains_on_a_clean_login_shell(tmp_path, runs_dir, cli):
     """A real campaign's winner, exported with `best --format torchrun`, trains under
     `env -i PATH=/usr/bin:/bin`: no torchrun on PATH, no venv activated, from another folder."""
@@ -106,6 +108,8 @@ def test_the_recorded_interpreter_runs_the_program_and_leads_path(tmp_path, monk
     assert ran.returncode == 0, ran.stderr
     assert record.read_text() == "torchrun --tp=1\n"
     assert not marker.exists()
+    run_line = export("yaml", spec, "t0001", spec.candidates()[0]).splitlines()[1]
+    assert run_line.startswith(f"# Run: {shlex.quote(str(python))} -m torch.distributed.run ")
 
 
 FRONTIER_DOCUMENTED = {  # OLCF Frontier user guide: PyTorch on Frontier, and RCCL's settings

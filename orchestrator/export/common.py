@@ -63,7 +63,17 @@ def origin(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
         f"model {spec.model.name!r}, {spec.world_size} ranks on {spec.cluster.name!r}; "
         f"written for {tool}; {torch_build(spec)}"
     )
+    return printable(text)
+
+
+def printable(text: str) -> str:
+    """`text` as one line of printable characters, for a `#` comment."""
     return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def trials_python() -> str:
+    """The Python the trials ran: this installation's, which ran them (a venv's, unresolved)."""
+    return sys.executable or "python3"
 
 
 def env_line(name: str, value: str) -> str:
@@ -80,7 +90,7 @@ def interpreter() -> str:
     """Shell lines that find the Python the trials ran with (this installation's, which ran
     them), or PARATUNE_PYTHON's, as $PYTHON, its folder first on PATH as a venv's activation
     puts it; without one, a line that says so and exit 127."""
-    recorded = shlex.quote(sys.executable or "python3")
+    recorded = shlex.quote(trials_python())
     return f"""# The trials' Python: its environment's programs come first (PARATUNE_PYTHON: another).
 TRIALS_PYTHON={recorded}
 PYTHON=$(type -P -- "${{PARATUNE_PYTHON:-$TRIALS_PYTHON}}") || {{

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from orchestrator.common.errors import SpecError
-from orchestrator.export.common import origin
+from orchestrator.export.common import origin, printable, trials_python
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers.builtin import job_settings
@@ -23,8 +23,9 @@ from orchestrator.trainers.megatron import TOOLS, megatron_args
 def export_yaml(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
     settings = job_settings(spec, config, trial_id)
     nodes = spec.scale.nodes
-    launch = (f"torchrun --nproc_per_node={spec.gpus_per_node}" if nodes == 1 else
-              f"torchrun --nnodes={nodes} --node_rank=N --rdzv_backend=c10d "
+    torchrun = printable(f"{shlex.quote(trials_python())} -m torch.distributed.run")
+    launch = (f"{torchrun} --nproc_per_node={spec.gpus_per_node}" if nodes == 1 else
+              f"{torchrun} --nnodes={nodes} --node_rank=N --rdzv_backend=c10d "
               f"--rdzv_endpoint=HOST:29500 --nproc_per_node={spec.gpus_per_node}")
     header = (
         f"# {origin(spec, trial_id, config)}\n"
