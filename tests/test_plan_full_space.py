@@ -116,3 +116,14 @@ def test_a_specs_problems_come_in_one_error(tmp_path):
     assert len(lines) == 2, lines
     assert "space.pp: pp=4 does not divide model.num_layers=61" in lines[0]
     assert "space.zero_stage: megatron-lm has no ZeRO stage 3" in lines[1]
+
+
+def test_field_problems_of_several_sections_come_in_one_error(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(SIXTY_ONE.format(pp="[1]", zero="[1]", trial=""))
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, ["space.micro_batch_size=[0]", "budget.max_trials=-1"])
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"{path}: space.micro_batch_size: ")
+    assert lines[1].startswith(f"{path}: budget.max_trials: Input should be greater than 0")

@@ -126,10 +126,21 @@ def apply_override(data: dict[str, Any], item: str, source: str = "<spec>") -> N
 # One line per validation error
 
 
+MAX_PROBLEMS = 5  # a spec's problems described together, one line each
+
+
 def _describe(exc: ValidationError, source: str, within: tuple[str, ...] = ()) -> str:
-    """The first validation error as one line: file, key path, problem, allowed values;
-    `within`: the key path of the section that was validated on its own."""
-    err = exc.errors()[0]
+    """Each of a spec's problems as a line (file, key path, problem, allowed values), so one
+    run names them all: the first error of each section entry (a union's other branches
+    only restate it); `within`: the key path of the section that was validated on its own."""
+    first: dict[tuple, dict] = {}
+    for err in exc.errors():
+        first.setdefault(tuple(err["loc"][:2]), err)
+    lines = [_describe_one(err, source, within) for err in first.values()]
+    return "\n".join(dict.fromkeys(lines[:MAX_PROBLEMS]))
+
+
+def _describe_one(err: dict, source: str, within: tuple[str, ...]) -> str:
     err = {**err, "loc": (*within, *err["loc"])}
     msg = err["msg"].removeprefix("Value error, ")
     if not err["loc"]:  # cross-field checks, each message line starting with its key path
