@@ -22,7 +22,8 @@ from typing import Any
 from orchestrator.common.objective import Objective
 from orchestrator.record.journal import Journal, TrialRecord, fidelity_of
 from orchestrator.common.errors import one_line
-from orchestrator.tracking.mirror import ArtifactsElsewhere, StoreDamaged, Tracker
+from orchestrator.tracking.mirror import ArtifactsElsewhere, Tracker
+from orchestrator.tracking.sqlite_store import StoreDamaged
 from orchestrator.tracking.view import varying_knobs
 from orchestrator.trial.folder import TrialFolder
 
