@@ -32,6 +32,7 @@ def test_the_whole_space_is_searched_and_said(cli):
     assert searched["zero_stage"] == [0, 1, 2, 3]
     assert searched["activation_checkpointing"] == ["none", "selective", "full"]
     assert searched["micro_batch_size"][:3] == [1, 2, 4] and searched["precision"] == ["bf16"]
+    assert searched["pp_schedule"] == ["1f1b", "interleaved"]
     assert (data["best"]["config"]["tp"], data["best"]["config"]["pp"]) != (1, 1)
     assert abs(data["mfu"] - FRONTIER_175B_MFU) < 0.05
     left_out = " ".join(data["full_space"]["left_out"])

@@ -142,7 +142,7 @@ def plan(
     spec, full = _plan_spec(spec_file, set_, {"model": model, "cluster": cluster, "gpus": gpus,
                             "global_batch_size": global_batch_size, "seq_len": seq_len}, amsp)
     cost = cost_model_for(spec)
-    candidates = plan_candidates(spec, full) if full else fitted_candidates(spec, cost)
+    candidates = plan_candidates(spec, full, cost) if full else fitted_candidates(spec, cost)
     ranking = (rank_full if full else partial(rank_spec, spec))(top_k, cost, candidates)
     if not as_json and full is None:
         print_space_notes(spec, candidates)

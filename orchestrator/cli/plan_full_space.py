@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from orchestrator.cli.common import out
@@ -17,6 +18,7 @@ from orchestrator.common.errors import SpecError
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.fit_verdict import DOES_NOT_FIT, memory_margin, memory_verdict
 from orchestrator.costmodel.ranking import Ranking, rank_by_throughput
+from orchestrator.costmodel.recompute import fewest_recomputed_layers
 from orchestrator.layout import searched_knobs
 from orchestrator.space import ParallelConfig, SearchSpace
 from orchestrator.spec import CampaignSpec, spec_from_dict
@@ -66,10 +68,12 @@ def full_space_spec(data: dict[str, Any], source: str) -> tuple[CampaignSpec, Fu
     return spec_from_dict({**data, "space": space}, source), plan
 
 
-def plan_candidates(spec: CampaignSpec, plan: FullPlan) -> list[ParallelConfig]:
-    """The space's layouts the named trainer runs (all of them when none is named); why it
-    refused the others, counted, goes to `plan.refused`."""
-    found = [c for space in _undominated_spaces(spec, plan) for c in space.candidates()]
+def plan_candidates(spec: CampaignSpec, plan: FullPlan, cost: CostModel) -> list[ParallelConfig]:
+    """The space's layouts the named trainer runs (all of them when none is named), each
+    `recompute_num_layers: fit` resolved by `cost`; why the trainer refused the others,
+    counted, goes to `plan.refused`."""
+    fit = partial(fewest_recomputed_layers, cost)
+    found = [c for space in _undominated_spaces(spec, plan) for c in space.candidates(fit=fit)]
     if not found:
         return spec.candidates()  # the SpecError that says why the space is empty
     reasons: list[str] = []

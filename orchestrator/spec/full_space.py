@@ -5,9 +5,10 @@ The ranges are the ones a person planning the run would try (NeMo's auto-configu
 its space from the model size and GPU count the same way): tensor parallelism within a node,
 pipeline depths that split the layers (first and last stages sized to the middle ones where an
 even split cannot), context parallelism where the sequence is long, expert parallelism on an
-MoE model, every ZeRO stage, micro-batches up to 16 sequences, every recompute mode, and FP8
-where the device has FP8 tensor cores. Each range is kept to the values that can make a layout
-of this world, so the cost model prices a few thousand layouts, not the cross product.
+MoE model (the interleaved schedule at 2 virtual stages on a dense one), every ZeRO stage,
+micro-batches up to 16 sequences, every recompute mode, and FP8 where the device has FP8 tensor
+cores. Each range is kept to the values that can make a layout of this world, so the cost model
+prices thousands of layouts, not the cross product.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ def full_space(model: ModelShape, cluster: Cluster, gpus_per_node: int,
     }
     if model.num_experts:
         space["etp"] = [1]
+    else:  # an MoE space is wide enough already (ep): interleaving would pass MAX_COMBINATIONS
+        space.update(pp_schedule=["1f1b", "interleaved"], virtual_stages=[1, 2])
     return FullSpace(space, _left_out(model, cluster, fp8))
 
 
@@ -87,8 +90,6 @@ def _left_out(model: ModelShape, cluster: Cluster, fp8: bool) -> list[str]:
         "offload (optimizer, optimizer+params): host memory is a last resort, slower than a "
         "layout that fits; --set 'space.offload=[none,optimizer]'",
         "AMSP sharding factors: ZeRO stages stand for them; --amsp searches AMSP's plan",
-        "the interleaved schedule (virtual_stages > 1): --set 'space.pp_schedule=[1f1b,"
-        "interleaved]' --set 'space.virtual_stages=[1,2]'",
         "recompute of only some layers: --set 'space.recompute_num_layers=[null,fit]'",
         "cp_comm_type a2a and allgather (p2p only), overlap_comm and bucket_size (each "
         "trainer's own), compile",
@@ -99,7 +100,12 @@ def _left_out(model: ModelShape, cluster: Cluster, fp8: bool) -> list[str]:
     else:
         lines.append(f"FP8: {cluster.device} has no FP8 tensor cores")
     if model.num_experts:
-        lines.append("expert tensor parallelism (etp 1 only): --set 'space.etp=[1,null]'")
+        lines += ["expert tensor parallelism (etp 1 only): --set 'space.etp=[1,null]'",
+                  "the interleaved schedule, to keep an MoE space's count bounded: --set "
+                  "'space.pp_schedule=[1f1b,interleaved]' --set 'space.virtual_stages=[1,2]' "
+                  "with fewer ep values"]
+    else:
+        lines.append("more than 2 virtual stages: --set 'space.virtual_stages=[1,2,4]'")
     if model.seq_len < 2 * MIN_TOKENS_PER_CP_RANK:
         lines.append(f"context parallelism: seq_len {model.seq_len} is under "
                      f"{2 * MIN_TOKENS_PER_CP_RANK} (cp keeps {MIN_TOKENS_PER_CP_RANK} tokens a "

@@ -179,7 +179,7 @@ def _describe_one(err: dict, source: str, within: tuple[str, ...]) -> str:
         msg += "; YAML read it as another type: put it in quotes"  # name: 2024-06-01
     elif err["type"] in NUMBER_ERRORS and _yaml_float_text(err.get("input")):
         msg += _number_hint(err["input"], whole=err["type"].startswith("int"))
-    if msg.startswith(key + "."):  # a section's cross-field check names the key itself
+    if msg.startswith((key + ".", key + ":")):  # a section's check names the key itself
         return f"{source}: {msg}"
     return f"{source}: {key}: {msg}"
 
