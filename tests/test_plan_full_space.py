@@ -128,3 +128,10 @@ def test_field_problems_of_several_sections_come_in_one_error(tmp_path):
     assert len(lines) == 2, lines
     assert lines[0].startswith(f"{path}: space.micro_batch_size: ")
     assert lines[1].startswith(f"{path}: budget.max_trials: Input should be greater than 0")
+
+
+def test_estimate_names_the_peak_its_mfu_is_against(cli):
+    code, text, err = cli("estimate", "--model", "llama-7b", "--cluster", "h100-80g", "--gpus",
+                          "64", "--zero-stage", "3")
+    assert code == 0, err
+    assert "(MFU vs 989 TFLOPS BF16 dense peak)" in " ".join(text.split())

@@ -274,10 +274,11 @@ def _print_estimate(spec, result, data: dict, chosen: str | None) -> None:
     if not result.unsupported and result.memory_verdict == RISKY:
         verdict = (f"[yellow]risky[/]: over {result.capacity_gb:g} GB, within the memory "
                    f"model's {result.memory_margin:.0%} margin (a campaign measures it)")
+    fp8_note = ", not FP8's" if is_fp8(result.config) else ""
     out.print(f"{verdict}; {result.tokens_per_s:,.0f} tokens/s, "
               f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}"
-              + (f" (against the {data['mfu_peak'].upper()} dense peak, not FP8's)"
-                 if is_fp8(result.config) else ""))
+              + f" (MFU vs {spec.cluster.peak_tflops:g} TFLOPS {data['mfu_peak'].upper()} dense "
+              f"peak{fp8_note})")
     if spec.trial.trainer == "command":  # the engine is an assumption only for a command
         out.print(f"priced as: {data['runtime']}", markup=False, highlight=False)
 
