@@ -50,6 +50,8 @@ def test_without_a_trainer_no_trainer_refuses_a_layout(cli):
     assert data["best"]["config"]["pp"] == 16  # 61 layers: first and last stages smaller
     assert data["best"]["config"]["pipeline_split"] == "first_last"
     assert data["full_space"]["trainer"] is None and data["full_space"]["refused"] == []
+    code, _, err = cli(*DEEPSEEK, "--set", "space.pp=[16,32]", "--top-k", "1")
+    assert code == 0 and "note: space.pp: 32 is in no layout of this space" in err, err
     code, _, err = cli(*DEEPSEEK, "--set", "trial.trainer=builtin")
     assert code == 2 and "model.moe_router_num_groups: the built-in trainer" in err
     code, text, err = cli(*DEEPSEEK, "--set", "trial.trainer=megatron-lm")

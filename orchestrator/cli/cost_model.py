@@ -23,6 +23,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.plan_caveats import mfu_peak, plan_caveats, print_plan
 from orchestrator.cli.plan_full_space import (
+    as_given,
     FullPlan,
     full_space_spec,
     no_fit_message,
@@ -144,8 +145,8 @@ def plan(
     cost = cost_model_for(spec)
     candidates = plan_candidates(spec, full, cost) if full else fitted_candidates(spec, cost)
     ranking = (rank_full if full else partial(rank_spec, spec))(top_k, cost, candidates)
-    if not as_json and full is None:
-        print_space_notes(spec, candidates)
+    if not as_json:
+        print_space_notes(as_given(spec, full), candidates)
     if ranking.best is None and not ranking.risky:
         raise UserError(no_fit_message(spec, full))
     caveats = plan_caveats(spec, cost, ranking)  # mfu_peak, and constants the order rests on
@@ -164,7 +165,7 @@ def plan(
         "top": [e.to_dict() for e in ranking.top],
         "memory_margin": memory_margin(spec.cluster.device), "risky_count": ranking.risky_count,
         "risky": [e.to_dict() for e in ranking.risky], **caveats,
-        "notes": [] if full else unused_values(spec, candidates), **extras,
+        "notes": unused_values(as_given(spec, full), candidates), **extras,
         **({"full_space": full.to_dict(candidates)} if full else {}),
     })
 

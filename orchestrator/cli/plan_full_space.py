@@ -68,6 +68,15 @@ def full_space_spec(data: dict[str, Any], source: str) -> tuple[CampaignSpec, Fu
     return spec_from_dict({**data, "space": space}, source), plan
 
 
+def as_given(spec: CampaignSpec, plan: FullPlan | None) -> CampaignSpec:
+    """The spec as if only the space keys `--set` gave were set, so the notes on values no
+    layout takes (unused_values.py) speak of the user's values, not the full space's."""
+    if plan is None:
+        return spec
+    space = type(spec.space).model_construct(_fields_set=set(plan.given), **dict(spec.space))
+    return spec.model_copy(update={"space": space})
+
+
 def plan_candidates(spec: CampaignSpec, plan: FullPlan, cost: CostModel) -> list[ParallelConfig]:
     """The space's layouts the named trainer runs (all of them when none is named), each
     `recompute_num_layers: fit` resolved by `cost`; why the trainer refused the others,
