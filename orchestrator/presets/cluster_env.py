@@ -16,8 +16,8 @@ class ClusterEnv:
 
 
 CLUSTER_ENV: dict[str, ClusterEnv] = {
-    # OLCF Frontier user guide (docs.olcf.ornl.gov/systems/frontier_user_guide.html, and its
-    # "PyTorch on Frontier" page): MIOpen's kernel database defaults to the home folder, whose
+    # OLCF's "PyTorch on Frontier" guide (docs.olcf.ornl.gov, source olcf/olcf-user-docs
+    # software/python/pytorch_frontier.rst: its batch script and "Best Practices"): MIOpen's kernel database defaults to the home folder, whose
     # file locks fail under many ranks, so each job keeps it in node-local /tmp (MIOpen makes
     # the folder); RCCL starts up over the Slingshot interface hsn0, and NCCL_NET_GDR_LEVEL=3
     # (GPU-direct RDMA) and NCCL_CROSS_NIC=1 are the guide's settings for speed at scale (it
