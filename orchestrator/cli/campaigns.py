@@ -32,6 +32,7 @@ from orchestrator.cli.common import (
     rank_spec,
 )
 from orchestrator.cli.live_display import CampaignProgress
+from orchestrator.cli.plan_full_space import run_spec
 from orchestrator.cli.resume_lines import extend_hint, say_budget_changes, saying_reattached
 from orchestrator.cli import campaign_table
 from orchestrator.common.errors import CampaignStateError, UserError
@@ -45,7 +46,7 @@ from orchestrator.record.journal import TrialRecord
 from orchestrator.scheduling.controller import Controller
 from orchestrator.scheduling.signals import Detached, Interrupted
 from orchestrator.scheduling.slots import NoSlotLimit, ServiceSlots, TrialSlots
-from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec, load_spec
+from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec
 from orchestrator.spec.planning import fitted_candidates
 from orchestrator.spec.preflight import preflight
 from orchestrator.spec.trial import campaign_inputs
@@ -138,7 +139,7 @@ def run(
 ) -> None:
     """Run a campaign to its end."""
     given = [f"tracking.runs_dir={check_runs_dir(runs_dir)}"] if runs_dir else []
-    spec = load_spec(spec_file, [*set_, *given])
+    spec = run_spec(spec_file, [*set_, *given])
     if dry_run:
         candidates = fitted_candidates(spec)
         print_space_notes(spec, candidates)

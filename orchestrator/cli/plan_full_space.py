@@ -4,6 +4,8 @@ the cluster allow (spec/full_space.py), with what was searched, what was left ou
 No trainer named, the plan prices layouts and no trainer's rules refuse any. A trainer named
 (`--set trial.trainer=megatron-lm`) narrows the space by its rules, each reason printed: its
 range rules (a ZeRO stage it has not) narrow the ranges, its layout rules drop layouts.
+`paratune run SPEC` with no `space` runs over the same whole space, narrowed by the trainer
+that will run the trials (the built-in one when the spec names none).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from orchestrator.cli.common import out
@@ -21,8 +24,10 @@ from orchestrator.costmodel.ranking import Ranking, rank_by_throughput
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
 from orchestrator.layout import searched_knobs
 from orchestrator.space import ParallelConfig, SearchSpace
-from orchestrator.spec import CampaignSpec, spec_from_dict
+from orchestrator.spec import CampaignSpec, apply_override, load_spec, spec_from_dict
 from orchestrator.spec.full_space import FullSpace, full_space
+from orchestrator.spec.planning import cost_model_for
+from orchestrator.spec.yaml_input import load_yaml_file
 from orchestrator.spec.trainer_layouts import runnable
 
 SHOWN_REASONS = 3  # distinct layout refusals printed; the JSON has them all, counted
@@ -123,13 +128,13 @@ def searched_values(plan: FullPlan, candidates: list[ParallelConfig]) -> dict[st
 
 
 def print_full_plan(spec: CampaignSpec, plan: FullPlan, candidates: list[ParallelConfig],
-                    fitting: int) -> None:
+                    fitting: int, batch_hint: str = "--global-batch-size") -> None:
     """What was searched, each knob's values; what was left out and why; the trainer's rules."""
     out.print(f"searched the whole space {spec.model.name} on {spec.world_size:,} × "
               f"{spec.cluster.device} allows: {len(candidates):,} layouts, {fitting:,} fit in "
               f"{spec.cluster.memory_gb:g} GB, at a global batch of "
               f"{spec.scale.global_batch_size:,} sequences of {spec.model.seq_len:,} tokens "
-              "(--global-batch-size sets it)", markup=False, highlight=False)
+              f"({batch_hint} sets it)", markup=False, highlight=False)
     for name, values in searched_values(plan, candidates).items():
         given = " (--set)" if name in plan.given else ""
         out.print(f"  {name}: {', '.join(map(_shown, values))}{given}", markup=False,
@@ -180,3 +185,32 @@ def no_fit_message(spec: CampaignSpec, plan: FullPlan | None) -> str:
     more = "; or give more GPUs (--gpus)" if plan is not None else ""
     return (f"{spec.name}: no configuration fits in {spec.cluster.memory_gb:g} GB; {widen}"
             f"{more}")
+
+
+def run_spec(spec_file: Path, overrides: list[str]) -> CampaignSpec:
+    """The spec `paratune run` runs: SPEC as given, or over the whole space if it gives no
+    `space`."""
+    spec = load_spec(spec_file, overrides)
+    return spec if "space" in spec.model_fields_set else _whole_space_run_spec(spec_file,
+                                                                               overrides)
+
+
+def _whole_space_run_spec(spec_file: Path, overrides: list[str]) -> CampaignSpec:
+    """A campaign spec that gives no `space`, over the whole space its model and cluster allow
+    (what `plan` searches), narrowed by the trainer that runs the trials; what it searched and
+    left out is printed, as `plan` prints it."""
+    data = load_yaml_file(spec_file)
+    for item in overrides:
+        apply_override(data, item, source=str(spec_file))
+    trial = data.setdefault("trial", {}) if isinstance(data.get("trial", {}), dict) else {}
+    if not trial.get("trainer") and not trial.get("command"):
+        trial["trainer"] = "builtin"  # the trainer that will run, so its rules apply
+    spec, plan = full_space_spec(data, str(spec_file))
+    cost = cost_model_for(spec)
+    candidates = plan_candidates(spec, plan, cost)
+    print_full_plan(spec, plan, candidates, rank_full(1, cost, candidates).feasible,
+                    batch_hint="--set scale.global_batch_size=N")
+    # The campaign keeps the values some layout takes (a micro-batch the batch cannot hold
+    # is no value of the run's space), and the keys --set gave as given.
+    data["space"] = {**searched_values(plan, candidates), **(data.get("space") or {})}
+    return spec_from_dict(data, str(spec_file))
