@@ -200,7 +200,8 @@ def test_run_takes_runs_dir_as_resume_and_status_do(tmp_path, cli, monkeypatch):
                          "--set", "budget.max_trials=2")
     assert code == 0, err
     assert (here / "frontier-175b" / "journal.jsonl").is_file() and not (tmp_path / "runs").exists()
-    assert f"--runs-dir {here} -o launch.sh" in out  # the export hint finds it again
+    # The export hint finds it again (its lines continue with a backslash where too wide).
+    assert f"--runs-dir {here} -o launch.sh" in " ".join(out.replace("\\\n", "").split())
     assert json.loads(cli("status", "frontier-175b", "--runs-dir", str(here), "--json")[1])
     monkeypatch.setenv("PARATUNE_RUNS_DIR", str(tmp_path / "other"))
     code, _, err = cli("run", str(EXAMPLES / "frontier-175b.yaml"), "--runs-dir", str(here))
