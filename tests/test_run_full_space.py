@@ -3,6 +3,8 @@ allow, as `plan` from presets does, and says what it searched; a spec's own spac
 
 from __future__ import annotations
 
+import json
+
 import yaml
 from conftest import EXAMPLES
 
@@ -38,3 +40,11 @@ def test_a_spec_with_its_own_space_keeps_it(tmp_path, cli):
     code, out, err = cli("run", str(EXAMPLES / "frontier-175b.yaml"), "--dry-run")
     assert code == 0, err
     assert "searched the whole space" not in out
+
+
+def test_plan_of_a_spec_without_space_searches_the_whole_space(tmp_path, cli):
+    spec = _spec_without_space(tmp_path / "no-space.yaml")
+    code, out, err = cli("plan", str(spec), "--json", "--top-k", "1")
+    assert code == 0, err
+    searched = json.loads(out)["full_space"]["searched"]
+    assert searched["tp"] == [1, 2, 4, 8] and 16 in searched["pp"]

@@ -95,7 +95,10 @@ def test_bad_listed_layout(cli, spec_file, runs_dir, entry):
 @pytest.mark.parametrize("command", [("run", "--dry-run"), ("run",), ("plan",), ("estimate",)])
 def test_empty_space_says_why(cli, spec_file, runs_dir, override, words, command):
     one_gpu = override.startswith("space.zero_stage")  # dp = 1: ZeRO 3 shards over nothing
-    path = spec_file(B.replace("gpus_per_node: 2", "gpus_per_node: 1") if one_gpu else B)
+    # A space of its own: without one, run and plan search the whole space, where tp 2 holds
+    # a batch of 7.
+    spec = (B.replace("gpus_per_node: 2", "gpus_per_node: 1") if one_gpu else B)
+    path = spec_file(spec + "space: {tp: [1], pp: [1]}\n")
     one_line_error(cli(command[0], path, *command[1:], "--set", override),
                    "no valid layout", *words)
     assert not runs_dir.exists()

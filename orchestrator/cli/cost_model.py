@@ -7,7 +7,6 @@ options (`calibrate` is cli/calibrate.py). With `--json` each prints one JSON ob
 from __future__ import annotations
 
 import itertools
-import json
 from functools import partial
 from pathlib import Path
 from typing import Any, Optional
@@ -23,6 +22,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.plan_caveats import mfu_peak, plan_caveats, print_plan
 from orchestrator.cli.plan_full_space import (
+    file_full_space_spec,
     as_given,
     FullPlan,
     full_space_spec,
@@ -32,6 +32,7 @@ from orchestrator.cli.plan_full_space import (
     rank_full,
 )
 from orchestrator.cli.plan_sweep import parse_nodes, plan_sweep
+from orchestrator.cli.spec_options import file_options, options_data, spec_from_options
 from orchestrator.cli.plan_tokens import parse_tokens, pick_extras, print_pick_extras
 from orchestrator.common.errors import UserError
 from orchestrator.costmodel.fit_verdict import RISKY, memory_margin
@@ -40,60 +41,10 @@ from orchestrator.costmodel.ranking import Ranking
 from orchestrator.spec import (
     CampaignSpec,
     apply_override,
-    load_cluster,
     load_spec,
-    spec_from_dict,
 )
 from orchestrator.spec.planning import cost_model_for, fitted_candidates, priced_runtime
 from orchestrator.spec.unused_values import unused_values
-
-
-def _spec_from_options(
-    spec_file: Optional[Path], overrides: list[str], presets: dict[str, Any],
-    space: dict[str, Any], kind: str,
-) -> CampaignSpec:
-    """A SPEC file, or a spec built from preset options; either way every option given and
-    every --set applies. `presets`: model, cluster, gpus, global_batch_size, seq_len (None:
-    not given); `space`: the layout options given, as space keys."""
-    given = {k: v for k, v in presets.items() if v is not None}
-    if spec_file is not None:
-        if "gpus" in given:
-            raise UserError("--gpus: with a SPEC file the world size is its scale; use --set "
-                            "scale.nodes=N (and scale.gpus_per_node)")
-        keys = {"model": "model", "cluster": "cluster", "global_batch_size":
-                "scale.global_batch_size", "seq_len": "model.seq_len"}
-        from_options = [f"{keys[k]}={v}" for k, v in given.items()]
-        from_options += [f"space.{k}={json.dumps(v)}" for k, v in space.items()]
-        return load_spec(spec_file, [*from_options, *overrides])
-    data = _options_data(given, space, kind)
-    for item in overrides:
-        apply_override(data, item, source=f"paratune {kind}")
-    return spec_from_dict(data, source=f"paratune {kind}")
-
-
-def _options_data(given: dict[str, Any], space: dict[str, Any], kind: str) -> dict[str, Any]:
-    """A raw spec from the preset options given (None values dropped): a world of whole
-    nodes, a global batch of one sequence a GPU unless given."""
-    missing = [f"--{name}" for name in ("model", "cluster", "gpus") if name not in given]
-    if missing:
-        raise UserError(f"{', '.join(missing)}: required without a SPEC file; e.g. "
-                        "--model llama-7b --cluster a100-80g --gpus 64")
-    gpus, seq_len = given["gpus"], given.get("seq_len")
-    per_node = load_cluster(given["cluster"], "--cluster").gpus_per_node
-    if gpus > per_node and gpus % per_node:
-        raise UserError(f"--gpus: {gpus} is not whole nodes of {per_node} ({given['cluster']}'s "
-                        f"gpus_per_node); give up to {per_node} or a multiple of it")
-    nodes = gpus // per_node if gpus > per_node else 1
-    data = {
-        "name": kind,
-        "model": given["model"] if seq_len is None else {"preset": given["model"],
-                                                         "seq_len": seq_len},
-        "cluster": given["cluster"],
-        "scale": {"nodes": nodes, "gpus_per_node": gpus // nodes,
-                  "global_batch_size": given.get("global_batch_size", gpus)},
-        "space": space,
-    }
-    return data
 
 
 def _describe_spec(spec: CampaignSpec) -> dict[str, Any]:
@@ -172,17 +123,22 @@ def plan(
 
 def _plan_spec(spec_file: Optional[Path], overrides: list[str], presets: dict[str, Any],
                amsp: bool) -> tuple[CampaignSpec, FullPlan | None]:
-    """A SPEC file's spec; without one, the whole space the presets allow, or AMSP's
-    sharding at tp 1, pp 1 (--amsp, or --set space.kind=amsp)."""
+    """A SPEC file's spec (over the whole space if it gives no space); without one, the whole
+    space the presets allow, or AMSP's sharding at tp 1, pp 1 (--amsp, or --set
+    space.kind=amsp)."""
     if spec_file is None and not amsp:
-        data = _options_data({k: v for k, v in presets.items() if v is not None}, {}, "plan")
+        data = options_data({k: v for k, v in presets.items() if v is not None}, {}, "plan")
         for item in overrides:
             apply_override(data, item, source="paratune plan")
         space = data.get("space")
         if not (isinstance(space, dict) and space.get("kind") == "amsp"):
             return full_space_spec(data, "paratune plan")
-    space = {} if spec_file else AMSP_SPACE
-    return _spec_from_options(spec_file, overrides, presets, space, "plan"), None
+    spec = spec_from_options(spec_file, overrides, presets, {} if spec_file else AMSP_SPACE,
+                              "plan")
+    if spec_file is None or amsp or "space" in spec.model_fields_set:
+        return spec, None
+    given = {k: v for k, v in presets.items() if v is not None}  # a SPEC with no space
+    return file_full_space_spec(spec_file, [*file_options(given, {}), *overrides])
 
 
 def _pick(ranking: Ranking) -> dict[str, Any]:
@@ -236,7 +192,7 @@ def estimate(
                  "activation_checkpointing": ["none"], **space}
     presets = {"model": model, "cluster": cluster, "gpus": gpus,
                "global_batch_size": global_batch_size, "seq_len": seq_len}
-    spec = _spec_from_options(spec_file, set_, presets, space, "estimate")
+    spec = spec_from_options(spec_file, set_, presets, space, "estimate")
     cost = cost_model_for(spec)
     candidates = fitted_candidates(spec, cost)
     chosen = None

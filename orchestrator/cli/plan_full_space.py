@@ -195,16 +195,28 @@ def run_spec(spec_file: Path, overrides: list[str]) -> CampaignSpec:
                                                                                overrides)
 
 
-def _whole_space_run_spec(spec_file: Path, overrides: list[str]) -> CampaignSpec:
-    """A campaign spec that gives no `space`, over the whole space its model and cluster allow
-    (what `plan` searches), narrowed by the trainer that runs the trials; what it searched and
-    left out is printed, as `plan` prints it."""
+def file_full_space_spec(spec_file: Path, overrides: list[str]) -> tuple[CampaignSpec, FullPlan]:
+    """A SPEC file that gives no `space`, over the whole space its model and cluster allow."""
+    return full_space_spec(_file_data(spec_file, overrides), str(spec_file))
+
+
+def _file_data(spec_file: Path, overrides: list[str], trainer: str | None = None) -> dict:
+    """A SPEC file's data with `overrides` applied; `trainer` is named where it names none."""
     data = load_yaml_file(spec_file)
     for item in overrides:
         apply_override(data, item, source=str(spec_file))
     trial = data.setdefault("trial", {}) if isinstance(data.get("trial", {}), dict) else {}
-    if not trial.get("trainer") and not trial.get("command"):
-        trial["trainer"] = "builtin"  # the trainer that will run, so its rules apply
+    if trainer and not trial.get("trainer") and not trial.get("command"):
+        trial["trainer"] = trainer
+    return data
+
+
+def _whole_space_run_spec(spec_file: Path, overrides: list[str]) -> CampaignSpec:
+    """A campaign spec that gives no `space`, over the whole space its model and cluster allow
+    (what `plan` searches), narrowed by the trainer that runs the trials (the built-in one
+    unless the spec names another); what it searched and left out is printed, as `plan`
+    prints it."""
+    data = _file_data(spec_file, overrides, trainer="builtin")
     spec, plan = full_space_spec(data, str(spec_file))
     cost = cost_model_for(spec)
     candidates = plan_candidates(spec, plan, cost)
