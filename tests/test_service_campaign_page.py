@@ -5,6 +5,8 @@ simulated campaign's real journal; the browser's view is in test_service_client.
 
 from __future__ import annotations
 
+import re
+
 import time
 
 import pytest
@@ -49,7 +51,10 @@ def test_the_campaign_page_carries_no_data_and_asks_the_api(page):
     shown = client.get("/campaigns/mixed")
     assert shown.status_code == 200 and shown.headers["content-type"].startswith("text/html")
     assert "alice" not in shown.text and "tokens_per_s" not in shown.text
-    assert "src=" not in shown.text  # self-contained
+    # Nothing from elsewhere: its one script source is the service's own shared one.
+    assert re.findall(r'src="([^"]*)"', shown.text) == ["/pages.js"]
+    shared = client.get("/pages.js")
+    assert shared.status_code == 200 and "async function api(path)" in shared.text
     for path in ('"/api/campaigns/"', '"/trials"', '"/logs?tail="'):
         assert path in shown.text
     listing = client.get("/").text

@@ -23,6 +23,8 @@ from orchestrator.server.service import Service
 
 WEB_PAGE = Path(__file__).parent / "web" / "index.html"
 CAMPAIGN_PAGE = Path(__file__).parent / "web" / "campaign.html"  # one campaign, from the API
+PAGES_SCRIPT = Path(__file__).parent / "web" / "pages.js"  # what both pages share
+PAGES_STYLE = Path(__file__).parent / "web" / "pages.css"
 
 
 async def one_line_validation(_request: Request, exc: RequestValidationError):
@@ -48,6 +50,14 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page():
         return FileResponse(WEB_PAGE, media_type="text/html")
+
+    @app.get("/pages.js", include_in_schema=False)
+    def pages_script():
+        return FileResponse(PAGES_SCRIPT, media_type="text/javascript")
+
+    @app.get("/pages.css", include_in_schema=False)
+    def pages_style():
+        return FileResponse(PAGES_STYLE, media_type="text/css")
 
     @app.get("/campaigns/{name}", response_class=HTMLResponse, include_in_schema=False)
     def campaign_page(name: str):  # no data in it: the page asks the API, with the token
