@@ -131,3 +131,20 @@ def test_a_parallel_quirks_landscape_run_again_gives_the_recorded_figures():
     (again,) = search_efficiency.summarize(runs)
     assert {k: v for k, v in again.items() if k != "overhead_ms"} == \
         {k: v for k, v in entry.items() if k != "overhead_ms"}
+
+
+def test_the_generated_run_agrees_with_the_parallel_quirks_run_where_they_overlap():
+    """docs/search_generated.json (every generated landscape) and search_parallel_quirks.json
+    ran the same code on the same seeds: where both hold a landscape and searcher, the figures
+    are the same (overhead aside, a timing)."""
+    generated, quirks = report("docs/search_generated.json"), report(
+        "docs/search_parallel_quirks.json")
+    assert generated["settings"]["seeds"] == quirks["settings"]["seeds"]
+    assert generated["settings"]["noise"] == quirks["settings"]["noise"]
+    entries = {(t["landscape"], t["searcher"]): t for t in quirks["table"]}
+    shared = [t for t in generated["table"] if (t["landscape"], t["searcher"]) in entries]
+    assert shared, "no landscape and searcher in both"
+    for entry in shared:
+        other = entries[entry["landscape"], entry["searcher"]]
+        assert {k: v for k, v in entry.items() if k != "overhead_ms"} == \
+            {k: v for k, v in other.items() if k != "overhead_ms"}, entry["landscape"]
