@@ -18,6 +18,13 @@ from orchestrator.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
+# Tests live by stage (tests/<stage>/, mirroring orchestrator/); the shared builders sit here
+# in tests/, and a test module that another stage's tests reuse (a harness, a fixture) is found
+# by its name from any stage.
+for _stage in sorted(Path(__file__).resolve().parent.iterdir()):
+    if _stage.is_dir() and any(_stage.glob("test_*.py")) and str(_stage) not in sys.path:
+        sys.path.append(str(_stage))
+
 # `make test` runs the suite on two pytest-xdist workers (`--dist loadgroup`). Modules that
 # drive the one local Slurm, the two-node cluster in network namespaces or a Ray runtime run
 # on one worker, one after another, as they share those daemons and their fixed addresses;

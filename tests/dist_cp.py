@@ -1,5 +1,5 @@
 """Run every context-parallel attention case inside one torchrun launch, for
-tests/test_context_parallel.py.
+tests/jobs/test_context_parallel.py.
 
 Usage: torchrun --nproc_per_node=W tests/dist_cp.py OUT.json
 For each cp dividing W (2 and W), each comm type and each kv-head count, the ranks form a

@@ -25,7 +25,7 @@ from orchestrator.record.journal import TrialRecord
 from orchestrator.result import TrialResult
 from orchestrator.spec import load_spec
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
+EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 WIDTHS = (60, 80, 120)
 # A word a cell split leaves behind: a number cut after its comma or point, or one that
 # starts with one (`1,103,` / `942`, `406` / `.5`).

@@ -300,7 +300,7 @@ def test_a_crash_before_any_iteration_is_failed_with_its_exception(adapter):
     assert result.error.startswith(f"{adapter.name}: AssertionError: number of layers")
 
 
-# --- mixture of experts on Megatron-DeepSpeed (Megatron-LM's: tests/test_moe_trainers.py) --
+# --- mixture of experts on Megatron-DeepSpeed (Megatron-LM's: tests/trainers/test_moe_trainers.py) --
 
 def moe_spec(model, **space):
     return make_spec("megatron-deepspeed", model, **space)

@@ -19,9 +19,9 @@ from orchestrator.costmodel.zero_engine import MEGATRON_EP_OVERLAP_FLAG
 from orchestrator.presets import CLUSTER_PRESETS
 from orchestrator.presets.clusters import NCCL
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "costmodel.md"
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 NCCL_PRESETS = ("a100-80g", "a800-80g", "h100-80g", "h800-80g", "h200-141g")
 
 
@@ -105,7 +105,7 @@ def test_a_figure_made_a_fit_fails_the_test_that_claims_it_as_a_check(monkeypatc
 
 
 def test_every_check_has_a_test_that_names_it():
-    text = "\n".join(p.read_text() for p in TESTS.glob("test_*.py")
+    text = "\n".join(p.read_text() for p in TESTS.rglob("test_*.py")
                      if p.name != Path(__file__).name)
     for f in provenance.FIGURES:
         if provenance.role(f.id) != provenance.FIT_ROLE:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = {"num_layers": 4, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "vocab_size": 256,
          "seq_len": 32}
 GLOBAL_BATCH = 8

@@ -1,6 +1,6 @@
 """The built-in trainer under context parallelism trains to a single process's loss.
 
-The small dense LLaMA of tests/test_modes.py (4 layers, hidden 64, 4 heads, 32-token sequences,
+The small dense LLaMA of tests/project/test_modes.py (4 layers, hidden 64, 4 heads, 32-token sequences,
 global batch 8) trains 5 steps in float32 on one process, then under 4 ranks in one torchrun
 launch (tests/dist_modes.py): cp 2 (beside dp 2) and cp 4 (dp 1) with each comm type
 (allgather, a2a Ulysses, p2p ring), and cp 2 with ZeRO-1, FSDP (sharded over dp x cp), TP (with
@@ -12,8 +12,8 @@ Why 1e-5: a context-parallel layout computes the same function; only the order o
 differs: the softmax over keys (a masked SDPA over gathered keys, or blocks merged by
 log-sum-exp on the ring), K/V gradients summed over cp ranks, parameter gradients averaged over
 dp x cp ranks instead of accumulated micro-batches, the loss as a mean of cp local means. That
-is what the other modes see (tests/test_modes.py and tests/test_moe_job.py use the same bound)
-and what the attention alone shows (tests/test_context_parallel.py: at most 6e-7). Measured
+is what the other modes see (tests/project/test_modes.py and tests/jobs/test_moe_job.py use the same bound)
+and what the attention alone shows (tests/jobs/test_context_parallel.py: at most 6e-7). Measured
 here: at most 1.5e-6 (cp 2 with TP 2, Ulysses), under 7e-7 elsewhere. A broken mechanism, in
 the test only (a causal mask from local rather than global positions, sequences sharded in
 contiguous chunks that the attention takes for head-tail ones, rotary embeddings at local

@@ -11,7 +11,7 @@ import pytest
 from orchestrator.cli import service as service_cli
 from orchestrator.server import run as server_run
 
-PAGE = (Path(__file__).resolve().parents[1] / "orchestrator" / "server" / "web" / "index.html")
+PAGE = (Path(__file__).resolve().parents[2] / "orchestrator" / "server" / "web" / "index.html")
 
 
 @pytest.mark.parametrize("host, url", [

@@ -34,7 +34,7 @@ from orchestrator.trainers.torchtitan import export_values, torchtitan_args
 from orchestrator.trainers.torchtitan_precision import REGISTRY_MODULE
 from orchestrator.trial.folder import TrialFolder
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 FP8 = tuple(FP8_FLAGS)  # Megatron-LM's recipes, as ParaTune names them
 
 

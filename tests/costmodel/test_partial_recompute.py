@@ -21,7 +21,7 @@ from orchestrator.spec.planning import cost_model_for, fitted_candidates
 from orchestrator.trainers.megatron import megatron_args
 from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS, problems
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LLAMA_30B = MODEL_PRESETS["llama-30b"]  # 60 layers
 A800 = CLUSTER_PRESETS["a800-80g"]
 

@@ -12,7 +12,7 @@ import pytest
 from orchestrator.server.trial_env import TUNING_ENV
 from orchestrator.server.trust import code_in
 
-SERVICE_DOC = Path(__file__).resolve().parents[1] / "docs" / "service.md"
+SERVICE_DOC = Path(__file__).resolve().parents[2] / "docs" / "service.md"
 TABLE_HEADER = "| variable | what it tunes | source |"
 
 # Each loads a library or plugin, or reads or writes a file or folder the user names (NCCL's

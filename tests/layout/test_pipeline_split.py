@@ -246,7 +246,7 @@ def test_the_campaigns_launch_files_are_for_the_models_own_layers(example, flags
 
 def test_the_built_in_jobs_stages_hold_the_layers_the_layout_priced():
     """4 layers on 2 ranks of 3 chunks, the embedding and the loss as layers: the first chunk
-    holds the embedding alone and the last the norm and output alone (tests/test_modes.py
+    holds the embedding alone and the last the norm and output alone (tests/project/test_modes.py
     trains this layout to a single process's losses)."""
     from jobs.config import JobConfig
     from jobs.model import ModelArgs, Transformer
@@ -266,7 +266,7 @@ def test_the_built_in_jobs_stages_hold_the_layers_the_layout_priced():
     with pytest.raises(Infeasible, match=r"num_layers\(4\) \+ 2 .* pp\(2\) \* virtual_stages\(2\)"):
         check_feasible(dataclasses.replace(config, virtual_stages=2), 2)
     # first_last: 5 layers on 3 stages are 2 + 2 + 1 (the same stage split, whose chunks of
-    # 0 to 2 layers tests/test_modes.py trains through the embedding_loss case above)
+    # 0 to 2 layers tests/project/test_modes.py trains through the embedding_loss case above)
     uneven = JobConfig(model=ModelArgs(num_layers=5), dp=1, pp=3, grad_accum_steps=4,
                        pipeline_split="first_last")
     check_feasible(uneven, 3)

@@ -28,7 +28,7 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.costmodel.constants_provenance import figure
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 DOC = ROOT / "docs" / "costmodel.md"
 FACTORS = ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
 

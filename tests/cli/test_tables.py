@@ -4,7 +4,7 @@ nothing is cut with an ellipsis, numbers are written out, the layouts the cost m
 fold into one counted line, rows come best first by the objective, and state names are whole.
 
 Each rendering is also kept under tests/fixtures/tables/; after an intended change, regenerate
-them with `UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_tables.py` and read the diff.
+them with `UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/cli/test_tables.py` and read the diff.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from orchestrator.result import TrialResult
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec
 
-GOLDEN = Path(__file__).parent / "fixtures" / "tables"
-EXAMPLES = Path(__file__).parent.parent / "examples"
+GOLDEN = Path(__file__).parent.parent / "fixtures" / "tables"
+EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 WIDTHS = (80, 200)
 E_NOTATION = re.compile(r"\d[eE][+-]?\d")
 STATES = ("queued", "running", "finished", "failed", "cancelled", "refused")
@@ -49,7 +49,7 @@ def check_golden(name: str, text: str) -> None:
     assert path.exists(), f"{path} is missing; create it with UPDATE_GOLDEN=1"
     assert text == path.read_text(), (
         f"{name} renders differently from {path}; if the change is intended, regenerate with "
-        f"UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_tables.py\n{text}")
+        f"UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/cli/test_tables.py\n{text}")
 
 
 def check_readable(text: str, width: int, one_line: str = "export it:") -> None:

@@ -11,7 +11,7 @@ import yaml
 from orchestrator.common.errors import CampaignStateError, SpecError
 from orchestrator.spec import SPEC_FILE, SimulatedBackendSpec, load_campaign_spec, load_spec
 
-LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
+LEGACY = Path(__file__).resolve().parent.parent / "fixtures" / "legacy"
 # name -> what its saved spec.yaml holds
 SAVED = {"legacy-grid": dict(seed=2, max_trials=10, nodes=1),
          "legacy-halving": dict(seed=1, max_trials=8, nodes=2)}

@@ -4,7 +4,7 @@ Once, in a CI run, a cancel right at a job's start was followed half a second la
 job that ran the trial to its timeout, while sacct kept the first as CANCELLED: the handle
 resubmits only on NODE_FAIL, PREEMPTED or BOOT_FAIL, so Slurm reported one of those for the job
 it was killing during its launch. That timing cannot be produced on demand against the real
-Slurm (tests/test_slurm_backend.py cancels through it and checks the end state), so here the
+Slurm (tests/backends/test_slurm_backend.py cancels through it and checks the end state), so here the
 submitit job is a stand-in that reports those states.
 """
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_costmodel_doc import run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 sys.path.insert(0, str(ROOT / "benchmarks"))

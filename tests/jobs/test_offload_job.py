@@ -1,6 +1,6 @@
 """The built-in trainer's offload, FP8 and bucket-size knobs (jobs/offload.py, jobs/precision.py).
 
-Optimizer offload: the tiny LLaMA of tests/test_modes.py trains 5 steps in float32 on 2 ranks
+Optimizer offload: the tiny LLaMA of tests/project/test_modes.py trains 5 steps in float32 on 2 ranks
 (one torchrun launch, tests/dist_modes.py) under DDP, ZeRO-1, FSDP, TP and PP (and a MoE model
 under ep 2), each with and without `offload: optimizer`, and FSDP with `offload: optimizer+params` (FSDP2's CPUOffloadPolicy, which
 runs on gloo with the shards in CPU memory). Each offloaded run's per-step loss must match the

@@ -22,7 +22,7 @@ from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_campaign_spec, spec_from_dict
 from orchestrator.spec.planning import cost_model_for
 
-LEGACY = Path(__file__).parent / "fixtures" / "legacy"
+LEGACY = Path(__file__).parent.parent / "fixtures" / "legacy"
 
 
 def min_step_time_spec(runs_dir: Path, algorithm: str, max_trials: int) -> dict:

@@ -11,7 +11,7 @@ single process's within a relative TOLERANCE of 1e-5.
 Why 1e-5: routing is dropless and has no auxiliary loss, so a token's result does not depend on
 where its experts run, and the layouts compute the same function; only the order of float32
 sums differs (gradients reduced over other groups, matrix products over other row counts),
-which is what the dense modes see too (tests/test_modes.py uses the same bound). Measured
+which is what the dense modes see too (tests/project/test_modes.py uses the same bound). Measured
 here: at most about 5e-7. A broken all-to-all, in the test only (results combined into the
 wrong rows, or tokens dispatched without their gradient back), moves the loss by more than
 1e-3 within 5 steps, so the check fails on it.

@@ -26,7 +26,7 @@ import torch
 
 from jobs import context_parallel as cpa
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = 1e-5
 COMMS = ("allgather", "a2a", "p2p")
 
