@@ -25,10 +25,10 @@ demo: $(STAMP)
 
 # The Slurm backend tests need a real Slurm: started here (as root, from Debian's packages)
 # and stopped by the PIDs it recorded; without root they are skipped with the reason printed.
-# The two-node tests (tests/test_cluster_slurm.py) build their own cluster in network
+# The two-node tests (tests/backends/test_cluster_slurm.py) build their own cluster in network
 # namespaces with tests/cluster/start_cluster.sh from the same packages, beside this Slurm,
 # and remove it at their end: 3 to 4 minutes more as root (the 1-minute time limit test alone
-# about 70 s); tests/test_cluster_ray.py builds it again with a Ray head and worker on it, about
+# about 70 s); tests/backends/test_cluster_ray.py builds it again with a Ray head and worker on it, about
 # 2 minutes more. Skipped with the reason otherwise.
 # Likewise the campaign service's database tests get a real PostgreSQL (its URL passed to
 # pytest in PARATUNE_TEST_POSTGRES_URL), stopped by the PID it recorded when this run started it.

@@ -3,7 +3,7 @@
 `msg_half_bytes` was chosen against the AMSP paper (orchestrator/presets/clusters.py): the
 figures whose outcome changes over the values tried are the ones it is fitted to
 (orchestrator/costmodel/constants_provenance.py). This re-runs the paper tests
-(tests/test_costmodel_papers.py and tests/test_published_setups.py, their own published
+(tests/costmodel/test_costmodel_papers.py and tests/costmodel/test_published_setups.py, their own published
 figures and bounds, fits included) with the A800 preset's chunk cost set to each value, and
 prints which pass. A strict xfail that
 passes counts as a reproduced figure; one that stays failing as a miss.
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKS = ["tests/test_costmodel_papers.py", "tests/test_published_setups.py"]
+CHECKS = ["tests/costmodel/test_costmodel_papers.py", "tests/costmodel/test_published_setups.py"]
 
 
 class Outcomes:

@@ -41,7 +41,7 @@ Run: .venv/bin/python benchmarks/search_efficiency.py [--seeds 20] [--json out.j
                                                          of a perturbed landscape
      [--landscapes @published --table-json docs/search_measured.json]  a family (@here,
                                                          @published, @generated); its tables as
-                                                         JSON (tests/test_benchmarks_doc.py)
+                                                         JSON (tests/benchmarks/test_benchmarks_doc.py)
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ SHORT = {
 COMMANDS = """```bash
 .venv/bin/python benchmarks/validate_costmodel.py          # rewrites docs/validation.json and .md
 .venv/bin/python benchmarks/validate_costmodel.py --check  # exit 1 if either is stale
-.venv/bin/python -m pytest -q tests/test_validation_report.py tests/test_published_rows.py
+.venv/bin/python -m pytest -q tests/benchmarks/test_validation_report.py tests/costmodel/test_published_rows.py
 ```"""
 
 

@@ -2,7 +2,7 @@
 
 `.venv/bin/python -m orchestrator.costmodel.provenance_tables` prints them; with `--write
 docs/costmodel.md` it rewrites the doc's blocks between `<!-- BEGIN name -->` and
-`<!-- END name -->`, which tests/test_constants_provenance.py keeps equal to the rendering.
+`<!-- END name -->`, which tests/costmodel/test_constants_provenance.py keeps equal to the rendering.
 """
 
 from __future__ import annotations

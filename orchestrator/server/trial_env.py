@@ -4,7 +4,7 @@ A list of names, not of prefixes: a prefix admits, beside a library's tuning var
 ones that name a plugin to load (`NCCL_NET_PLUGIN`, `FI_PROVIDER_PATH`) or a file to write
 (`NCCL_DEBUG_FILE`, `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`). Each name here only tunes its library:
 it loads no code and reads or writes no file. docs/service.md gives each one's source
-(tests/test_trial_env.py keeps that table and this list the same).
+(tests/server/test_trial_env.py keeps that table and this list the same).
 """
 
 from __future__ import annotations

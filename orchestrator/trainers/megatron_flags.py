@@ -8,7 +8,7 @@ the parsers at the commits named in `MEGATRON_LM_SOURCE` and `MEGATRON_DEEPSPEED
 Megatron-LM now generates most flags from megatron-core's config dataclasses (TransformerConfig
 and the ModelParallelConfig it extends: field x_y becomes --x-y, megatron/training/
 argument_utils.py). The mixture-of-experts flags ParaTune renders that are generated so
-(`MEGATRON_LM_CONFIG_FLAGS`) have no row here: tests/test_moe_trainers.py checks them against
+(`MEGATRON_LM_CONFIG_FLAGS`) have no row here: tests/trainers/test_moe_trainers.py checks them against
 the installed megatron-core's fields and types. Its MoE flags still written by hand
 (`_add_moe_args`: --num-experts, --moe-layer-freq) are in the table, read at the commit named
 and unchanged in megatron-core 0.19.2. The context-parallel flags were written by hand at that
