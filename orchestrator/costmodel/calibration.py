@@ -214,6 +214,39 @@ def evaluate(cost: CostModel, measured: list[tuple[str, ParallelConfig, TrialRes
     return _finish(cost, ok, {}) if ok else None
 
 
+def calibrate_from_slice(cost: CostModel,
+                         measured: list[tuple[str, ParallelConfig, TrialResult]]
+                         ) -> Calibration | None:
+    """Fit on trials run on a slice of the target cluster, to predict the target: what a
+    rank does on its own and with its model-parallel peers (compute, the optimizer step, the
+    pipeline bubble, tensor/pipeline/context/expert communication) is the same work at any
+    data-parallel width, so the slice's trials measure it, one factor on those terms together;
+    the data-parallel collectives, which grow with the nodes they span, keep the model's
+    analytic cost (its collective model, or `paratune profile`'s fit where the cluster preset
+    has one). A slice's trials share their data-parallel width, so fitting that term to them
+    would only learn the slice's network. None without a successful trial."""
+    ok = successful(measured)
+    if not ok:
+        return None
+    ratios = []
+    for _, config, result in ok:
+        t = cost.estimate(config).time
+        own = (t.compute_s + t.optimizer_s + t.offload_s + t.bubble_s + t.tp_comm_s
+               + t.pp_comm_s + t.ep_comm_s + t.cp_comm_s)
+        rest = t.total_s - own
+        if own > 0 and result.step_time_s > rest:
+            ratios.append((result.step_time_s - rest) / own)
+    if not ratios:  # the slice ran faster than its collectives alone: scale the whole
+        return _global_fit(cost, ok)
+    scale = statistics.median(ratios)
+    c = cost.coefficients
+    model = cost.with_coefficients(c.with_(
+        scale_compute=c.scale_compute * scale, scale_bubble=c.scale_bubble * scale,
+        scale_model_parallel_comm=c.scale_model_parallel_comm * scale,
+        scale_model_parallel_latency=c.scale_model_parallel_latency * scale))
+    return _finish(model, ok, {}, global_scale=scale)
+
+
 def _global_fit(cost: CostModel, ok: list) -> Calibration:
     """Fewer trials than twice the terms: fitting each term would chase noise, so scale the
     whole prediction by the median measured/predicted ratio and keep the model's ranking."""
