@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from builders import one_line_error
 
 from orchestrator.costmodel import Calibration, CostModel
 from orchestrator.costmodel.fit_verdict import MEMORY_MARGIN
@@ -59,15 +60,6 @@ def test_pruning_message_without_calibration_states_one_figure():
 
 B = ("name: x\nmodel: tiny\ncluster: cpu-local\n"
      "scale: {nodes: 1, gpus_per_node: 2, global_batch_size: 8}\ntracking: {enabled: false}\n")
-
-
-def one_line_error(result, *words) -> str:
-    code, out, err = result
-    assert code == 2, (out, err)
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for word in words:
-        assert word in err, (word, err)
-    return err
 
 
 @pytest.mark.parametrize("name", sorted(BASH_READONLY))

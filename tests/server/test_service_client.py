@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from builders import one_line_error
 from conftest import EXAMPLES, ROOT, journal_events
 from ports import free_port, start_on_a_free_port
 from screenshots import keep_screenshot
@@ -55,15 +56,6 @@ def paratune(*args: str, server: str | None = None, token: str | None = None,
         extra["PARATUNE_TOKEN"] = token
     return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout, env=clean_env(**extra))
-
-
-def one_line_error(proc: subprocess.CompletedProcess) -> str:
-    """The failure as the user sees it: exit code 2, one line on stderr, no traceback."""
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
-    return lines[0]
 
 
 @dataclass

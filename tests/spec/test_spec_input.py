@@ -7,19 +7,10 @@ from __future__ import annotations
 
 
 import pytest
+from builders import one_line_error
 
 B = ("name: x\nmodel: tiny\ncluster: cpu-local\n"
      "scale: {nodes: 1, gpus_per_node: 2, global_batch_size: 8}\ntracking: {enabled: false}\n")
-
-
-def one_line_error(result, *words):
-    code, out, err = result
-    assert code == 2, (out, err)
-    assert err.endswith("\n") and err.count("\n") == 1 and len(err) <= 500, err
-    assert "Traceback" not in err
-    for word in words:
-        assert word in err, (word, err)
-    return err
 
 
 @pytest.fixture

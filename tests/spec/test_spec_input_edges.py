@@ -9,8 +9,9 @@ import os
 import threading
 
 import pytest
+from builders import one_line_error
 from conftest import EXAMPLES, write_spec
-from test_spec_input import B, one_line_error
+from test_spec_input import B
 
 from orchestrator.common.errors import SpecError
 from orchestrator.server.submission import parse_submission, read_submission
