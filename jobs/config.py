@@ -19,7 +19,7 @@ from orchestrator.layout import with_knob_fields
 @dataclass
 @with_knob_fields
 class JobConfig:
-    """One trial's settings: a field per layout knob (orchestrator/layout.py), the AMSP
+    """One trial's settings: a field per layout knob (orchestrator/layout/), the AMSP
     factors when a campaign sets them, then the model and the run."""
 
     model: ModelArgs = field(default_factory=ModelArgs)

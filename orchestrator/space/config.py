@@ -1,5 +1,5 @@
 """`ParallelConfig`: one point of the search space, and the layout checks it must pass. Its
-knob fields come from the layout schema (orchestrator/layout.py); sharding factors are its own."""
+knob fields come from the layout schema (orchestrator/layout/); sharding factors are its own."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`SpaceRanges`: the plain ranges a search space draws its candidates from.
 
 The spec's `space:` section turns into one of these; the search space never sees YAML or the
-spec. There is one range per searched knob of the layout schema (orchestrator/layout.py).
+spec. There is one range per searched knob of the layout schema (orchestrator/layout/).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The spec's `space:` section, derived from the layout schema (orchestrator/layout.py): a range
+"""The spec's `space:` section, derived from the layout schema (orchestrator/layout/): a range
 per searched knob, and for `kind: list` a layout entry with every knob optional. A knob's values
 and bounds come from its declaration, so a new knob reaches the spec with no edit here."""
 

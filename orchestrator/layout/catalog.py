@@ -1,145 +1,20 @@
-"""The layout knobs, each declared once: its type, default, allowed values, default search range
-and the rule it adds to a layout.
-
-Standard library only, so the trial job (jobs/) imports it beside the result schema. Everything
-that lists the knobs derives from here: `ParallelConfig` and the job's `JobConfig` (fields and
-flags), the search space's ranges and enumeration, the spec's `space` section and list entries,
-the searchers' encodings, the journal and MLflow params. What gives a knob meaning lives where
-it belongs: its memory and time in the cost model, its mechanics in jobs/, its flags in each
-trainer adapter. Adding a knob is one `Knob(...)` below (or `declare(knob)` before the rest of
-ParaTune is imported) plus the code that gives it meaning.
-"""
+"""Every layout knob, declared once, in the order of fields, ranges and keys; and what is
+derived from the whole list: a layout's problems and its short name."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from orchestrator.layout.choices import (
+    CHECKPOINT_MODES,
+    CP_COMM_TYPES,
+    OFFLOADS,
+    PIPELINE_SPLITS,
+    PP_SCHEDULES,
+    PRECISIONS,
+)
+from orchestrator.layout.knob import MAX_COUNT, Knob, Values
+from orchestrator.layout.rules import expert_ranks_fit, offload_needs_sharding, pipelined
 
-# Bounds far beyond any real run, so absurd sizes are errors rather than hours of enumeration.
-MAX_FACTOR = 65_536  # parallel degrees, micro-batch size, virtual stages, layer counts
-MAX_COUNT = 10_000_000  # accumulation steps
-
-CHECKPOINT_MODES = ("none", "selective", "full")
-# Megatron-Core's context-parallel communication: a ring of K/V blocks (p2p), all-to-all over
-# heads (a2a, DeepSpeed-Ulysses), or all-gathered K/V (allgather).
-CP_COMM_TYPES = ("p2p", "a2a", "allgather")
-PP_SCHEDULES = ("gpipe", "1f1b", "interleaved")
-PIPELINE_SPLITS = ("even", "embedding_loss", "first_last")  # orchestrator/pipeline_split.py
 _SPLIT_KEYS = {"even": "", "embedding_loss": "-embloss", "first_last": "-firstlast"}
-# GEMM precision: bf16 mixed precision (float32 on CPU clusters), or an FP8 recipe named by its
-# scaling: per tensor ("tensorwise"), per row ("rowwise"), per tensor from an amax history
-# ("delayed"), per 128-wide block ("blockwise", DeepSeek-V3's) or MXFP8's 32-element blocks.
-PRECISIONS = ("bf16", "fp8-tensorwise", "fp8-rowwise", "fp8-delayed", "fp8-blockwise", "mxfp8")
-# Model states in host memory: the optimizer states (stepped there), or those and the weights.
-OFFLOADS = ("none", "optimizer", "optimizer+params")
-# AMSP's six sharding factors and ZeRO++'s secondary shard, flattened as the job's flags.
-SHARDING_FACTORS = ("s0p", "s1p", "s0g", "s1g", "s0os", "s1os")
-
-Values = Mapping[str, Any]  # one layout's knob values, by name
-Ranges = Any  # the search space's ranges (space/ranges.py), one tuple per searched knob
-
-
-@dataclass(frozen=True)
-class Knob:
-    """One layout knob.
-
-    `kind` is int, bool or str; `nullable` makes None a value (`none_means` says which).
-    `space` is the spec's default range; None marks a knob that follows from others (dp and
-    the accumulation steps follow from the world size and the global batch) and is never
-    searched. `rule` returns why a layout breaks the rule this knob adds, or None;
-    `redundant` says when the space skips a combination (the knob means nothing there, or
-    breaks its rule); `active_when` names the knob whose value decides whether this one
-    matters, for searchers with conditional dimensions; `key` is its part of a layout's
-    short name (by default `-<name><value>` when not at its default).
-    """
-
-    name: str
-    kind: type
-    default: Any
-    doc: str
-    choices: tuple = ()
-    nullable: bool = False
-    none_means: str = ""
-    maximum: int = MAX_FACTOR
-    space: tuple | None = None
-    range_words: tuple[str, ...] = ()  # words a range may hold besides values ("fit")
-    rule: Callable[[Values], str | None] | None = None
-    redundant: Callable[[Values, Ranges], bool] | None = None
-    active_when: tuple[str, Callable[[Any], bool]] | None = None
-    key: Callable[[Values], str] | None = None
-
-    @property
-    def searched(self) -> bool:
-        return self.space is not None
-
-    @property
-    def ordinal(self) -> bool:
-        """Values with a distance between them (degrees, sizes), not categories."""
-        return self.kind is int and not self.nullable and not self.choices
-
-    @property
-    def annotation(self) -> str:
-        """The field's type as the dataclasses built from this schema declare it."""
-        return self.kind.__name__ + (" | None" if self.nullable else "")
-
-    def problem(self, value: Any) -> str | None:
-        """Why `value` is not one of this knob's values, or None."""
-        if value is None and self.nullable:
-            return None
-        if self.choices:
-            if value in self.choices and isinstance(value, bool) == (self.kind is bool):
-                return None
-            return f"{self.name}({value!r}) must be one of {', '.join(map(str, self.choices))}"
-        if self.kind is int and (not isinstance(value, int) or isinstance(value, bool)
-                                 or value < 1):
-            null = f", or null {self.none_means}" if self.nullable else ""
-            return f"{self.name}({value!r}) must be a positive integer{null}"
-        return None
-
-    def parse(self, text: str) -> Any:
-        """A value back from its text (MLflow params, flags)."""
-        if self.nullable and text in ("None", "", "null"):
-            return None
-        if self.kind is bool:
-            return text.lower() in ("true", "1", "yes")
-        return self.kind(text)
-
-    def key_part(self, values: Values) -> str:
-        if self.key is not None:
-            return self.key(values)
-        value = values[self.name]
-        if value == self.default:
-            return ""
-        return f"-{self.name}" if value is True else f"-{self.name}{value}"
-
-
-def _pipelined(values: Values) -> bool:
-    return values["pp"] > 1 and values["pp_schedule"] != "1f1b"
-
-
-def expert_tp(values: Values) -> int:
-    """The expert tensor-parallel degree: etp, or tp when unset (Megatron-Core's default)."""
-    return values["tp"] if values["etp"] is None else values["etp"]
-
-
-def _expert_ranks_fit(values: Values) -> str | None:
-    ep, etp = values["ep"], expert_tp(values)
-    ranks = values["tp"] * values["cp"] * values["dp"]
-    if ranks % (ep * etp):
-        cp = f"cp({values['cp']}) x " if values["cp"] > 1 else ""
-        return (f"ep({ep}) x etp({etp}) must divide tp({values['tp']}) x {cp}dp({values['dp']}), "
-                "the ranks of a pipeline stage the experts are laid out on")
-    return None
-
-
-def _offload_needs_sharding(values: Values) -> str | None:
-    if values["offload"] == "optimizer+params" and values["zero_stage"] != 3:
-        return (f"offload 'optimizer+params' needs zero_stage 3 (zero_stage "
-                f"{values['zero_stage']}): weights live on the host only when sharded "
-                "(DeepSpeed's offload_param, FSDP2's CPU offload)")
-    return None
-
 
 _KNOBS: list[Knob] = [
     Knob("tp", int, 1, "tensor-parallel degree", space=(1,), key=lambda v: f"tp{v['tp']}"),
@@ -181,7 +56,7 @@ _KNOBS: list[Knob] = [
          # Without a pipeline the schedules are one layout: keep the first listed.
          redundant=lambda v, r: v["pp"] == 1 and v["pp_schedule"] != r.pp_schedule[0],
          active_when=("pp", lambda pp: pp > 1),
-         key=lambda v: f"-{v['pp_schedule']}" if _pipelined(v) else ""),
+         key=lambda v: f"-{v['pp_schedule']}" if pipelined(v) else ""),
     Knob("virtual_stages", int, 1, "model chunks per pipeline rank (interleaved schedule)",
          space=(1,),
          rule=lambda v: (f"virtual_stages({v['virtual_stages']}) > 1 needs pp_schedule "
@@ -191,7 +66,7 @@ _KNOBS: list[Knob] = [
          or (v["pp_schedule"] == "interleaved") != (v["virtual_stages"] > 1),
          active_when=("pp_schedule", lambda schedule: schedule == "interleaved"),
          key=lambda v: str(v["virtual_stages"])
-         if _pipelined(v) and v["virtual_stages"] > 1 else ""),
+         if pipelined(v) and v["virtual_stages"] > 1 else ""),
     Knob("pipeline_split", str, "even", "how stages share layers: " + "|".join(PIPELINE_SPLITS),
          choices=PIPELINE_SPLITS, space=("even",),
          redundant=lambda v, r: v["pp"] == 1 and v["pipeline_split"] != r.pipeline_split[0],
@@ -214,7 +89,7 @@ _KNOBS: list[Knob] = [
     # MoE layer split over ep ranks, each expert's matrices over etp, and the remaining
     # tp x cp x dp / (ep x etp) ranks are the experts' data-parallel group.
     Knob("ep", int, 1, "expert-parallel degree: a MoE layer's experts split over ep ranks",
-         space=(1,), rule=_expert_ranks_fit, key=lambda v: f"-ep{v['ep']}" if v["ep"] > 1 else ""),
+         space=(1,), rule=expert_ranks_fit, key=lambda v: f"-ep{v['ep']}" if v["ep"] > 1 else ""),
     Knob("etp", int, None, "expert tensor-parallel degree: each expert's matrices split over "
          "etp ranks", nullable=True, none_means="for the same as tp", space=(None,),
          key=lambda v: "" if v["etp"] is None else f"-etp{v['etp']}"),
@@ -223,9 +98,9 @@ _KNOBS: list[Knob] = [
          key=lambda v: "" if v["precision"] == "bf16" else f"-{v['precision']}"),
     Knob("offload", str, "none", "model states kept in host memory: none, the optimizer states "
          "(stepped on the host), or those and the weights", choices=OFFLOADS, space=("none",),
-         rule=_offload_needs_sharding,
+         rule=offload_needs_sharding,
          # The space varies zero_stage apart (its sharding), so the rule is the filter there.
-         redundant=lambda v, r: "zero_stage" in v and bool(_offload_needs_sharding(v)),
+         redundant=lambda v, r: "zero_stage" in v and bool(offload_needs_sharding(v)),
          key=lambda v: {"none": "", "optimizer": "-offopt"}.get(v["offload"], "-offall")),
     # Overlap and bucket sizes: what DeepSpeed's autotuner searches besides the layout. None
     # keeps what the trainer's own base config says (DeepSpeed overlaps by default at ZeRO-3
@@ -278,23 +153,3 @@ def layout_problems(values: Values) -> list[str]:
 def layout_key(values: Values) -> str:
     """A layout's short name from its knob values (sharding appended by the caller)."""
     return "".join(k.key_part(values) for k in knobs())
-
-
-def add_fields(cls: type, fields: dict[str, tuple[str, Any]], *, ahead: bool) -> type:
-    """Give a class about to become a dataclass these (annotation, default) fields, ahead of
-    its own or after them; a field it declares itself is an error."""
-    own = dict(cls.__dict__.get("__annotations__", {}))
-    clash = set(fields) & set(own)
-    if clash:
-        raise TypeError(f"{cls.__name__} declares schema fields itself: {sorted(clash)}")
-    added = {name: annotation for name, (annotation, _) in fields.items()}
-    cls.__annotations__ = {**added, **own} if ahead else {**own, **added}
-    for name, (_, default) in fields.items():
-        setattr(cls, name, default)
-    return cls
-
-
-def with_knob_fields(cls: type) -> type:
-    """Class decorator, applied under @dataclass: a field per declared knob, ahead of the
-    class's own fields, typed and defaulted by the schema."""
-    return add_fields(cls, {k.name: (k.annotation, k.default) for k in knobs()}, ahead=True)
