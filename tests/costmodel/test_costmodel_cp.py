@@ -4,7 +4,10 @@ parallelism")."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
+from builders import layout
 from conftest import EXAMPLES
 from test_costmodel_papers import published, run_json
 
@@ -14,22 +17,19 @@ from orchestrator.costmodel.constants_provenance import check
 from orchestrator.costmodel.context_parallel import cp_comm_per_layer
 from orchestrator.costmodel.memory import activation_bytes
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
-from orchestrator.space import ParallelConfig
 
 H100 = CLUSTER_PRESETS["h100-80g"]
 LLAMA_8B_128K = MODEL_PRESETS["llama-3.1-8b"].model_copy(update={"seq_len": 131072})
 FABRIC = Fabric.of(H100, 8, 0.8)
 
-
-def layout(**changes) -> ParallelConfig:
-    base = dict(tp=4, cp=1, dp=2, pp=1, micro_batch_size=1, grad_accum_steps=8, zero_stage=1,
-                sequence_parallel=True, activation_checkpointing="selective")
-    return ParallelConfig(**{**base, **changes})
+# tp 4 and dp 2 stay as cp grows: context parallelism adds ranks.
+cp_layout = partial(layout, tp=4, dp=2, grad_accum_steps=8, sequence_parallel=True,
+                    activation_checkpointing="selective")
 
 
 @pytest.mark.parametrize("kind", ["p2p", "a2a", "allgather"])
 def test_activation_memory_per_rank_falls_with_cp(kind):
-    per_rank = [activation_bytes(LLAMA_8B_128K, layout(cp=cp, cp_comm_type=kind),
+    per_rank = [activation_bytes(LLAMA_8B_128K, cp_layout(cp=cp, cp_comm_type=kind),
                                  "bf16-mixed", True) for cp in (1, 2, 4, 8)]
     assert per_rank == sorted(per_rank, reverse=True) and per_rank[0] == 4 * per_rank[2]
 
@@ -37,7 +37,7 @@ def test_activation_memory_per_rank_falls_with_cp(kind):
 @pytest.mark.parametrize("kind", ["p2p", "a2a", "allgather"])
 def test_cp_comm_is_zero_at_cp_1_and_larger_across_nodes(kind):
     def comm(tp: int, cp: int) -> float:
-        return cp_comm_per_layer(LLAMA_8B_128K, layout(tp=tp, cp=cp, cp_comm_type=kind),
+        return cp_comm_per_layer(LLAMA_8B_128K, cp_layout(tp=tp, cp=cp, cp_comm_type=kind),
                                  FABRIC, 8, 2, 1e18)  # fast compute: the ring is exposed too
     assert comm(4, 1) == 0.0
     assert comm(4, 2) > 0.0
@@ -46,12 +46,12 @@ def test_cp_comm_is_zero_at_cp_1_and_larger_across_nodes(kind):
 
 def test_128k_llama_layout_out_of_memory_at_cp_1_fits_at_cp_16():
     cost = CostModel(LLAMA_8B_128K, H100, 8)
-    assert not cost.estimate(layout(tp=8, dp=16)).fits
-    assert cost.estimate(layout(tp=8, cp=16, dp=1, cp_comm_type="p2p")).fits
+    assert not cost.estimate(cp_layout(tp=8, dp=16)).fits
+    assert cost.estimate(cp_layout(tp=8, cp=16, dp=1, cp_comm_type="p2p")).fits
 
 
 def test_dense_layouts_at_cp_1_are_unchanged_by_cp_terms():
-    e = CostModel(LLAMA_8B_128K, H100, 8).estimate(layout())
+    e = CostModel(LLAMA_8B_128K, H100, 8).estimate(cp_layout())
     assert e.time.cp_comm_s == 0.0
 
 
@@ -116,7 +116,7 @@ def test_selective_recompute_adds_one_forward_of_core_attention():
 
 
 def test_ring_hides_behind_long_blocks_of_attention():
-    config = layout(tp=8, cp=2, cp_comm_type="p2p")
+    config = cp_layout(tp=8, cp=2, cp_comm_type="p2p")
     assert cp_comm_per_layer(LLAMA_8B_128K, config, FABRIC, 8, 2, 400e12) == 0.0
 
 
@@ -124,7 +124,7 @@ def test_models_without_grouped_query_attention_price_their_kv_exchange():
     model = MODEL_PRESETS["llama-7b"].model_copy(update={"seq_len": 8192})
     assert model.num_kv_heads is None
     for kind in ("p2p", "a2a", "allgather"):
-        e = CostModel(model, H100, 8).estimate(layout(tp=2, cp=2, cp_comm_type=kind))
+        e = CostModel(model, H100, 8).estimate(cp_layout(tp=2, cp=2, cp_comm_type=kind))
         assert e.memory.buffers > 0 and e.time.total_s > 0
 
 
@@ -149,7 +149,7 @@ def test_calibration_fits_the_cp_exchange_with_model_parallel_communication():
     from orchestrator.costmodel.calibration import feature_model, features
 
     cost = CostModel(LLAMA_8B_128K, H100, 8)
-    config = layout(tp=8, cp=4, dp=1, grad_accum_steps=32, cp_comm_type="allgather")
+    config = cp_layout(tp=8, cp=4, dp=1, grad_accum_steps=32, cp_comm_type="allgather")
     time = cost.estimate(config).time
     assert time.cp_comm_s > 0
     row = features(feature_model(cost), config)
@@ -161,12 +161,12 @@ def test_calibration_fits_the_cp_exchange_with_model_parallel_communication():
 def test_torchtitan_shards_weights_over_the_cp_ranks_at_zero_0_and_1(stage):
     from orchestrator.costmodel.zero_engine import RUNTIME_OF_TRAINER
 
-    config = layout(tp=2, cp=4, dp=1, zero_stage=stage, grad_accum_steps=8)
+    config = cp_layout(tp=2, cp=4, dp=1, zero_stage=stage, grad_accum_steps=8)
     memory = {trainer: CostModel(LLAMA_8B_128K, H100, 8, runtime=RUNTIME_OF_TRAINER[trainer])
               .memory(config) for trainer in ("builtin", "torchtitan")}
     assert memory["torchtitan"].params == pytest.approx(memory["builtin"].params / 4)
     assert memory["torchtitan"].optimizer <= memory["builtin"].optimizer
-    third = layout(tp=2, cp=4, dp=1, zero_stage=3, grad_accum_steps=8)
+    third = cp_layout(tp=2, cp=4, dp=1, zero_stage=3, grad_accum_steps=8)
     same = [CostModel(LLAMA_8B_128K, H100, 8, runtime=RUNTIME_OF_TRAINER[t]).memory(third).params
             for t in ("builtin", "torchtitan")]
     assert same[0] == pytest.approx(same[1])

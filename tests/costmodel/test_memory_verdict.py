@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import sys
 
+from functools import partial
+
 import pytest
 import yaml
+from builders import layout
 from conftest import ROOT, journal_events
 
 from orchestrator.costmodel import CostModel
@@ -21,15 +24,12 @@ from orchestrator.space import ParallelConfig
 # llama-7b on one node of 8 devices, ZeRO-3, global batch 128: memory grows with the micro-batch.
 FITS, RISKY, BEYOND = 2, 8, 16  # micro-batch sizes
 
-
-def layout(micro_batch: int) -> ParallelConfig:
-    return ParallelConfig(dp=8, zero_stage=3, micro_batch_size=micro_batch,
-                          grad_accum_steps=16 // micro_batch)
+node_layout = partial(layout, tp=1, dp=8, zero_stage=3, batch=128)
 
 
 def used_gb(micro_batch: int) -> float:
     memory = CostModel(MODEL_PRESETS["llama-7b"], CLUSTER_PRESETS["a100-80g"], 8).memory(
-        layout(micro_batch))
+        node_layout(micro_batch_size=micro_batch))
     return (memory.total - memory.reserve) / GB
 
 
@@ -47,7 +47,7 @@ def cost() -> CostModel:
 
 def test_verdicts_around_capacity(cost):
     capacity = cost.cluster.memory_gb
-    fitting, risky, beyond = (cost.estimate(layout(m)) for m in (FITS, RISKY, BEYOND))
+    fitting, risky, beyond = (cost.estimate(node_layout(micro_batch_size=m)) for m in (FITS, RISKY, BEYOND))
     assert fitting.memory_gb <= capacity < risky.memory_gb <= capacity * (1 + MEMORY_MARGIN)
     assert beyond.memory_gb > capacity * (1 + MEMORY_MARGIN)
     assert (fitting.memory_verdict, fitting.fits, fitting.prunable) == ("fits", True, False)
@@ -57,8 +57,8 @@ def test_verdicts_around_capacity(cost):
 
 def test_the_live_model_measures_a_risky_layout_and_prunes_one_beyond_the_margin(cost):
     live = LiveCostModel(cost, [])
-    assert live.infeasible(layout(RISKY)) is None
-    pruned = live.infeasible(layout(BEYOND))
+    assert live.infeasible(node_layout(micro_batch_size=RISKY)) is None
+    pruned = live.infeasible(node_layout(micro_batch_size=BEYOND))
     assert pruned is not None and pruned.status == "infeasible"
     assert f"memory model's {MEMORY_MARGIN:.0%} margin" in pruned.error
     assert f"{cost.cluster.memory_gb * (1 + MEMORY_MARGIN):.2f} GB" in pruned.error

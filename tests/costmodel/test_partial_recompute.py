@@ -7,8 +7,11 @@ import dataclasses
 import json
 from pathlib import Path
 
+from functools import partial
+
 import pytest
 import yaml
+from builders import layout
 from conftest import journal_events
 
 from orchestrator.common.errors import SpecError
@@ -25,11 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LLAMA_30B = MODEL_PRESETS["llama-30b"]  # 60 layers
 A800 = CLUSTER_PRESETS["a800-80g"]
 
-
-def layout(**fields) -> ParallelConfig:
-    base = dict(dp=64, zero_stage=3, micro_batch_size=1, grad_accum_steps=8,
-                activation_checkpointing="full")
-    return ParallelConfig(**{**base, **fields})
+recompute_layout = partial(layout, tp=1, dp=64, zero_stage=3, grad_accum_steps=8,
+                           activation_checkpointing="full")
 
 
 def test_the_count_needs_full_recompute_and_fewer_layers_than_a_stage():
@@ -47,18 +47,19 @@ def test_the_count_needs_full_recompute_and_fewer_layers_than_a_stage():
 
 
 def test_the_count_is_part_of_the_key_and_survives_mlflow_params():
-    config = layout(recompute_num_layers=42)
-    assert config.key().endswith("-acfull42") and config.key() != layout().key()
+    config = recompute_layout(recompute_num_layers=42)
+    assert config.key().endswith("-acfull42") and config.key() != recompute_layout().key()
     params = {k: str(v) for k, v in config.to_params().items()}
     assert ParallelConfig.from_params(params) == config
-    every = {k: str(v) for k, v in layout().to_params().items()}
+    every = {k: str(v) for k, v in recompute_layout().to_params().items()}
     assert ParallelConfig.from_params(every).recompute_num_layers is None
 
 
 def test_fewer_recomputed_layers_cost_memory_and_save_compute():
     cost = CostModel(LLAMA_30B, A800, 8)
-    estimates = [cost.estimate(layout(activation_checkpointing="none")),
-                 cost.estimate(layout(recompute_num_layers=30)), cost.estimate(layout())]
+    estimates = [cost.estimate(recompute_layout(activation_checkpointing="none")),
+                 cost.estimate(recompute_layout(recompute_num_layers=30)),
+                 cost.estimate(recompute_layout())]
     memory = [e.memory.activations for e in estimates]
     hardware = [e.hardware_flops_per_step for e in estimates]
     compute = [e.time.compute_s for e in estimates]
@@ -72,7 +73,7 @@ def test_fewer_recomputed_layers_cost_memory_and_save_compute():
 
 def test_the_fewest_layers_that_fit_are_found():
     cost = CostModel(LLAMA_30B, A800, 8)
-    amsp = dataclasses.replace(layout(), zero_stage=0, sharding=None)
+    amsp = dataclasses.replace(recompute_layout(), zero_stage=0, sharding=None)
     factors = ShardingFactors(2, 1, 8, 4, 8, 4)  # AMSP's 64-GPU plan at M = 8
     config = dataclasses.replace(amsp, sharding=factors)
     chosen = fewest_recomputed_layers(cost, config)
