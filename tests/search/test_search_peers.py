@@ -6,7 +6,10 @@ out of its suggestions."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
+from builders import layout
 
 from orchestrator.common.objective import Objective
 from orchestrator.record.best import finish_order
@@ -19,21 +22,20 @@ from orchestrator.space import ParallelConfig
 PEERS = ["deephyper-cbo", "optuna", "hyperopt"]
 
 
-def layout(zero: int, micro: int, checkpointing: str = "none") -> ParallelConfig:
-    return ParallelConfig(dp=2, zero_stage=zero, micro_batch_size=micro,
-                          grad_accum_steps=4 // micro, activation_checkpointing=checkpointing)
-
-
+# Two ranks of data parallelism over a global batch of 8 sequences: only the knobs below vary.
+peer_layout = partial(layout, tp=1, dp=2, batch=8)
 # A diagonal of the 4 x 3 knob grid: two suggestions in three are no valid layout.
-DIAGONAL = [layout(0, 1), layout(1, 2), layout(2, 4), layout(3, 1)]
-FULL = [layout(z, m) for z in range(4) for m in (1, 2, 4)]
+DIAGONAL = [peer_layout(zero_stage=z, micro_batch_size=m)
+            for z, m in ((0, 1), (1, 2), (2, 4), (3, 1))]
+FULL = [peer_layout(zero_stage=z, micro_batch_size=m) for z in range(4) for m in (1, 2, 4)]
 # The diagonal with checkpointing free: two points of the 36 in three are no valid layout,
 # each for a pair of values (ZeRO stage, micro-batch) that no layout has.
-SPARSE = [layout(z, m, ac) for z, m in ((0, 1), (1, 2), (2, 4), (3, 1))
-          for ac in ("none", "selective", "full")]
+SPARSE = [peer_layout(zero_stage=z, micro_batch_size=m, activation_checkpointing=ac)
+          for z, m in ((0, 1), (1, 2), (2, 4), (3, 1)) for ac in ("none", "selective", "full")]
 # Each ZeRO stage with some of the micro-batches: a define-by-run sampler choosing the stage
 # first is then offered two micro-batches of three, or one.
-BAND = [layout(z, m, ac) for z, micro in ((0, (1, 2)), (1, (2, 4)), (2, (1, 4)), (3, (1,)))
+BAND = [peer_layout(zero_stage=z, micro_batch_size=m, activation_checkpointing=ac)
+        for z, micro in ((0, (1, 2)), (1, (2, 4)), (2, (1, 4)), (3, (1,)))
         for m in micro for ac in ("none", "full")]
 EVERY = list(dict.fromkeys(FULL + SPARSE + BAND))
 
