@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e ".[test]"
 	$(BIN)/pip install --quiet --no-deps --ignore-requires-python megatron-core==0.19.2
+	$(BIN)/pip install --quiet --no-deps --ignore-requires-python megatron-bridge==0.6.2
 	$(BIN)/pip install --quiet --no-deps torchao==0.18.0
 	touch $(STAMP)
 

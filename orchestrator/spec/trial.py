@@ -21,7 +21,8 @@ from orchestrator.costmodel.zero_engine import COMMAND_RUNTIMES
 from orchestrator.spec.sections import MAX_COUNT, Strict
 from orchestrator.spec.strings import check_env_name
 
-TRAINERS = ("builtin", "deepspeed", "torchtitan", "megatron-lm", "megatron-deepspeed", "command")
+TRAINERS = ("builtin", "deepspeed", "torchtitan", "megatron-lm", "megatron-deepspeed",
+            "megatron-bridge", "command")
 # The result fields a user's regex may read from a `command` trainer's log.
 LOG_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
                "mfu_percent", "loss", "peak_memory_gb")
@@ -101,6 +102,23 @@ class MegatronTrainerSpec(Strict):
         return check_placeholders(args)
 
 
+class MegatronBridgeTrainerSpec(Strict):
+    """A Megatron-Bridge recipe run by its run_recipe.py; ParaTune adds the model shape and the
+    layout as overrides after the user's (orchestrator/trainers/megatron_bridge/section.py)."""
+
+    script: str = Field(default="scripts/training/run_recipe.py", description="run_recipe.py (path)")
+    recipe: str = Field(default="llama3_8b_pretrain_config", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    dataset: str = Field(default="mock", pattern=r"^[A-Za-z0-9_.-]+$")
+    overrides: list[str] = Field(default_factory=list, description="KEY=VALUE; {placeholders}")
+
+    @field_validator("overrides")
+    @classmethod
+    def _overrides(cls, overrides: list[str]) -> list[str]:
+        from orchestrator.trainers.megatron_bridge.section import check_overrides  # imports spec
+
+        return check_placeholders(check_overrides(overrides))
+
+
 class TrialSpec(Strict):
     steps: int = Field(default=10, gt=0, le=MAX_COUNT, description="timed steps after warm-up")
     warmup_steps: int = Field(default=2, ge=0, le=MAX_COUNT)
@@ -114,6 +132,7 @@ class TrialSpec(Strict):
     deepspeed: DeepSpeedTrainerSpec | None = None
     torchtitan: TorchtitanTrainerSpec | None = None
     megatron: MegatronTrainerSpec | None = None
+    megatron_bridge: MegatronBridgeTrainerSpec | None = None
     # trainer `command`: an argv list (never run through a shell) whose items may hold
     # {placeholders}; it starts its own ranks.
     command: list[str] | None = None
@@ -185,8 +204,9 @@ class TrialSpec(Strict):
             raise ValueError("trial.runtime: only a trial.command program takes a runtime; "
                              f"the {self.trainer} trainer's is its own (drop trial.runtime)")
         wanted = {"deepspeed": "deepspeed", "torchtitan": "torchtitan",
-                  "megatron-lm": "megatron", "megatron-deepspeed": "megatron"}.get(self.trainer)
-        for section in ("deepspeed", "torchtitan", "megatron"):
+                  "megatron-lm": "megatron", "megatron-deepspeed": "megatron",
+                  "megatron-bridge": "megatron_bridge"}.get(self.trainer)
+        for section in ("deepspeed", "torchtitan", "megatron", "megatron_bridge"):
             given = getattr(self, section) is not None
             if given and section != wanted:
                 raise ValueError(f"trial.{section}: a section for another trainer; trial.trainer "
@@ -198,6 +218,8 @@ class TrialSpec(Strict):
             self.torchtitan = TorchtitanTrainerSpec()
         if wanted == "megatron" and self.megatron is None:
             self.megatron = MegatronTrainerSpec()
+        if wanted == "megatron_bridge" and self.megatron_bridge is None:
+            self.megatron_bridge = MegatronBridgeTrainerSpec()
         return self
 
 

@@ -1,0 +1,16 @@
+"""Megatron-Bridge (NVIDIA-NeMo/Megatron-Bridge, megatron-bridge 0.6.2 on the package index): a
+trainer in one folder.
+
+- section.py: the rule on `trial.megatron_bridge.overrides` (the section: spec/trial.py);
+- overrides.py: a layout and the model shape as ConfigContainer KEY=VALUE overrides;
+- capabilities.py: the knob values it runs, each limit with its reason and source;
+- program.py: a trial's argv (run_recipe.py, the recipe, the overrides) and environment;
+- adapter.py: `MegatronBridgeTrainer`, the TrainerAdapter named "megatron-bridge";
+- log.py: its training_log lines read back;
+- runtime.py: its ZeRO and overlap engine for the cost model;
+- export.py: the `megatron-bridge` launch file, a torchrun script of the winner's recipe.
+"""
+
+from orchestrator.trainers.megatron_bridge.adapter import MegatronBridgeTrainer
+
+__all__ = ["MegatronBridgeTrainer"]

@@ -1,0 +1,38 @@
+"""What the spec's `trial.megatron_bridge` section may hold: which Megatron-Bridge recipe a trial
+runs, through which script, on which data, with the user's own ConfigContainer overrides.
+
+The section's fields are declared beside the other trainers' in spec/trial.py (the spec is
+read before any trainer, and this package's import of the spec would make a cycle); its rule
+on the overrides lives here, with the keys it protects.
+
+The script is Megatron-Bridge's `scripts/training/run_recipe.py` (v0.6.0; it lives in the
+repository, not in the wheel): `--recipe NAME` picks a recipe function, `--dataset mock` its
+mock data, and trailing KEY=VALUE words are Hydra overrides of the ConfigContainer
+(`_collect_overrides`: a word starting with "-" or without "=" is refused). ParaTune's own
+overrides (overrides.py) come after the user's, and the keys a layout owns are refused here, so
+no user override is silently outvoted.
+"""
+
+from __future__ import annotations
+
+import re
+
+from orchestrator.trainers.megatron_bridge.overrides import LAYOUT_KEYS
+
+# Hydra's override key: an optional + (add), ++ (force add) or ~ (delete), then a dotted path.
+OVERRIDE = re.compile(r"(?P<key>(?:\+\+|\+|~)?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)=.*",
+                      re.S)
+
+
+def check_overrides(overrides: list[str]) -> list[str]:
+    """The user's overrides, each KEY=VALUE on a key no layout owns; else a one-line error."""
+    for item in overrides:
+        match = OVERRIDE.fullmatch(item)
+        if not match:
+            raise ValueError(f"{item[:80]!r}: give KEY=VALUE (a ConfigContainer field, e.g. "
+                             "optimizer.lr=1e-4), as run_recipe.py takes them")
+        key = match["key"].lstrip("+~")
+        if key in LAYOUT_KEYS:
+            raise ValueError(f"{key}: ParaTune sets it from {LAYOUT_KEYS[key]}; drop it from "
+                             "trial.megatron_bridge.overrides")
+    return overrides
