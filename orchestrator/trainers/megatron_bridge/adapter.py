@@ -7,7 +7,7 @@ from __future__ import annotations
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
 from orchestrator.trainers.megatron_bridge.capabilities import NAME, TOOL, refusal, space_refusals
 from orchestrator.trainers.megatron_bridge.log import parse_bridge_log
-from orchestrator.trainers.megatron_bridge.overrides import MEASUREMENT
+from orchestrator.trainers.megatron_bridge.overrides import MEASUREMENT, TRIAL_ONLY
 from orchestrator.trainers.megatron_bridge.program import bridge_section, trial_program
 from orchestrator.trainers.megatron_bridge.runtime import bridge_runtime
 
@@ -15,7 +15,7 @@ from orchestrator.trainers.megatron_bridge.runtime import bridge_runtime
 class MegatronBridgeTrainer(TrainerAdapter):
     name = NAME
     tool = TOOL
-    measurement_args = MEASUREMENT
+    measurement_args = MEASUREMENT + TRIAL_ONLY  # the generic exports name them to drop
     runtime = bridge_runtime()
     export_formats = ("torchrun", "sbatch", NAME)
 
