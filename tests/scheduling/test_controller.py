@@ -8,13 +8,13 @@ trials, so trials answer at once from a formula instead of running anything.
 from __future__ import annotations
 
 import pytest
+from builders import make_spec
 
 from orchestrator.backends import Backend, TrialHandle, TrialRequest
 from orchestrator.record.journal import Journal
 from orchestrator.result import TrialResult
 from orchestrator.scheduling import loop as scheduler
 from orchestrator.scheduling.controller import Controller
-from orchestrator.spec import spec_from_dict
 
 
 def throughput(config) -> float:
@@ -78,8 +78,9 @@ def fast_polling(monkeypatch):
     monkeypatch.setattr(scheduler, "POLL_INTERVAL_S", 0.001)
 
 
-def make_spec(tmp_path, **sections):
-    data = {
+def fake_campaign(tmp_path) -> dict:
+    """A grid of 8 layouts of llama-7b on one node, run one at a time, recorded under tmp_path."""
+    return {
         "name": "fake", "model": "llama-7b", "cluster": "a100-80g",
         "scale": {"nodes": 1, "gpus_per_node": 8, "global_batch_size": 32},
         "space": {"tp": [1, 2], "pp": [1], "zero_stage": [1, 3], "micro_batch_size": [1, 2],
@@ -87,14 +88,11 @@ def make_spec(tmp_path, **sections):
         "search": {"algorithm": "grid"}, "budget": {"max_trials": 8, "max_concurrent": 1},
         "tracking": {"enabled": False, "runs_dir": str(tmp_path / "runs")},
     }
-    for key, value in sections.items():
-        data[key] = {**data.get(key, {}), **value}
-    return spec_from_dict(data)
 
 
 def test_trials_run_within_the_concurrency_limit(tmp_path):
     backend = FakeBackend(polls=3)
-    spec = make_spec(tmp_path, budget={"max_trials": 20, "max_concurrent": 3})
+    spec = make_spec(fake_campaign(tmp_path), budget={"max_trials": 20, "max_concurrent": 3})
     summary = Controller(spec, backend=backend).run()
     assert backend.most_running == 3
     assert len(backend.submitted) == len(summary.records) == 8
@@ -105,14 +103,14 @@ def test_trials_run_within_the_concurrency_limit(tmp_path):
 
 def test_budget_stops_the_search(tmp_path):
     backend = FakeBackend(polls=1)
-    spec = make_spec(tmp_path, budget={"max_trials": 3, "max_concurrent": 2})
+    spec = make_spec(fake_campaign(tmp_path), budget={"max_trials": 3, "max_concurrent": 2})
     summary = Controller(spec, backend=backend).run()
     assert len(backend.submitted) == 3 and summary.stop_reason == "max_trials 3 reached"
 
 
 def test_patience_stops_the_search(tmp_path):
     """The first layout in grid order is the best here, so the next two end the search."""
-    spec = make_spec(tmp_path, budget={"patience": 2})
+    spec = make_spec(fake_campaign(tmp_path), budget={"patience": 2})
     backend = FakeBackend(landscape=lambda config: 1e4 / len(backend.submitted))
     summary = Controller(spec, backend=backend).run()
     assert "patience 2" in summary.stop_reason and len(summary.records) == 3
@@ -120,8 +118,9 @@ def test_patience_stops_the_search(tmp_path):
 
 def test_halving_screens_then_confirms_the_best_share(tmp_path):
     backend = FakeBackend()
-    spec = make_spec(tmp_path, trial={"steps": 10}, search={
-        "fidelity": {"screening_steps": 2, "keep_fraction": 0.5, "min_screened": 2}})
+    spec = make_spec(fake_campaign(tmp_path), trial={"steps": 10},
+                     search={"fidelity": {"screening_steps": 2, "keep_fraction": 0.5,
+                                          "min_screened": 2}})
     summary = Controller(spec, backend=backend).run()
     screens = [r for r in summary.records if r.phase == "screen"]
     confirms = [r for r in summary.records if r.phase == "confirm"]
@@ -138,7 +137,7 @@ def test_halving_screens_then_confirms_the_best_share(tmp_path):
 
 def test_scaling_study_runs_after_the_search_outside_its_budget(tmp_path):
     backend = FakeBackend(polls=1)
-    spec = make_spec(tmp_path, budget={"max_trials": 4, "max_concurrent": 2},
+    spec = make_spec(fake_campaign(tmp_path), budget={"max_trials": 4, "max_concurrent": 2},
                      scale={"nodes": 2, "gpus_per_node": 4, "global_batch_size": 32,
                             "study": "weak", "study_nodes": [1, 2, 4]})
     summary = Controller(spec, backend=backend).run()
@@ -158,7 +157,7 @@ class Crash(Exception):
 
 def test_resume_reattaches_survivors_and_reruns_the_rest(tmp_path):
     """Kill the controller with two trials in flight; one's job survives the crash."""
-    spec = make_spec(tmp_path, budget={"max_concurrent": 2})
+    spec = make_spec(fake_campaign(tmp_path), budget={"max_concurrent": 2})
     finished = []
 
     def crash_after_three(kind, record):
@@ -191,7 +190,7 @@ def test_a_gap_in_the_journal_never_hands_an_existing_trial_id_out_again(tmp_pat
     """A trial about to be submitted when the controller stopped, with later ones already
     journaled as pruned, leaves a gap in the IDs; a resumed campaign numbers its new trials
     past the highest ID, so no ID is finished twice."""
-    spec = make_spec(tmp_path, budget={"max_trials": 4})
+    spec = make_spec(fake_campaign(tmp_path), budget={"max_trials": 4})
     Controller(spec, backend=FakeBackend()).run()
     journal = tmp_path / "runs" / "fake" / "journal.jsonl"
     kept = [line for line in journal.read_text().splitlines(keepends=True)
@@ -199,7 +198,7 @@ def test_a_gap_in_the_journal_never_hands_an_existing_trial_id_out_again(tmp_pat
     journal.write_text("".join(kept))
     assert sorted(Journal(journal).trials()) == ["t0001", "t0003", "t0004"]
 
-    more = make_spec(tmp_path, budget={"max_trials": 6})
+    more = make_spec(fake_campaign(tmp_path), budget={"max_trials": 6})
     Controller(more, backend=FakeBackend()).run(resume=True)
     finished = [e["trial_id"] for e in Journal(journal).events() if e["event"] == "finished"]
     assert len(finished) == len(set(finished)) == 6

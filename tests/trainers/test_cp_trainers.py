@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
+from builders import layout, make_spec
 from conftest import EXAMPLES
 from test_moe_trainers import generated, mcore  # noqa: F401  (megatron-core's fixtures)
 from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
@@ -42,25 +44,16 @@ LLAMA_LONG = {"preset": "llama-3.1-8b", "seq_len": 32768}  # 32 heads, 8 key/val
 COMMS = ("p2p", "a2a", "allgather")
 
 
-def make_spec(trainer: str, space=None, model=LLAMA_LONG, cluster="h100-80g", **trial):
-    return spec_from_dict({
-        "name": "cp", "model": model, "cluster": cluster,
-        "scale": {"nodes": 2, "global_batch_size": 16}, "space": space or {},
-        "trial": {"trainer": trainer, **trial}})
-
-
-def layout(**fields) -> ParallelConfig:
-    """A 16-rank layout: dp and the accumulation steps follow from tp, pp and cp."""
-    fields = {"tp": 2, "pp": 1, "cp": 2, "zero_stage": 1, "micro_batch_size": 1, **fields}
-    dp = 16 // (fields["tp"] * fields["pp"] * fields["cp"])
-    return ParallelConfig(dp=dp, grad_accum_steps=16 // dp, **fields)
+# Llama 3.1 8B at 32K tokens on the default two nodes, cp 2 unless a test says.
+cp_spec = partial(make_spec, {"name": "cp", "model": LLAMA_LONG})
+cp_layout = partial(layout, cp=2)
 
 
 def one_line_refusal(spec, config) -> str:
     """Why the spec's trainer drops `config` (beside a cp 1 layout it keeps), in one line."""
     refused: list[str] = []
-    kept = runnable(spec, [config, layout(cp=1)], refused)
-    assert kept == [layout(cp=1)] and len(refused) == 1 and "\n" not in refused[0]
+    kept = runnable(spec, [config, cp_layout(cp=1)], refused)
+    assert kept == [cp_layout(cp=1)] and len(refused) == 1 and "\n" not in refused[0]
     return refused[0]
 
 
@@ -69,14 +62,14 @@ def one_line_refusal(spec, config) -> str:
 @pytest.mark.parametrize("comm", COMMS)
 @pytest.mark.parametrize("cp", [2, 4])
 def test_megatron_lm_cp_flags_are_megatron_cores(cp, comm, generated):  # noqa: F811
-    spec = make_spec("megatron-lm")
-    args = megatron_args("megatron-lm", spec, layout(cp=cp, cp_comm_type=comm))
+    spec = cp_spec(trainer="megatron-lm")
+    args = megatron_args("megatron-lm", spec, cp_layout(cp=cp, cp_comm_type=comm))
     assert problems(args, {**MEGATRON_LM_FLAGS, **generated}) == []
     assert f"--context-parallel-size={cp}" in args
     assert f"--cp-comm-type={MEGATRON_CP_COMM_TYPES[comm]}" in args
     assert "--transformer-impl=transformer_engine" in args and "--attention-backend=flash" in args
-    assert megatron_env(spec, layout(tp=1, cp=cp))["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
-    plain = megatron_args("megatron-lm", spec, layout(cp=1))
+    assert megatron_env(spec, cp_layout(tp=1, cp=cp))["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    plain = megatron_args("megatron-lm", spec, cp_layout(cp=1))
     assert "--context-parallel-size=1" in plain and not any(
         a.startswith(("--cp-comm-type", "--transformer-impl")) for a in plain)
 
@@ -121,8 +114,8 @@ def test_megatron_lms_own_parser_reads_the_cp_flags_after_the_base_args(mcore): 
     """The layout's flags come after the user's, so they win: a base --cp-comm-type
     a2a+p2p and --context-parallel-size 8 give way to the layout's."""
     base = ["--context-parallel-size=8", "--cp-comm-type", "a2a+p2p", "--transformer-impl=local"]
-    cases = [layout(cp=cp, cp_comm_type=comm) for cp in (1, 2, 4) for comm in COMMS]
-    spec = make_spec("megatron-lm")
+    cases = [cp_layout(cp=cp, cp_comm_type=comm) for cp in (1, 2, 4) for comm in COMMS]
+    spec = cp_spec(trainer="megatron-lm")
     rendered = [base + megatron_args("megatron-lm", spec, c) for c in cases]
     parsed_rows = parsed_in_child(PARSE_CP, rendered)
     for config, parsed in zip(cases, parsed_rows):
@@ -185,19 +178,21 @@ def test_megatron_cores_local_attention_refuses_cp(mcore):  # noqa: F811
 
 
 def test_megatron_lm_refuses_cp_it_cannot_run():
-    cpu = make_spec("megatron-lm", cluster={"preset": "h100-80g", "device": "cpu"})
-    assert "space.cp [1]" in one_line_refusal(cpu, layout())
-    unfused = make_spec("megatron-lm", flash_attention=False)
-    assert "set trial.flash_attention to true" in one_line_refusal(unfused, layout())
+    cpu = cp_spec(trainer="megatron-lm", cluster={"preset": "h100-80g", "device": "cpu"})
+    assert "space.cp [1]" in one_line_refusal(cpu, cp_layout())
+    unfused = cp_spec(trainer="megatron-lm", trial={"flash_attention": False})
+    assert "set trial.flash_attention to true" in one_line_refusal(unfused, cp_layout())
     # tp 4 leaves 2 key/value heads per rank: a2a over cp 4 cannot split them.
-    reason = one_line_refusal(make_spec("megatron-lm"), layout(tp=4, cp=4, cp_comm_type="a2a"))
+    reason = one_line_refusal(cp_spec(trainer="megatron-lm"),
+                              cp_layout(tp=4, cp=4, cp_comm_type="a2a"))
     assert reason.startswith("megatron-lm: cp(4) with cp_comm_type a2a splits the 2 key/value")
     assert "use p2p or allgather" in reason
     with pytest.raises(SpecError, match=r"space.configs\[0\]: megatron-lm: cp\(2\) with trial"):
-        make_spec("megatron-lm", {"kind": "list", "configs": [{"tp": 2, "cp": 2}]},
-                  flash_attention=False)
-    spec = make_spec("megatron-lm", {"tp": [2], "pp": [1], "cp": [2], "zero_stage": [1],
-                                     "micro_batch_size": [1]}, flash_attention=False)
+        cp_spec(trainer="megatron-lm", space={"kind": "list", "configs": [{"tp": 2, "cp": 2}]},
+                trial={"flash_attention": False})
+    spec = cp_spec(trainer="megatron-lm",
+                   space={"tp": [2], "pp": [1], "cp": [2], "zero_stage": [1],
+                          "micro_batch_size": [1]}, trial={"flash_attention": False})
     with pytest.raises(SpecError, match="holds no layout trainer megatron-lm can run: megatron"):
         spec.candidates()
 
@@ -205,8 +200,8 @@ def test_megatron_lm_refuses_cp_it_cannot_run():
 # --- Megatron-DeepSpeed ----------------------------------------------------------------------
 
 def test_megatron_deepspeed_renders_ulysses_and_refuses_what_it_cannot():
-    spec = make_spec("megatron-deepspeed", {"cp": [1, 2], "tp": [1, 2],
-                                            "sequence_parallel": [True, False]})
+    spec = cp_spec(trainer="megatron-deepspeed",
+                   space={"cp": [1, 2], "tp": [1, 2], "sequence_parallel": [True, False]})
     assert spec.space.cp_comm_type == ["a2a"]  # its one comm type, by default
     refused: list[str] = []
     kept = runnable(spec, spec.search_space().candidates(), refused)
@@ -219,25 +214,25 @@ def test_megatron_deepspeed_renders_ulysses_and_refuses_what_it_cannot():
         assert f"--ds-sequence-parallel-size={config.cp}" in args
     with pytest.raises(SpecError, match=r"space.cp_comm_type: megatron-deepspeed cannot run "
                                         r"p2p \(its context parallelism is DeepSpeed-Ulysses"):
-        make_spec("megatron-deepspeed", {"cp": [1, 2], "cp_comm_type": ["p2p", "a2a"]})
-    reason = one_line_refusal(spec, layout(tp=8, cp=2, cp_comm_type="a2a"))
+        cp_spec(trainer="megatron-deepspeed", space={"cp": [1, 2], "cp_comm_type": ["p2p", "a2a"]})
+    reason = one_line_refusal(spec, cp_layout(tp=8, cp=2, cp_comm_type="a2a"))
     assert "exceeds the 1 key/value heads of a tp rank" in reason
 
 
 # --- torchtitan ------------------------------------------------------------------------------
 
 def test_torchtitan_cp_is_what_torchtitan_parses(parse):  # noqa: F811
-    spec = make_spec("torchtitan", {"cp": [1, 2, 4]})
+    spec = cp_spec(trainer="torchtitan", space={"cp": [1, 2, 4]})
     assert spec.space.cp_comm_type == ["allgather"]  # its one comm type, by default
     for cp in (1, 2, 4):
-        config = layout(cp=cp, cp_comm_type="allgather", zero_stage=3)
+        config = cp_layout(cp=cp, cp_comm_type="allgather", zero_stage=3)
         cfg = parse(["--module", "llama3", "--config", "llama3_8b", *layout_args(spec, config)])
         p = cfg.parallelism
         assert p.context_parallel_degree == cp and p.context_parallel_load_balancer == "headtail"
         assert (p.tensor_parallel_degree * p.data_parallel_shard_degree
                 * p.data_parallel_replicate_degree * cp) == 16
     assert "--parallelism.context-parallel-load-balancer=headtail" not in layout_args(
-        spec, layout(cp=1))
+        spec, cp_layout(cp=1))
 
 
 def test_torchtitan_runs_allgather_only_and_says_so():
@@ -250,11 +245,11 @@ def test_torchtitan_runs_allgather_only_and_says_so():
     assert not [p for p in package.rglob("*.py") if "set_rotate_method" in p.read_text()]
     with pytest.raises(SpecError, match=r"space.cp_comm_type: torchtitan cannot run p2p .*; "
                                         r"use \[allgather\]"):
-        make_spec("torchtitan", {"cp": [2], "cp_comm_type": ["p2p"]})
-    reason = one_line_refusal(make_spec("torchtitan"), layout(cp=2, cp_comm_type="a2a"))
+        cp_spec(trainer="torchtitan", space={"cp": [2], "cp_comm_type": ["p2p"]})
+    reason = one_line_refusal(cp_spec(trainer="torchtitan"), cp_layout(cp=2, cp_comm_type="a2a"))
     assert reason.startswith("torchtitan: cp_comm_type a2a: torchtitan 0.3 all-gathers")
-    odd = make_spec("torchtitan", model={**LLAMA_LONG, "seq_len": 32764})
-    reason = one_line_refusal(odd, layout(cp=2, cp_comm_type="allgather",
+    odd = cp_spec(trainer="torchtitan", model={**LLAMA_LONG, "seq_len": 32764})
+    reason = one_line_refusal(odd, cp_layout(cp=2, cp_comm_type="allgather",
                                           sequence_parallel=True))
     assert reason.startswith("torchtitan: seq_len(32764) must divide by 8")
 
@@ -272,8 +267,8 @@ def test_torchtitan_varlen_configs_refuse_cp_in_torchtitans_words():
     assert str(caught.value) in VARLEN_CP
     with pytest.raises(SpecError, match="trial.torchtitan.config: torchtitan's gpt_oss "
                                         "gpt_oss_20b uses variable-length attention"):
-        make_spec("torchtitan", {"cp": [1, 2]}, torchtitan={"module": "gpt_oss",
-                                                            "config": "gpt_oss_20b"})
+        cp_spec(trainer="torchtitan", space={"cp": [1, 2]},
+                trial={"torchtitan": {"module": "gpt_oss", "config": "gpt_oss_20b"}})
     checked = 0
     for module, name, config in torchtitan_registry_configs():
         listed = name in TORCHTITAN_VARLEN_CONFIGS.get(module, ())
@@ -289,8 +284,9 @@ DS_SECTION = {"script": "train.py", "args": ["--sp", "{cp}", "--sp-comm={cp_comm
 
 def test_cp_reaches_a_deepspeed_script_and_its_config(tmp_path, monkeypatch):
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")
-    spec = make_spec("deepspeed", {"tp": [1], "pp": [1], "cp": [1, 2], "zero_stage": [1]},
-                     deepspeed=DS_SECTION)
+    spec = cp_spec(trainer="deepspeed",
+                   space={"tp": [1], "pp": [1], "cp": [1, 2], "zero_stage": [1]},
+                   trial={"deepspeed": DS_SECTION})
     assert spec.space.cp_comm_type == ["a2a"]
     import deepspeed.runtime.config as ds_config
 
@@ -308,32 +304,36 @@ def test_cp_reaches_a_deepspeed_script_and_its_config(tmp_path, monkeypatch):
                 run.files[DEEPSPEED_CHANGES_FILE]
     with pytest.raises(AssertionError, match="train_batch_size is not equal"):
         ds_config.DeepSpeedConfig({k: v for k, v in deepspeed_config(
-            spec, layout(tp=1)).items() if k != "sequence_parallel_size"})
+            spec, cp_layout(tp=1)).items() if k != "sequence_parallel_size"})
 
 
 def test_deepspeed_refuses_what_ulysses_cannot_run():
     with pytest.raises(SpecError, match=r"space.cp: trial.deepspeed.args hold no \{cp\}"):
-        make_spec("deepspeed", {"cp": [1, 2]}, deepspeed={"script": "train.py"})
+        cp_spec(trainer="deepspeed", space={"cp": [1, 2]},
+                trial={"deepspeed": {"script": "train.py"}})
     with pytest.raises(SpecError, match=r"space.cp_comm_type: deepspeed cannot run allgather .*"
                                         r"DistributedAttention"):
-        make_spec("deepspeed", {"cp": [2], "cp_comm_type": ["allgather"]}, deepspeed=DS_SECTION)
+        cp_spec(trainer="deepspeed", space={"cp": [2], "cp_comm_type": ["allgather"]},
+                trial={"deepspeed": DS_SECTION})
     with pytest.raises(SpecError, match=r"space.configs\[0\]: deepspeed: cp_comm_type p2p: "
                                         r".*set space.cp_comm_type to \[a2a\]"):
-        make_spec("deepspeed", {"kind": "list", "configs": [{"tp": 1, "cp": 2}]},
-                  deepspeed=DS_SECTION)
+        cp_spec(trainer="deepspeed", space={"kind": "list", "configs": [{"tp": 1, "cp": 2}]},
+                trial={"deepspeed": DS_SECTION})
 
 
 def test_a_command_sees_cp_or_has_it_pinned(tmp_path, caplog):
     forget()
     space = {"tp": [1], "pp": [1], "cp": [1, 2], "cp_comm_type": ["a2a", "p2p"],
              "zero_stage": [0]}
-    spec = make_spec("command", space, command=["train.py", "--cp={cp}", "{cp_comm_type}"])
+    spec = cp_spec(trainer="command", space=space,
+                   trial={"command": ["train.py", "--cp={cp}", "{cp_comm_type}"]})
     seen = {(c.cp, c.cp_comm_type) for c in spec.candidates()}
     assert seen == {(1, "a2a"), (2, "a2a"), (2, "p2p")}
     for config in spec.candidates():
         run = trainer_for(spec).run(spec, config, "t1", TrialFolder.of(tmp_path, "t1"), 3)
         assert run.program[1:3] == [f"--cp={config.cp}", config.cp_comm_type]
-    blind = make_spec("command", space, command=["train.py", "--steps", "{steps}"])
+    blind = cp_spec(trainer="command", space=space,
+                    trial={"command": ["train.py", "--steps", "{steps}"]})
     assert blind.space.cp == [1] and {c.cp for c in blind.candidates()} == {1}
     assert "space.cp: trial.command holds none of {cp}, {dp}" in caplog.text
 

@@ -29,7 +29,7 @@ BASE = {"optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True
                               "offload_optimizer": {"device": "cpu", "pin_memory": True}}}
 
 
-def layout(*extra, **values):
+def spec_and_layout(*extra, **values):
     """The example's spec with one listed layout of these knob values, and that layout."""
     spec = load_spec(SPEC, [f"space={{kind: list, configs: [{json.dumps(values)}]}}", *extra])
     (config,) = spec.candidates()
@@ -37,24 +37,26 @@ def layout(*extra, **values):
 
 
 def test_the_layout_sets_offload_overlap_and_buckets_and_null_keeps_the_base():
-    zero = deepspeed_config(*layout(zero_stage=3, offload="optimizer+params", overlap_comm=True,
-                                    bucket_size=2_000_000))["zero_optimization"]
+    zero = deepspeed_config(*spec_and_layout(zero_stage=3, offload="optimizer+params",
+                                             overlap_comm=True, bucket_size=2_000_000)
+                            )["zero_optimization"]
     assert zero == {"stage": 3, "overlap_comm": True, "reduce_bucket_size": 2_000_000,
                     "allgather_bucket_size": 2_000_000,
                     "offload_optimizer": {"device": "cpu", "pin_memory": False},  # CPU cluster
                     "offload_param": {"device": "cpu", "pin_memory": False}}
-    kept = deepspeed_config(*layout(zero_stage=2), BASE)["zero_optimization"]
+    kept = deepspeed_config(*spec_and_layout(zero_stage=2), BASE)["zero_optimization"]
     assert kept == {**BASE["zero_optimization"], "stage": 2}  # nothing but the stage differs
-    zero = deepspeed_config(*layout("cluster=a100-80g", zero_stage=2, offload="optimizer",
-                                    overlap_comm=False))["zero_optimization"]
+    zero = deepspeed_config(*spec_and_layout("cluster=a100-80g", zero_stage=2,
+                                             offload="optimizer", overlap_comm=False)
+                            )["zero_optimization"]
     assert zero["offload_optimizer"] == {"device": "cpu", "pin_memory": True}
     assert zero["overlap_comm"] is False
     assert "offload_param" not in zero and "reduce_bucket_size" not in zero
 
 
 def test_each_layout_change_is_said_with_its_reason():
-    spec, config = layout(zero_stage=2, offload="optimizer", overlap_comm=True,
-                          bucket_size=2_000_000)
+    spec, config = spec_and_layout(zero_stage=2, offload="optimizer", overlap_comm=True,
+                                   bucket_size=2_000_000)
     lines = [c.line() for c in changes(BASE, deepspeed_config(spec, config, BASE))]
     said = "\n".join(lines)
     assert "zero_optimization.overlap_comm" not in said  # the base already overlaps
@@ -121,7 +123,7 @@ print(json.dumps({"stage": int(zero.stage), "overlap_comm": zero.overlap_comm,
 def test_trial_config_and_export_load_in_deepspeed_with_the_knobs(tmp_path, monkeypatch, values,
                                                                    parsed):
     monkeypatch.chdir(EXAMPLES.parent)
-    spec, config = layout(**values)
+    spec, config = spec_and_layout(**values)
     run = DeepSpeedTrainer().run(spec, config, "t0001", TrialFolder(tmp_path / "t"), steps=3)
     for name, text in (("trial", run.files[DEEPSPEED_CONFIG_FILE]),
                        ("export", export("deepspeed", spec, "t0001", config))):

@@ -9,15 +9,17 @@ import json
 import re
 import shlex
 from datetime import datetime
+from functools import partial
 
 import pytest
 import yaml
+from builders import make_spec
 from conftest import EXAMPLES
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export import FORMATS, export
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec, spec_from_dict
+from orchestrator.spec import load_spec
 from orchestrator.spec.trainer_layouts import runnable
 from orchestrator.trainers import Measure, MegatronDeepSpeedTrainer, MegatronLMTrainer, trainer_for
 from orchestrator.trainers.megatron import megatron_args
@@ -51,13 +53,11 @@ LAYOUTS = [
 ]
 
 
-def make_spec(tool: str, model, **space):
-    return spec_from_dict({
-        "name": "mega", "model": model, "cluster": "h100-80g",
-        "scale": {"nodes": 8, "global_batch_size": 128},
-        "space": {"tp": [1, 2, 4, 8], "pp": [1, 2, 4], **space},
-        "trial": {"trainer": tool, "megatron": {"script": "pretrain_gpt.py", "args": USER_ARGS}},
-    })
+# Eight nodes, a global batch of 128 sequences, Megatron's GPT script with the user's flags.
+megatron_spec = partial(make_spec, {
+    "name": "mega", "scale": {"nodes": 8, "global_batch_size": 128},
+    "space": {"tp": [1, 2, 4, 8], "pp": [1, 2, 4]},
+    "trial": {"megatron": {"script": "pretrain_gpt.py", "args": USER_ARGS}}})
 
 
 def layouts_for(tool: str):
@@ -75,7 +75,7 @@ def exported_args(text: str) -> list[str]:
 @pytest.mark.parametrize("model", [GPT, LLAMA_GQA], ids=["gpt", "llama-gqa"])
 @pytest.mark.parametrize("tool", list(TABLES))
 def test_every_rendered_and_exported_flag_is_in_the_tools_parser(tool, model, tmp_path):
-    spec = make_spec(tool, model)
+    spec = megatron_spec(trainer=tool, model=model)
     adapter = trainer_for(spec)
     for what, config in layouts_for(tool):
         run = adapter.run(spec, config, "t1", TrialFolder.of(tmp_path, "t1"), steps=5)
@@ -103,8 +103,10 @@ def test_the_check_catches_what_a_parser_refuses():
 def test_llama_with_gqa_in_each_tools_words(tmp_path):
     config = ParallelConfig(tp=8, pp=1, dp=8, zero_stage=1, micro_batch_size=1,
                             grad_accum_steps=2)
-    lm = megatron_args("megatron-lm", make_spec("megatron-lm", LLAMA_GQA), config)
-    ds = megatron_args("megatron-deepspeed", make_spec("megatron-deepspeed", LLAMA_GQA), config)
+    lm = megatron_args("megatron-lm", megatron_spec(trainer="megatron-lm", model=LLAMA_GQA),
+                       config)
+    ds = megatron_args("megatron-deepspeed", megatron_spec(trainer="megatron-deepspeed",
+                                                           model=LLAMA_GQA), config)
     for flag in ("--swiglu", "--disable-bias-linear", "--untie-embeddings-and-output-weights",
                  "--bf16", "--ffn-hidden-size=11008"):
         assert flag in lm and flag in ds
@@ -119,8 +121,9 @@ def test_llama_with_gqa_in_each_tools_words(tmp_path):
 
 def test_gpt_keeps_layernorm_gelu_learned_positions_and_tied_embeddings():
     config = ParallelConfig(tp=8, pp=8, dp=1, micro_batch_size=1, grad_accum_steps=128)
-    lm = megatron_args("megatron-lm", make_spec("megatron-lm", GPT), config)
-    ds = megatron_args("megatron-deepspeed", make_spec("megatron-deepspeed", GPT), config)
+    lm = megatron_args("megatron-lm", megatron_spec(trainer="megatron-lm", model=GPT), config)
+    ds = megatron_args("megatron-deepspeed", megatron_spec(trainer="megatron-deepspeed",
+                                                           model=GPT), config)
     assert {"--normalization=LayerNorm", "--position-embedding-type=learned_absolute",
             "--num-layers=96", "--hidden-size=12288", "--ffn-hidden-size=49152",
             "--num-attention-heads=96", "--seq-length=2048"} <= set(lm)
@@ -133,21 +136,24 @@ def test_gpt_keeps_layernorm_gelu_learned_positions_and_tied_embeddings():
 
 def test_recompute_and_virtual_stages_per_tool():
     config = dict(LAYOUTS[0][1])
-    lm = megatron_args("megatron-lm", make_spec("megatron-lm", GPT), ParallelConfig(**config))
+    lm = megatron_args("megatron-lm", megatron_spec(trainer="megatron-lm", model=GPT),
+                       ParallelConfig(**config))
     assert {"--num-virtual-stages-per-pipeline-rank=2", "--sequence-parallel",
             "--recompute-granularity=full", "--recompute-method=uniform",
             "--recompute-num-layers=1"} <= set(lm)
     config.update(pp_schedule="1f1b", virtual_stages=1)
-    ds = megatron_args("megatron-deepspeed", make_spec("megatron-deepspeed", GPT),
+    ds = megatron_args("megatron-deepspeed",
+                       megatron_spec(trainer="megatron-deepspeed", model=GPT),
                        ParallelConfig(**config))
     assert {"--checkpoint-activations", "--checkpoint-num-layers=1",
             "--deepspeed-activation-checkpointing"} <= set(ds)
 
 
 def test_megatron_lm_zero_stages_2_and_3_are_refused_early(tmp_path, cli):
-    assert make_spec("megatron-lm", GPT).space.zero_stage == [0, 1]  # the default, narrowed
+    spec = megatron_spec(trainer="megatron-lm", model=GPT)
+    assert spec.space.zero_stage == [0, 1]  # the default, narrowed
     with pytest.raises(SpecError, match=r"space\.zero_stage: megatron-lm has no ZeRO stage 3"):
-        make_spec("megatron-lm", GPT, zero_stage=[0, 3])
+        megatron_spec(trainer="megatron-lm", model=GPT, space={"zero_stage": [0, 3]})
     path = tmp_path / "bad.yaml"
     data = yaml.safe_load((EXAMPLES / "megatron-lm.yaml").read_text())
     data["space"]["zero_stage"] = [1, 2]
@@ -155,9 +161,10 @@ def test_megatron_lm_zero_stages_2_and_3_are_refused_early(tmp_path, cli):
     code, out, err = cli("run", str(path), "--dry-run")
     assert code == 2 and err.count("\n") == 1 and "space.zero_stage" in err and out == ""
     with pytest.raises(SpecError, match="ZeRO-1"):  # a layout given directly is refused too
-        megatron_args("megatron-lm", make_spec("megatron-lm", GPT),
+        megatron_args("megatron-lm", megatron_spec(trainer="megatron-lm", model=GPT),
                       ParallelConfig(tp=8, pp=8, dp=1, zero_stage=3))
-    assert make_spec("megatron-deepspeed", GPT, zero_stage=[3]).space.zero_stage == [3]
+    assert megatron_spec(trainer="megatron-deepspeed", model=GPT,
+                         space={"zero_stage": [3]}).space.zero_stage == [3]
 
 
 @pytest.mark.parametrize("tool,space,key", [
@@ -168,13 +175,13 @@ def test_megatron_lm_zero_stages_2_and_3_are_refused_early(tmp_path, cli):
 ])
 def test_layouts_a_megatron_trainer_cannot_express(tool, space, key):
     with pytest.raises(SpecError, match=key.replace(".", r"\.")):
-        make_spec(tool, GPT, **space)
+        megatron_spec(trainer=tool, model=GPT, space=space)
 
 
 def test_megatron_deepspeed_writes_its_deepspeed_config(tmp_path):
     (tmp_path / "base.json").write_text(json.dumps({"zero_optimization": {"overlap_comm": True},
                                                     "wall_clock_breakdown": False}))
-    spec = make_spec("megatron-deepspeed", GPT, zero_stage=[2])
+    spec = megatron_spec(trainer="megatron-deepspeed", model=GPT, space={"zero_stage": [2]})
     spec.trial.workdir = str(tmp_path)
     spec.trial.megatron.deepspeed_config = "base.json"
     config = ParallelConfig(tp=8, pp=1, dp=8, zero_stage=2, micro_batch_size=2,
@@ -185,14 +192,16 @@ def test_megatron_deepspeed_writes_its_deepspeed_config(tmp_path):
     assert ds["train_batch_size"] == 128 and ds["train_micro_batch_size_per_gpu"] == 2
     assert "--zero-stage=2" in run.program and "--train-iters=6" in run.program
     assert run.env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
-    lm = MegatronLMTrainer().run(make_spec("megatron-lm", GPT), ParallelConfig(pp=8, dp=8), "t4",
+    lm = MegatronLMTrainer().run(megatron_spec(trainer="megatron-lm", model=GPT),
+                                 ParallelConfig(pp=8, dp=8), "t4",
                                  TrialFolder.of(tmp_path, "t4"), 4)
     assert lm.files == {} and lm.env == {} and "--log-throughput" in lm.program
 
 
 def test_export_formats_name_the_tool_and_commit_and_keep_the_old_name():
     assert {"megatron-lm", "megatron-deepspeed", "megatron"} <= set(FORMATS)
-    spec, config = make_spec("megatron-lm", LLAMA_GQA), ParallelConfig(tp=8, pp=8, dp=1)
+    spec = megatron_spec(trainer="megatron-lm", model=LLAMA_GQA)
+    config = ParallelConfig(tp=8, pp=8, dp=1)
     lm = export("megatron-lm", spec, "t7", config)
     assert "'mega'" in lm and "t7" in lm and MEGATRON_LM_COMMIT in lm
     ds = export("megatron-deepspeed", spec, "t7", config)
@@ -303,7 +312,7 @@ def test_a_crash_before_any_iteration_is_failed_with_its_exception(adapter):
 # --- mixture of experts on Megatron-DeepSpeed (Megatron-LM's: tests/trainers/test_moe_trainers.py) --
 
 def moe_spec(model, **space):
-    return make_spec("megatron-deepspeed", model, **space)
+    return megatron_spec(trainer="megatron-deepspeed", model=model, space=space)
 
 
 def test_megatron_deepspeed_renders_deepspeeds_moe_layer(tmp_path):

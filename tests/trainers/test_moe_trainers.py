@@ -22,15 +22,16 @@ import sys
 import types
 import typing
 import warnings
+from functools import partial
 
 import pytest
+from builders import layout, make_spec
 from conftest import EXAMPLES
 from trainer_checks import parsed_in_child, run_and_best
 
 from orchestrator.common.errors import SpecError
 from orchestrator.common.placeholders import PLACEHOLDERS
 from orchestrator.export import export
-from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec, spec_from_dict
 from orchestrator.spec.trainer_layouts import runnable
 from orchestrator.trainers import trainer_for
@@ -68,15 +69,9 @@ MOE_LAYOUTS = [
 ]
 
 
-def make_spec(trainer: str, model, space=None, **trial):
-    return spec_from_dict({
-        "name": "moe", "model": model, "cluster": "h100-80g",
-        "scale": {"nodes": 8, "global_batch_size": 256}, "space": space or {},
-        "trial": {"trainer": trainer, **trial}})
-
-
-def layout(fields: dict) -> ParallelConfig:
-    return ParallelConfig(**{"zero_stage": 1, "grad_accum_steps": 256 // fields["dp"], **fields})
+# Eight nodes, a global batch of 256 sequences.
+eight_node_spec = partial(make_spec,
+                          {"name": "moe", "scale": {"nodes": 8, "global_batch_size": 256}})
 
 
 def _excluded_from_generation(mcore) -> set[str]:
@@ -153,8 +148,9 @@ def test_table_flags_megatron_core_now_generates_agree_with_its_classes(generate
 
 @pytest.mark.parametrize("model,fields", MOE_LAYOUTS, ids=lambda v: str(v)[:20])
 def test_megatron_lm_moe_flags_are_megatron_cores(model, fields, generated, tmp_path):
-    spec = make_spec("megatron-lm", model, megatron={"args": ["--mock-data"]})
-    config = layout(fields)
+    spec = eight_node_spec(trainer="megatron-lm", model=model,
+                           trial={"megatron": {"args": ["--mock-data"]}})
+    config = layout(batch=256, **fields)
     args = megatron_args("megatron-lm", spec, config)
     assert problems(args, {**MEGATRON_LM_FLAGS, **generated}) == []
     assert [a for a in args if a.split("=")[0] in MEGATRON_LM_CONFIG_FLAGS]
@@ -191,7 +187,8 @@ print(json.dumps([{k: getattr(parser.parse_args(a), k) for k in keys}
 def test_megatron_lms_own_parser_reads_the_moe_flags(mcore):
     """Megatron-LM's parser as megatron-core 0.19.2 ships it (megatron/training), in a child
     process: every rendered flag parses, to the model's and the layout's values."""
-    cases = [(make_spec("megatron-lm", model), layout(fields)) for model, fields in MOE_LAYOUTS]
+    cases = [(eight_node_spec(trainer="megatron-lm", model=model), layout(batch=256, **fields))
+             for model, fields in MOE_LAYOUTS]
     rendered = [megatron_args("megatron-lm", spec, config) for spec, config in cases]
     parsed_rows = parsed_in_child(PARSE_WITH_MEGATRON_LM, rendered)
     for (spec, config), parsed in zip(cases, parsed_rows):
@@ -224,9 +221,10 @@ def test_megatron_lm_refuses_what_megatron_core_refuses(mcore):
         TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, num_moe_experts=8,
                           add_bias_linear=True, tensor_model_parallel_size=2,
                           expert_tensor_parallel_size=2, sequence_parallel=True)
-    spec = make_spec("megatron-lm", GPT_MOE, {"tp": [1, 2], "pp": [1], "ep": [1, 8],
-                                              "etp": [None, 1], "sequence_parallel": [True, False],
-                                              "zero_stage": [1], "micro_batch_size": [1]})
+    spec = eight_node_spec(trainer="megatron-lm", model=GPT_MOE,
+                           space={"tp": [1, 2], "pp": [1], "ep": [1, 8], "etp": [None, 1],
+                                  "sequence_parallel": [True, False], "zero_stage": [1],
+                                  "micro_batch_size": [1]})
     found = spec.search_space().candidates()
     refused: list[str] = []
     kept = runnable(spec, found, refused)
@@ -235,8 +233,9 @@ def test_megatron_lm_refuses_what_megatron_core_refuses(mcore):
     assert any("needs sequence_parallel" in r for r in refused)
     assert any("Bias in Moe is only supported when ETP==1" in r for r in refused)
     with pytest.raises(SpecError, match="space.configs\\[0\\]: megatron-lm: ep\\(8\\) with tp"):
-        make_spec("megatron-lm", "mixtral-8x7b", {"kind": "list", "configs": [
-            {"tp": 2, "ep": 8, "micro_batch_size": 1}]})
+        eight_node_spec(trainer="megatron-lm", model="mixtral-8x7b",
+                        space={"kind": "list",
+                               "configs": [{"tp": 2, "ep": 8, "micro_batch_size": 1}]})
 
 
 def test_megatron_core_moe_still_needs_a_gpu(mcore, tmp_path):
@@ -298,10 +297,11 @@ def test_a_command_without_ep_has_ep_pinned_with_the_reason(caplog):
 def test_a_deepspeed_script_that_takes_no_ep_is_refused():
     section = {"script": "train_moe.py", "args": ["--steps", "{total_steps}"]}
     with pytest.raises(SpecError, match=r"space.ep: trial.deepspeed.args hold no \{ep\}"):
-        make_spec("deepspeed", "tiny-moe", {"ep": [1, 2]}, deepspeed=section)
+        eight_node_spec(trainer="deepspeed", model="tiny-moe", space={"ep": [1, 2]},
+                        trial={"deepspeed": section})
     section["args"] += ["--ep", "{ep}"]
-    spec = make_spec("deepspeed", "tiny-moe", {"ep": [1, 2], "tp": [1], "pp": [1]},
-                     deepspeed=section)
+    spec = eight_node_spec(trainer="deepspeed", model="tiny-moe",
+                           space={"ep": [1, 2], "tp": [1], "pp": [1]}, trial={"deepspeed": section})
     assert {c.ep for c in spec.candidates()} == {1, 2}
 
 

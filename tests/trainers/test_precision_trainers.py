@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
+from builders import layout, make_spec
 from test_moe_trainers import generated, mcore  # noqa: F401  (megatron-core's fixtures)
 from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
 from trainer_checks import parsed_in_child
@@ -24,7 +26,7 @@ from orchestrator.common.errors import SpecError
 from orchestrator.export.configs import export_megatron_lm
 from orchestrator.export.scripts import export_torchtitan
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec, spec_from_dict
+from orchestrator.spec import load_spec
 from orchestrator.spec.trainer_layouts import runnable
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.megatron import megatron_args
@@ -37,20 +39,8 @@ from orchestrator.trial.folder import TrialFolder
 ROOT = Path(__file__).resolve().parent.parent.parent
 FP8 = tuple(FP8_FLAGS)  # Megatron-LM's recipes, as ParaTune names them
 
-
-def make_spec(trainer: str, model="llama-7b", args=(), cluster="h100-80g", **trial):
-    section = {"megatron": {"args": list(args)}} if trainer == "megatron-lm" else {}
-    return spec_from_dict({
-        "name": "precision", "model": model, "cluster": cluster,
-        "scale": {"nodes": 2, "global_batch_size": 16},
-        "trial": {"trainer": trainer, **section, **trial}})
-
-
-def layout(**fields) -> ParallelConfig:
-    """A 16-rank layout, tp 2: dp 8, two accumulation steps."""
-    fields = {"tp": 2, "pp": 1, "dp": 8, "zero_stage": 1, "micro_batch_size": 1,
-              "grad_accum_steps": 2, **fields}
-    return ParallelConfig(**fields)
+# The default spec, named so that exports say where they come from.
+precision_spec = partial(make_spec, {"name": "precision"})
 
 
 def one_line_refusal(spec, config) -> str:
@@ -74,7 +64,7 @@ MEGATRON_CASES = [
 
 @pytest.mark.parametrize("config", MEGATRON_CASES, ids=lambda c: c.key())
 def test_megatron_lm_precision_flags_are_megatron_cores(config, generated):  # noqa: F811
-    args = megatron_args("megatron-lm", make_spec("megatron-lm"), config)
+    args = megatron_args("megatron-lm", precision_spec(trainer="megatron-lm"), config)
     assert problems(args, {**MEGATRON_LM_FLAGS, **generated}) == []
     if config.precision != "bf16":
         fmt, recipe = FP8_FLAGS[config.precision]
@@ -140,7 +130,7 @@ def test_megatron_lms_own_parser_reads_the_precision_flags(mcore):  # noqa: F811
     """After base arguments that set other values, the layout's win."""
     base = ["--fp8-format=e4m3", "--fp8-recipe=delayed", "--transformer-impl=local",
             "--optimizer-offload-fraction=0.5", "--ddp-bucket-size=1"]
-    spec = make_spec("megatron-lm")
+    spec = precision_spec(trainer="megatron-lm")
     rendered = [base + megatron_args("megatron-lm", spec, c) for c in MEGATRON_CASES]
     parsed_rows = parsed_in_child(PARSE_PRECISION, rendered)
     for config, parsed in zip(MEGATRON_CASES, parsed_rows):
@@ -159,7 +149,7 @@ def test_megatron_lms_own_parser_reads_the_precision_flags(mcore):  # noqa: F811
 def test_overlap_false_takes_the_base_switches_out_and_says_so(tmp_path):
     base = ["--mock-data", "--overlap-grad-reduce", "--overlap-param-gather",
             "--overlap-param-gather-with-optimizer-step"]
-    spec = make_spec("megatron-lm", args=base)
+    spec = precision_spec(trainer="megatron-lm", trial={"megatron": {"args": list(base)}})
     folder = TrialFolder.of(tmp_path, "t1")
     run = trainer_for(spec).run(spec, layout(overlap_comm=False), "t1", folder, 3)
     assert "--mock-data" in run.program and not any("overlap" in a for a in run.program)
@@ -174,11 +164,12 @@ def test_overlap_false_takes_the_base_switches_out_and_says_so(tmp_path):
                                                      layout(bucket_size=1000))
     with pytest.raises(SpecError, match=r"megatron-lm: bucket_size 1000 without "
                                         r"--overlap-grad-reduce in trial.megatron.args"):
-        megatron_args("megatron-lm", make_spec("megatron-lm"), layout(bucket_size=1000))
+        megatron_args("megatron-lm", precision_spec(trainer="megatron-lm"),
+                      layout(bucket_size=1000))
 
 
 def test_megatron_lm_refuses_in_one_line():
-    spec = make_spec("megatron-lm")
+    spec = precision_spec(trainer="megatron-lm")
     assert one_line_refusal(spec, layout(precision="fp8-rowwise")).startswith(
         "megatron-lm: precision fp8-rowwise: megatron-core's --fp8-recipe; set space.precision")
     assert "--optimizer-cpu-offload offloads the distributed optimizer's states; use " \
@@ -187,14 +178,14 @@ def test_megatron_lm_refuses_in_one_line():
         spec, layout(zero_stage=3, offload="optimizer+params", pp=1))
     reason = one_line_refusal(spec, layout(overlap_comm=False, bucket_size=10**6))
     assert reason.startswith("megatron-lm: bucket_size with overlap_comm false")
-    cpu = make_spec("megatron-lm", cluster={"preset": "h100-80g", "device": "cpu"})
+    cpu = precision_spec(trainer="megatron-lm", cluster={"preset": "h100-80g", "device": "cpu"})
     with pytest.raises(SpecError, match="GPU kernels, not on a CPU cluster; set space.precision"):
         megatron_args("megatron-lm", cpu, layout(precision="fp8-tensorwise"))
 
 
 def test_a_megatron_lm_export_carries_the_precision_flags():
     config = layout(precision="fp8-blockwise", offload="optimizer", overlap_comm=True)
-    text = export_megatron_lm(make_spec("megatron-lm"), "t1", config)
+    text = export_megatron_lm(precision_spec(trainer="megatron-lm"), "t1", config)
     for flag in ("--fp8-format=e4m3", "--fp8-recipe=blockwise", "--optimizer-cpu-offload",
                  "--use-precision-aware-optimizer", "--overlap-grad-reduce",
                  "--overlap-param-gather"):
@@ -208,7 +199,7 @@ QWEN_MOE = {"module": "qwen3", "config": "qwen3_30b_a3b"}
 
 
 def titan_spec(section=TITAN, model="llama-7b"):
-    return make_spec("torchtitan", model=model, torchtitan=section)
+    return precision_spec(trainer="torchtitan", model=model, trial={"torchtitan": section})
 
 
 def titan_layout(**fields) -> ParallelConfig:
