@@ -3,6 +3,8 @@ derived from the whole list: a layout's problems and its short name."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.layout.choices import (
     CHECKPOINT_MODES,
     CP_COMM_TYPES,
@@ -12,7 +14,12 @@ from orchestrator.layout.choices import (
     PRECISIONS,
 )
 from orchestrator.layout.knob import MAX_COUNT, Knob, Values
-from orchestrator.layout.rules import expert_ranks_fit, offload_needs_sharding, pipelined
+from orchestrator.layout.rules import (
+    expert_ranks_fit,
+    offload_needs_sharding,
+    pipelined,
+    sequence_splits,
+)
 
 _SPLIT_KEYS = {"even": "", "embedding_loss": "-embloss", "first_last": "-firstlast"}
 
@@ -77,6 +84,7 @@ _KNOBS: list[Knob] = [
     # Context parallelism splits each sequence over cp ranks (Megatron-Core, torchtitan,
     # DeepSpeed-Ulysses); the world is tp x pp x cp x dp.
     Knob("cp", int, 1, "context-parallel degree: each sequence split over cp ranks", space=(1,),
+         fits=sequence_splits,
          key=lambda v: f"-cp{v['cp']}" if v["cp"] > 1 else ""),
     Knob("cp_comm_type", str, "p2p", "how context-parallel attention exchanges keys and "
          "values: p2p ring, a2a (Ulysses) or allgather", choices=CP_COMM_TYPES, space=("p2p",),
@@ -141,13 +149,20 @@ def searched_knobs() -> tuple[Knob, ...]:
     return tuple(k for k in knobs() if k.searched)
 
 
-def layout_problems(values: Values) -> list[str]:
+def layout_problems(values: Values, model: Any = None) -> list[str]:
     """Why these knob values are no layout: each value outside its knob's domain, then each
-    broken rule, in declaration order."""
+    broken rule in declaration order, with the rules that see the model's shape when `model`
+    is given."""
     found = [p for k in knobs() if k.kind is not bool and (p := k.problem(values[k.name]))]
     if found:
         return found
-    return [reason for k in knobs() if k.rule and (reason := k.rule(values))]
+    broken = []
+    for k in knobs():
+        if k.rule and (reason := k.rule(values)):
+            broken.append(reason)
+        if model is not None and k.fits and (reason := k.fits(values, model)):
+            broken.append(reason)
+    return broken
 
 
 def layout_key(values: Values) -> str:

@@ -22,7 +22,9 @@ class Knob:
     `kind` is int, bool or str; `nullable` makes None a value (`none_means` says which).
     `space` is the spec's default range; None marks a knob that follows from others (dp and
     the accumulation steps follow from the world size and the global batch) and is never
-    searched. `rule` returns why a layout breaks the rule this knob adds, or None;
+    searched. `rule` returns why a layout breaks the rule this knob adds, or None; `fits`
+    likewise for a rule that also sees the model's shape (an object with its sizes: seq_len,
+    num_heads, ...);
     `redundant` says when the space skips a combination (the knob means nothing there, or
     breaks its rule); `active_when` names the knob whose value decides whether this one
     matters, for searchers with conditional dimensions; `key` is its part of a layout's
@@ -43,6 +45,7 @@ class Knob:
     redundant: Callable[[Values, Ranges], bool] | None = None
     active_when: tuple[str, Callable[[Any], bool]] | None = None
     key: Callable[[Values], str] | None = None
+    fits: Callable[[Values, Any], str | None] | None = None
 
     @property
     def searched(self) -> bool:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from orchestrator.layout.dims import ParallelDims
 from orchestrator.layout.knob import Values
 
 
@@ -12,13 +15,13 @@ def pipelined(values: Values) -> bool:
 
 def expert_tp(values: Values) -> int:
     """The expert tensor-parallel degree: etp, or tp when unset (Megatron-Core's default)."""
-    return values["tp"] if values["etp"] is None else values["etp"]
+    return ParallelDims.of(values).expert_tp
 
 
 def expert_ranks_fit(values: Values) -> str | None:
-    ep, etp = values["ep"], expert_tp(values)
-    ranks = values["tp"] * values["cp"] * values["dp"]
-    if ranks % (ep * etp):
+    dims = ParallelDims.of(values)
+    ep, etp = dims.ep, dims.expert_tp
+    if not dims.experts_fit:
         cp = f"cp({values['cp']}) x " if values["cp"] > 1 else ""
         return (f"ep({ep}) x etp({etp}) must divide tp({values['tp']}) x {cp}dp({values['dp']}), "
                 "the ranks of a pipeline stage the experts are laid out on")
@@ -30,4 +33,14 @@ def offload_needs_sharding(values: Values) -> str | None:
         return (f"offload 'optimizer+params' needs zero_stage 3 (zero_stage "
                 f"{values['zero_stage']}): weights live on the host only when sharded "
                 "(DeepSpeed's offload_param, FSDP2's CPU offload)")
+    return None
+
+
+def sequence_splits(values: Values, model: Any) -> str | None:
+    """Context parallelism splits each sequence into 2 x cp chunks (Megatron-Core's and
+    torchtitan's head-tail load balancing), so the model's seq_len must divide by them."""
+    dims = ParallelDims.of(values)
+    if dims.cp > 1 and model.seq_len % dims.context_chunks:
+        return (f"cp({dims.cp}) splits a sequence into 2 x cp = {dims.context_chunks} chunks: "
+                f"2 x cp must divide seq_len({model.seq_len})")
     return None
