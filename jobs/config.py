@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.model import ModelArgs
-from orchestrator.layout import with_knob_fields
+from orchestrator.layout import ParallelDims, knobs, layout_problems, with_knob_fields
 
 
 @dataclass
@@ -46,6 +46,18 @@ class JobConfig:
     @property
     def global_batch_size(self) -> int:
         return self.micro_batch_size * self.grad_accum_steps * self.dp
+
+    @property
+    def dims(self) -> ParallelDims:
+        """The layout's sizes: world, gradient group, expert groups, mesh order."""
+        return ParallelDims.of(self)
+
+    def layout_problem(self) -> str | None:
+        """The layout schema's first reason these settings are no layout (a value outside a
+        knob's values, a broken rule, one that sees the model's shape), or None: the same
+        rules the spec and the search space apply, before the job's own."""
+        problems = layout_problems({k.name: getattr(self, k.name) for k in knobs()}, self.model)
+        return problems[0] if problems else None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

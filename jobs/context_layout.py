@@ -18,15 +18,13 @@ from jobs.model import Attention, Transformer
 
 
 def context_problem(config) -> str | None:
-    """Why this job cannot run the layout's context parallelism, or None."""
+    """Why this job cannot run the layout's context parallelism, or None. The layout schema
+    has checked that seq_len splits into the 2 x cp chunks (JobConfig.layout_problem)."""
     cp, tp, m = config.cp, config.tp, config.model
     if config.cp_comm_type not in ATTENTION:
         return f"cp_comm_type({config.cp_comm_type!r}) must be one of {', '.join(ATTENTION)}"
     if cp == 1:
         return None
-    if m.seq_len % (2 * cp):
-        return (f"cp({cp}) splits a sequence into 2 x cp chunks: 2 x cp must divide "
-                f"seq_len({m.seq_len})")
     if config.cp_comm_type == "a2a" and (m.num_heads // tp) % cp:
         return (f"a2a (Ulysses) splits heads over cp: cp({cp}) must divide the "
                 f"{m.num_heads // tp} heads of a tp({tp}) rank")

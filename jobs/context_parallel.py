@@ -25,6 +25,8 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 
+from orchestrator.layout import ParallelDims
+
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -32,12 +34,13 @@ AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 def headtail_chunks(cp: int, rank: int) -> tuple[int, int]:
     """The two of the 2 x cp chunks a rank holds: one early, one late."""
-    return rank, 2 * cp - 1 - rank
+    return rank, ParallelDims(cp=cp).context_chunks - 1 - rank
 
 
 def check_seq_len(seq_len: int, cp: int) -> None:
-    if seq_len % (2 * cp):
-        raise ValueError(f"context parallelism splits a sequence into 2 x cp = {2 * cp} equal "
+    chunks = ParallelDims(cp=cp).context_chunks
+    if seq_len % chunks:
+        raise ValueError(f"context parallelism splits a sequence into 2 x cp = {chunks} equal "
                          f"chunks; sequence length {seq_len} does not divide")
 
 
@@ -45,7 +48,7 @@ def local_positions(seq_len: int, cp: int, rank: int, device=None) -> torch.Tens
     """The global positions of a rank's tokens, in the order it holds them: what rotary
     embeddings and the causal mask need instead of 0..local_seq-1."""
     check_seq_len(seq_len, cp)
-    chunk = seq_len // (2 * cp)
+    chunk = seq_len // ParallelDims(cp=cp).context_chunks
     return torch.cat([torch.arange(i * chunk, (i + 1) * chunk, device=device)
                       for i in headtail_chunks(cp, rank)])
 
@@ -59,7 +62,7 @@ def headtail_order(seq_len: int, cp: int, device=None) -> torch.Tensor:
 def shard_sequence(x: torch.Tensor, cp: int, rank: int, dim: int = 1) -> torch.Tensor:
     """This rank's head-tail shard of a whole sequence (a batch's tokens, labels or states)."""
     check_seq_len(x.shape[dim], cp)
-    chunks = x.chunk(2 * cp, dim)
+    chunks = x.chunk(ParallelDims(cp=cp).context_chunks, dim)
     return torch.cat([chunks[i] for i in headtail_chunks(cp, rank)], dim)
 
 

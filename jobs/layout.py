@@ -14,7 +14,8 @@ How AMSP's (s_p, s_g, s_os) choices map onto PyTorch modes (dp = data-parallel s
 | (p, g, o), p < o          | HSDP with shard group p                               | approx: gradients and optimizer states sharded over p, not g and o |
 | ZeRO++ secondary shard h  | FSDP2 reshard_after_forward=h                         | yes (hpZ without quantization) |
 
-zero_stage 0-3 are the rows with s = dp. Mesh dimensions, outermost first:
+zero_stage 0-3 are the rows with s = dp. Mesh dimensions, outermost first: the layout's rank
+order (orchestrator/layout/dims.py) with dp split in two,
 ("pp", "dp_replicate", "dp_shard", "cp", "tp"), so TP ranks are neighbours (inside a node), then
 the context-parallel ranks of a sequence, and pipeline stages are farthest apart (across nodes),
 as Megatron lays them out.
@@ -37,9 +38,12 @@ the tokens (jobs/parallelize.py). The experts' gradients reduce over "edp", tp x
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+from orchestrator.layout import RANK_ORDER
+
+DP_SPLIT = ("dp_replicate", "dp_shard")  # dp as replicated copies x shard groups
+MESH_DIMS = tuple(part for name in RANK_ORDER for part in (DP_SPLIT if name == "dp" else (name,)))
 EXPERT_MESH_DIMS = ("pp", "edp", "ep", "etp")
 
 
@@ -56,7 +60,7 @@ def data_parallel_plan(config) -> DataParallelPlan:
     """The mode for a JobConfig: from its AMSP factors when set, else from zero_stage."""
     dp = config.dp
     if config.s0p is None:
-        return _stage_plan(config.zero_stage, dp, dp * config.cp > 1)
+        return _stage_plan(config.zero_stage, dp, config.dims.gradient_group > 1)
     sp = config.s0p * config.s1p
     sg = config.s0g * config.s1g
     sos = config.s0os * config.s1os
@@ -91,8 +95,11 @@ def _stage_plan(stage: int, dp: int, shared: bool) -> DataParallelPlan:
     return DataParallelPlan("fsdp", dp, 1, True)
 
 
-def mesh_shape(config, plan: DataParallelPlan) -> tuple[int, int, int, int, int]:
-    return (config.pp, plan.replicate, plan.shard, config.cp, config.tp)
+def mesh_shape(config, plan: DataParallelPlan) -> tuple[int, ...]:
+    """The sizes of MESH_DIMS: the layout's mesh, its dp as the plan splits it."""
+    sizes = dict(zip(RANK_ORDER, config.dims.mesh_shape), dp_replicate=plan.replicate,
+                 dp_shard=plan.shard)
+    return tuple(sizes[name] for name in MESH_DIMS)
 
 
 def build_mesh(config, plan: DataParallelPlan, device_type: str):
@@ -106,8 +113,9 @@ def build_mesh(config, plan: DataParallelPlan, device_type: str):
 
 
 def expert_mesh_shape(config) -> tuple[int, int, int, int]:
-    etp = 1  # experts whole on each rank; the only expert tensor-parallel degree implemented
-    return (config.pp, config.tp * config.dp // (config.ep * etp), config.ep, etp)
+    # Experts whole on each rank (etp 1), the only expert tensor-parallel degree implemented.
+    whole = replace(config.dims, etp=1)
+    return (config.pp, whole.expert_dp, config.ep, whole.expert_tp)
 
 
 def build_expert_mesh(config, device_type: str):

@@ -3,7 +3,7 @@ optimizer, and one `step(global_batch) -> loss` that every layout computes ident
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
@@ -40,9 +40,9 @@ def has_moe(config: JobConfig) -> bool:
 
 def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     m = config.model
-    if config.zero_stage not in (0, 1, 2, 3):
-        raise Infeasible(f"zero_stage({config.zero_stage}) must be 0, 1, 2 or 3")
-    if config.tp * config.pp * config.cp * config.dp != world_size:
+    if reason := config.layout_problem():
+        raise Infeasible(reason)
+    if config.dims.world != world_size:
         raise Infeasible(f"tp({config.tp}) * pp({config.pp}) * cp({config.cp}) * "
                          f"dp({config.dp}) != WORLD_SIZE({world_size})")
     if m.num_heads % config.tp or m.kv_heads % config.tp:
@@ -54,7 +54,7 @@ def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     if split := split_problem(m.num_layers, config.pp, config.virtual_stages,
                               config.pipeline_split):
         raise Infeasible(split)
-    if config.sequence_parallel and (config.tp == 1 or m.seq_len % config.tp):
+    if config.sequence_parallel and m.seq_len % config.tp:
         raise Infeasible(f"sequence_parallel needs tp > 1 dividing seq_len({m.seq_len})")
     if config.tp > 1 and m.tied_embeddings:
         raise Infeasible("tensor parallelism with tied embeddings is not supported; untie them")
@@ -99,7 +99,8 @@ def check_experts_feasible(config: JobConfig) -> None:
         unset = ", tp's when unset" if config.etp is None else ""
         raise Infeasible(f"etp({etp}{unset}): experts split over tensor-parallel ranks are "
                          "not implemented; set etp 1 (whole experts)")
-    if m.num_experts % ep or (tp * config.dp) % ep:
+    whole_experts = replace(config.dims, etp=1)  # cp is 1 here: ep folds into tp x dp
+    if m.num_experts % ep or not whole_experts.experts_fit:
         raise Infeasible(f"ep({ep}) must divide num_experts({m.num_experts}) and "
                          f"tp({tp}) x dp({config.dp})")
     if not 1 <= m.experts_per_token <= m.num_experts:
@@ -163,7 +164,7 @@ class Trainer:
         # each the mean over the same number of tokens.
         total = torch.tensor([loss], dtype=torch.float64, device=self.device)
         dist.all_reduce(total)
-        return total.item() / (c.dp * c.cp)
+        return total.item() / c.dims.gradient_group
 
     def _accumulate(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:
         c = self.config
@@ -229,7 +230,7 @@ def build_trainer(config: JobConfig, plan: DataParallelPlan, device: torch.devic
                        offload_policy=cpu_offload_policy(config.offload, device))
 
     ddp = None
-    replicas = config.dp * config.cp  # ranks whose gradients average
+    replicas = config.dims.gradient_group  # ranks whose gradients average
     if plan.kind in ("ddp", "zero1") and replicas > 1 and config.tp == 1 and config.pp == 1:
         ddp = apply_ddp(modules[0], mesh["dp_cp"].get_group(), device, config.bucket_size)
     manual = plan.kind in ("ddp", "zero1") and replicas > 1 and ddp is None

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from orchestrator.backends.quirks import rng
+from orchestrator.layout import ParallelDims
 
 PARALLEL_QUIRKS = ("expert_dispatch", "context_exchange", "interleave")
 NODE = 8  # ranks in one fast domain, the hidden truth's (the searchers are not told)
@@ -76,8 +77,7 @@ class HiddenParameters:
 
 
 def _world(settings: dict[str, Any]) -> int:
-    return (settings.get("tp", 1) * settings.get("pp", 1) * settings.get("dp", 1)
-            * settings.get("cp", 1))
+    return ParallelDims.of(settings).world
 
 
 def expert_dispatch(hidden: HiddenParameters, settings: dict[str, Any]):
@@ -88,17 +88,17 @@ def expert_dispatch(hidden: HiddenParameters, settings: dict[str, Any]):
 
 
 def context_exchange(hidden: HiddenParameters, settings: dict[str, Any]):
-    cp, tp = settings.get("cp", 1), settings.get("tp", 1)
+    cp, cp_span = settings.get("cp", 1), ParallelDims.of(settings).span("cp")
     if cp <= 1:
         return np.zeros_like(np.asarray(hidden.p2p_rate, float))
     kind = settings.get("cp_comm_type", "p2p")
     if kind == "p2p":
-        loss = hidden.p2p_rate * max(0.0, np.log2(cp * tp / NODE))
+        loss = hidden.p2p_rate * max(0.0, np.log2(cp_span / NODE))
         if settings.get("activation_checkpointing") == "full":
             loss = loss / 2
     elif kind == "a2a":
         fast_up_to = np.asarray(hidden.a2a_fast_up_to, float)
-        loss = hidden.a2a_rate * np.maximum(0.0, np.log2(cp * tp / fast_up_to))
+        loss = hidden.a2a_rate * np.maximum(0.0, np.log2(cp_span / fast_up_to))
     else:
         loss = hidden.allgather_rate * np.log2(cp) * (cp - 1) / cp
     return np.log(1 - np.minimum(loss, 0.5))

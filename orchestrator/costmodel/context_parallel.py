@@ -35,7 +35,7 @@ def gradient_group(config: ParallelConfig, gpus_per_node: int = 1,
     dp_shard × cp) runs stages 0 and 1 as HSDP: sharded over cp, replicated over dp."""
     if config.cp == 1:
         return config
-    group = replace(config, dp=config.dp * config.cp, cp=1)
+    group = replace(config, dp=config.dims.gradient_group, cp=1)
     if (runtime is not None and runtime.shards_over_cp and config.sharding is None
             and config.zero_stage < 2):
         mesh = dp_mesh(group.dp, config.tp, gpus_per_node)
@@ -63,7 +63,7 @@ def kv_buffer_bytes(model: ModelShape, config: ParallelConfig, act_bytes: int) -
         return 2 * b * s * kv_width(model) / tp * act_bytes
     if config.cp_comm_type == "a2a":  # full-sequence q, k, v and out of heads/cp
         width = (2 * model.num_heads + 2 * model.kv_heads) * model.head_dim
-        return b * s * width / (tp * cp) * act_bytes
+        return b * s * width / tp / cp * act_bytes  # heads split over tp, then over cp
     return 2 * 2 * b * s / cp * kv_width(model) / tp * act_bytes  # two K/V blocks in flight
 
 

@@ -34,12 +34,12 @@ ROUTER_BYTES = 8
 
 def expert_tp(config: ParallelConfig) -> int:
     """ETP: etp, or tp when unset (Megatron-Core's default)."""
-    return config.tp if config.etp is None else config.etp
+    return config.dims.expert_tp
 
 
 def expert_dp(config: ParallelConfig) -> int:
     """The experts' data-parallel degree within a stage: tp x cp x dp / (ep x etp)."""
-    return config.tp * config.cp * config.dp // (config.ep * expert_tp(config))
+    return config.dims.expert_dp
 
 
 def is_moe_layer(model: ModelShape, i: int) -> bool:

@@ -178,7 +178,7 @@ def model_parallel_comm(
             fabric.all_reduce(layer_io, min(config.tp, gpus_per_node), tp_nodes) + tp_call_s)
     pp_comm = 0.0
     if p > 1:
-        crosses = config.tp * config.cp * config.dp >= gpus_per_node
+        crosses = config.dims.stage_ranks >= gpus_per_node
         send = layer_io / config.tp  # Megatron's scatter/gather: each TP rank sends 1/t
         pp_comm = 2 * v * m * fabric.send(send, crosses)
     return tp_comm, pp_comm

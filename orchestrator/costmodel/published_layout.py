@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from orchestrator.costmodel.estimate import CostModel
 from orchestrator.costmodel.published_names import Framework, NotPriced, RowText
-from orchestrator.layout import PIPELINE_SPLITS
+from orchestrator.layout import PIPELINE_SPLITS, ParallelDims
 from orchestrator.pipeline_split import split_problem
 from orchestrator.space import ParallelConfig
 from orchestrator.space.errors import InvalidConfig
@@ -38,13 +38,16 @@ def layout(row: RowText, cost: CostModel, gpus: int, framework: Framework,
         tp, pp = tp or 1, pp or 1
     cp = cp or 1
     ep = row.count("ep") or 1
-    if gpus % (tp * pp * cp):
-        raise NotPriced(f"layout: tp·pp·cp = {tp * pp * cp} does not divide gpus {gpus}")
-    dp = gpus // (tp * pp * cp)
+    filled = ParallelDims.filling(gpus, tp=tp, pp=pp, cp=cp)
+    if filled is None:
+        spans = ParallelDims(tp=tp, pp=pp, cp=cp).model_parallel
+        raise NotPriced(f"layout: tp·pp·cp = {spans} does not divide gpus {gpus}")
+    dp = filled.dp
     published_dp = row.count("dp")
     if published_dp is not None and published_dp != dp:
         raise NotPriced(f"layout: dp {published_dp} as published: tp·pp·cp·dp = "
-                         f"{tp * pp * cp * published_dp} is not gpus {gpus}")
+                         f"{ParallelDims(tp=tp, pp=pp, cp=cp, dp=published_dp).world} is not "
+                         f"gpus {gpus}")
     vp = row.count("vp") or 1
     if pp == 1:
         vp = 1

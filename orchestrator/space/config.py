@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from orchestrator.layout import (
     CHECKPOINT_MODES,
     PP_SCHEDULES,
     SHARDING_FACTORS,
+    ParallelDims,
     knobs,
     layout_key,
     layout_problems,
@@ -50,6 +52,11 @@ class ParallelConfig:
     def knob_values(self) -> dict[str, Any]:
         return {k.name: getattr(self, k.name) for k in knobs()}
 
+    @property
+    def dims(self) -> ParallelDims:
+        """This layout's sizes (world, model-parallel ranks, gradient group, ...)."""
+        return ParallelDims.of(self)
+
     def recompute_fraction(self, num_layers: int) -> float:
         """The share of the layers whose forward the backward replays (0 without full
         recompute)."""
@@ -73,7 +80,7 @@ class ParallelConfig:
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.cp * self.dp
+        return self.dims.world
 
     def global_batch_size(self) -> int:
         return self.micro_batch_size * self.grad_accum_steps * self.dp
@@ -134,9 +141,9 @@ class ParallelConfig:
         Ulysses (a2a) gives each cp rank whole heads of its tp shard."""
         if self.cp == 1:
             return
-        if seq_len is not None and seq_len % (2 * self.cp):
-            raise InvalidConfig(f"cp({self.cp}): seq_len({seq_len}) must divide into "
-                                f"2 x cp = {2 * self.cp} chunks")
+        model = SimpleNamespace(seq_len=seq_len, num_heads=num_heads)
+        if seq_len is not None and (problems := layout_problems(self.knob_values(), model)):
+            raise InvalidConfig(problems[0])  # the rules that see the model: seq_len's divisor
         if self.cp_comm_type == "a2a" and (num_heads // self.tp) % self.cp:
             raise InvalidConfig(f"cp({self.cp}) with cp_comm_type a2a: the {num_heads // self.tp}"
                                 f" heads of a tp rank must divide by cp; use p2p or allgather")

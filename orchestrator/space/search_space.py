@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.layout import searched_knobs
+from orchestrator.layout import ParallelDims, searched_knobs
 from orchestrator.pipeline_split import layer_chunks, split_problem
 from orchestrator.space.config import ParallelConfig
 from orchestrator.space.errors import InvalidConfig
@@ -66,15 +66,16 @@ class SearchSpace:
         found = []
         for combination in itertools.product(*(getattr(s, k.name) for k in varied)):
             values = dict(zip((k.name for k in varied), combination))
-            model_ranks = values["tp"] * values["pp"] * values["cp"]
+            filled = ParallelDims.filling(self.world_size, tp=values["tp"], pp=values["pp"],
+                                          cp=values["cp"])
             mbs = values["micro_batch_size"]
-            if self.world_size % model_ranks:
+            if filled is None:
                 continue
             if any(k.redundant(values, s) for k in varied if k.redundant):
                 continue
             if self._split_listed_before(values):
                 continue
-            dp = self.world_size // model_ranks
+            dp = filled.dp
             if self.global_batch_size % (mbs * dp):
                 continue
             layers = values["recompute_num_layers"]
@@ -102,7 +103,7 @@ class SearchSpace:
         found = []
         for index, entry in enumerate(self.ranges.configs):
             fields = dict(entry)
-            model_ranks = fields.get("tp", 1) * fields.get("pp", 1) * fields.get("cp", 1)
+            model_ranks = ParallelDims.of(fields).model_parallel
             mbs = fields.get("micro_batch_size", 1)
             fields.setdefault("dp", max(1, self.world_size // model_ranks))
             fields.setdefault("grad_accum_steps", max(1, self.global_batch_size // (mbs * fields["dp"])))

@@ -146,7 +146,7 @@ def _torchtitan(spec, config) -> str | None:
     reason = _comm_type("torchtitan", config)
     if reason:
         return reason
-    divisor = (config.tp if config.sequence_parallel else 1) * 2 * config.cp
+    divisor = config.dims.seq_divisor  # torchtitan's seq_len_divisor
     seq = spec.model.seq_len
     if seq % divisor:
         return (f"torchtitan: seq_len({seq}) must divide by {divisor}, tp({config.tp}) x 2 x "

@@ -26,6 +26,7 @@ ParaTune renders for:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from orchestrator.common.errors import SpecError
@@ -201,7 +202,8 @@ def _torchtitan(model, config, gpus_per_node: int) -> str | None:
         return (f"torchtitan: no expert tensor parallelism (etp {config.etp}): its experts take "
                 "tp's ranks as ep or FSDP ranks; set space.etp to [null] or [1]")
     shard = torchtitan_data_parallel(config, gpus_per_node)[0]
-    borrowed = shard * config.cp * config.tp
+    # A stage's ranks but the replicated data-parallel ones: dp_shard x cp x tp.
+    borrowed = dataclasses.replace(config.dims, dp=shard).stage_ranks
     if borrowed % config.ep:
         return (f"torchtitan: ep({config.ep}) must divide dp_shard({shard}) x cp({config.cp}) x "
                 f"tp({config.tp}) = {borrowed}, the ranks expert parallelism borrows "
