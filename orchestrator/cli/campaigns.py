@@ -38,7 +38,7 @@ from orchestrator.cli import campaign_table
 from orchestrator.common.errors import CampaignStateError, UserError
 from orchestrator.common.paths import runs_root
 from orchestrator.common.processes import keep_from_same_user_processes
-from orchestrator.export import FORMATS, export, unmeasured_note
+from orchestrator.export import export, formats, unmeasured_note
 from orchestrator.record.budget_change import change_budget
 from orchestrator.record.campaign import not_in_mlflow, unfinished_label
 from orchestrator.record.campaign_choice import choose_campaign
@@ -278,8 +278,8 @@ def _print_status(r: dict) -> None:
 def best(campaign: Optional[str], fmt: str, output: Optional[Path], runs_dir: Optional[Path],
          as_json: bool) -> None:
     """`paratune best` on the local runs directory: the best configuration, as a launch file."""
-    if fmt not in FORMATS:
-        raise UserError(f"--format: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in formats():
+        raise UserError(f"--format: unknown format {fmt!r}; choose one of {', '.join(formats())}")
     campaign = which_campaign(campaign, runs_dir)
     view = open_campaign(campaign, runs_dir)
     spec, summary = view.spec, view.summary()

@@ -20,7 +20,7 @@ from orchestrator.common.paths import runs_root
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.fit_verdict import memory_margin
 from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
-from orchestrator.export import SCRIPT_FORMATS
+from orchestrator.export import script_formats
 from orchestrator.record.campaign import CampaignView
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
@@ -72,7 +72,7 @@ def deliver_launch_file(text: str, fmt: str, output: Optional[Path], as_json: bo
     if output is not None and str(output) == "-":  # the usual name for standard output
         output = None
     if output:
-        write_output(output, text, "-o", executable=fmt in SCRIPT_FORMATS,
+        write_output(output, text, "-o", executable=fmt in script_formats(),
                      campaign_dir=campaign_dir, inputs=inputs)
     if as_json:
         print_json({**info, "format": fmt, "file": str(output) if output else None,

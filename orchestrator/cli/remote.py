@@ -30,7 +30,7 @@ from orchestrator.cli.service_client import (
 )
 from orchestrator.common.bounded_files import UnreadableFile, read_bounded
 from orchestrator.common.errors import UserError
-from orchestrator.export import FORMATS
+from orchestrator.export import formats
 from orchestrator.server.submission import SOURCE
 from orchestrator.spec.yaml_input import MAX_BYTES
 
@@ -228,8 +228,8 @@ def best(
     if url is None:
         campaigns.best(campaign, fmt, output, runs_dir, as_json)
         return
-    if fmt not in FORMATS:
-        raise UserError(f"--format: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in formats():
+        raise UserError(f"--format: unknown format {fmt!r}; choose one of {', '.join(formats())}")
     if campaign is None:
         raise UserError(f"best: name the campaign on {url}; `paratune ls` lists them")
     with connect(url, token) as client:

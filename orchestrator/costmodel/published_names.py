@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from orchestrator.costmodel.zero_engine import ZeroEngine, zero_engine_of_trainer
+from orchestrator.costmodel.zero_engine import ZeroEngine
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
 
 
@@ -111,7 +111,9 @@ def preset_of(name: str) -> ModelShape | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Frameworks: the trainer's runtime, and what its defaults are.
+# Frameworks: the trainer's runtime, and what its defaults are. These are the published
+# frameworks as their papers ran them (Megatron's overlap is the row's, not ParaTune's adapter
+# defaults), so the model, which imports no adapter, states each runtime here.
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,7 @@ class Framework:
 
 def _megatron(overlap: bool, *, distributed_optimizer: bool, sequence_parallel: bool,
               assumptions: tuple[str, ...] = ()) -> Framework:
-    args = ["--overlap-grad-reduce"] if overlap else []
-    return Framework("megatron", zero_engine_of_trainer("megatron-lm", args),
+    return Framework("megatron", ZeroEngine(ddp_overlaps=overlap),
                       distributed_optimizer, sequence_parallel, assumptions)
 
 
@@ -149,7 +150,8 @@ def framework_of(values: dict[str, str], file_hint: str) -> Framework:
     if "maxtext" in low or "paxml" in low:
         raise NotPriced(f"framework {text}: JAX trainer, no runtime modelled")
     if "torchtitan" in low:
-        return Framework("torchtitan", zero_engine_of_trainer("torchtitan"), sequence_parallel=True,
+        runtime = ZeroEngine(zero_engine="torch", grads_once_per_step=False, shards_over_cp=True)
+        return Framework("torchtitan", runtime, sequence_parallel=True,
                           assumptions=("torchtitan: FSDP2 reduce-scatters after every "
                                        "micro-batch, TP is sequence-parallel; torch.compile "
                                        "and async TP not modelled",))
@@ -159,7 +161,7 @@ def framework_of(values: dict[str, str], file_hint: str) -> Framework:
             "llm-foundry/Composer: PyTorch FSDP, gradients reduce-scattered after every "
             "micro-batch (no no_sync)",))
     if "deepspeed" in low:
-        return Framework("deepspeed", zero_engine_of_trainer("megatron-deepspeed"),
+        return Framework("deepspeed", ZeroEngine(ddp_engine="deepspeed"),
                           assumptions=("DeepSpeed's Megatron-LM example: DeepSpeed's engine",))
     if "oneflow" in low:
         return _megatron(False, distributed_optimizer=False, sequence_parallel=False,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.costmodel.estimate import CostModel
-from orchestrator.costmodel.zero_engine import zero_engine_of_trainer
+from orchestrator.costmodel.zero_engine import PYTORCH
 from orchestrator.presets import Cluster, ModelShape
 from orchestrator.space import ParallelConfig
 
@@ -72,7 +72,7 @@ def fit_trainer_overhead(cluster: Cluster, runtime: dict, ranks_per_node: int) -
         return None
 
     def step(c: Cluster, row: dict):
-        cost = CostModel(shape, c, ranks_per_node, runtime=zero_engine_of_trainer("builtin"))
+        cost = CostModel(shape, c, ranks_per_node, runtime=PYTORCH)
         return cost.estimate(step_config(row)).time
 
     # One micro-batch size: the grid's shape kept, the scale exact. Several: the half-rate

@@ -18,7 +18,8 @@ backward is over (`DeepSpeedEngine._backward_epilogue` → `allreduce_gradients`
 its DDP is priced as a DeepSpeed scheme: bf16 bytes, nothing hidden. Megatron-LM hides its
 DDP reduction behind the backward only with `--overlap-grad-reduce` (off by default).
 
-A `command` program's code is not seen: `trial.runtime` names which of these engines it runs.
+Each trainer declares its own runtime (its adapter's `runtime`, orchestrator/trainers/); a
+`command` program's code is not seen: `trial.runtime` names which trainer's engine it runs.
 """
 
 from __future__ import annotations
@@ -54,44 +55,9 @@ class ZeroEngine:
         return self.ddp_engine if zero_stage == 0 else self.zero_engine
 
 
+# What a trainer whose code the model does not see is priced as (a `command` program without
+# `trial.runtime`): ZeRO stages as DeepSpeed runs them, stage 0 as PyTorch's DDP.
 DEEPSPEED = ZeroEngine()
-RUNTIME_OF_TRAINER = {
-    "builtin": ZeroEngine(zero_engine="torch"),
-    "torchtitan": ZeroEngine(zero_engine="torch", grads_once_per_step=False, shards_over_cp=True),
-    "deepspeed": ZeroEngine(ddp_engine="deepspeed"),
-    "megatron-deepspeed": ZeroEngine(ddp_engine="deepspeed"),
-}
-
-
-# `trial.runtime`: the engine a `command` program runs, named for the trainer whose runtime it
-# is priced as (a Megatron-DeepSpeed program is `deepspeed`: the same engine). Megatron-LM's is
-# its defaults', as no arguments are seen: no --overlap-grad-reduce.
-TRAINER_OF_RUNTIME = {"pytorch": "builtin", "torchtitan": "torchtitan", "deepspeed": "deepspeed",
-                      "megatron": "megatron-lm"}
-COMMAND_RUNTIMES = tuple(TRAINER_OF_RUNTIME)
-# What a `command` program without `trial.runtime` is priced as: ZeRO stages as DeepSpeed runs
-# them, stage 0 as PyTorch's DDP (reduction hidden behind the backward).
-DEFAULT_COMMAND_RUNTIME = "DeepSpeed's ZeRO, PyTorch's DDP at stage 0"
-
-
-MEGATRON_OVERLAP_FLAG = "--overlap-grad-reduce"
-MEGATRON_EP_OVERLAP_FLAG = "--overlap-moe-expert-parallel-comm"
-MEGATRON_DISPATCHER_FLAG = "--moe-token-dispatcher-type"
-
-
-def zero_engine_of_trainer(trainer: str | None, args: list[str] | tuple[str, ...] = (),
-                           command_runtime: str | None = None) -> ZeroEngine:
-    """The runtime of a spec's `trial.trainer`; the command trainer's code the model cannot
-    see, so it is the one `command_runtime` (`trial.runtime`) names, else the default
-    (DeepSpeed's ZeRO). `args`, the trainer's base arguments, say whether Megatron-LM overlaps
-    its DDP reduction and its expert dispatch, and whether its dispatcher is the flex one
-    (DeepEP)."""
-    if trainer == "command" and command_runtime is not None:
-        trainer = TRAINER_OF_RUNTIME[command_runtime]
-    if trainer == "megatron-lm":
-        joined = " ".join(args).replace("=", " ").split()
-        flex = any(a == MEGATRON_DISPATCHER_FLAG and b == "flex" for a, b in zip(joined, joined[1:]))
-        return ZeroEngine(ddp_overlaps=MEGATRON_OVERLAP_FLAG in args,
-                          overlaps_expert_comm=MEGATRON_EP_OVERLAP_FLAG in args,
-                          dispatch_per_node=flex)
-    return RUNTIME_OF_TRAINER.get(trainer or "builtin", DEEPSPEED)
+# PyTorch's DDP, ZeroRedundancyOptimizer and FSDP2 with gradient sync on the last micro-batch
+# only: the built-in trainer's (jobs/layout.py), whose steps the profile times.
+PYTORCH = ZeroEngine(zero_engine="torch")

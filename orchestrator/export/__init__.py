@@ -7,7 +7,9 @@ rendered by the same code as the trials; `megatron` is the old name of `megatron
 `torchtitan` (a torchrun script with torchtitan 0.3.0's arguments) and `command` (a campaign's
 own `trial.command`, as its trials ran it). Each names the campaign and trial it came from;
 the scripts (scripts.py) run where the trials ran, with their environment, and the configs
-(configs.py) are the tools' own.
+(configs.py) are the tools' own. A trainer names its own formats (`export_formats`, the default
+first) and may bring writers of formats of its own (`exporters`), so a registered trainer's
+formats are exported with no change here.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from orchestrator.export.scripts import export_sbatch, export_torchrun, export_t
 from orchestrator.space import ParallelConfig
 from orchestrator.common.errors import SpecError
 from orchestrator.spec import CampaignSpec
+from orchestrator.trainers.registry import adapter, names, trainer_for
 from orchestrator.trainers.torchtitan import torchtitan_section
 
 # `megatron`, the name older releases used, stays another name of `megatron-deepspeed`.
@@ -32,25 +35,36 @@ FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-d
            "megatron", "torchtitan", "command")
 SCRIPT_FORMATS = ("torchrun", "sbatch", "torchtitan", "command")  # written executable
 
-# The formats that run the program a campaign measured, its own first; any other runs
-# another program with the winner's layout, which the campaign never measured.
-OWN_FORMATS = {"builtin": ("torchrun", "yaml", "sbatch"),
-               "deepspeed": ("torchrun", "sbatch", "deepspeed"),
-               "torchtitan": ("torchrun", "sbatch", "torchtitan"),
-               "megatron-lm": ("torchrun", "sbatch", "megatron-lm"),
-               "megatron-deepspeed": ("torchrun", "sbatch", "megatron-deepspeed", "megatron",
-                                      "deepspeed"),
-               "command": ("command", "torchrun", "sbatch", "deepspeed")}
+# The scripts that run whatever program a campaign measured; a trainer's own writer of one
+# (its `exporters`) replaces it for that trainer's campaigns only.
+PROGRAM_FORMATS = ("torchrun", "sbatch")
+
+
+def own_formats(spec: CampaignSpec) -> tuple[str, ...]:
+    """The formats that run the program the campaign measured, its own first; any other runs
+    another program with the winner's layout, which the campaign never measured."""
+    return trainer_for(spec).export_formats
 
 
 def own_format(spec: CampaignSpec) -> str:
-    return OWN_FORMATS[spec.trial.trainer or "builtin"][0]
+    return own_formats(spec)[0]
+
+
+def formats() -> tuple[str, ...]:
+    """Every format `export` writes: ParaTune's and each registered trainer's own."""
+    extra = [fmt for name in names() for fmt in adapter(name).exporters() if fmt not in FORMATS]
+    return FORMATS + tuple(dict.fromkeys(extra))
+
+
+def script_formats() -> tuple[str, ...]:
+    """The formats written executable."""
+    return SCRIPT_FORMATS + tuple(fmt for name in names() for fmt in adapter(name).script_formats)
 
 
 def unmeasured_note(fmt: str, spec: CampaignSpec) -> str | None:
     """A line to show with a launch file for a program the campaign did not measure."""
-    trainer = spec.trial.trainer or "builtin"
-    if fmt in OWN_FORMATS[trainer]:
+    trainer = spec.trial.trainer
+    if fmt in own_formats(spec):
         return None
     note = (f"note: campaign {spec.name!r} measured trainer {trainer}; this {fmt} file runs "
             f"another program with its winner's layout, unmeasured (its own: --format "
@@ -97,6 +111,11 @@ def export(fmt: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig,
            trial_dir: Path | None = None) -> str:
     """The launch file for `config`, the campaign's trial `trial_id`; `trial_dir`, that
     trial's folder, gives the DeepSpeed config it ran."""
-    if fmt not in EXPORTERS:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    return EXPORTERS[fmt](spec, trial_id, config, trial_dir)
+    writers = dict(EXPORTERS)
+    for name in names():
+        writers.update({f: w for f, w in adapter(name).exporters().items()
+                        if f not in PROGRAM_FORMATS})
+    writers.update(trainer_for(spec).exporters())
+    if fmt not in writers:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(formats())}")
+    return writers[fmt](spec, trial_id, config, trial_dir)

@@ -18,6 +18,7 @@ from orchestrator.export.program import winner_deepspeed_config
 from orchestrator.trainers.deepspeed import DeepSpeedTrainer
 from orchestrator.trainers.deepspeed_config import base_config, deepspeed_config
 from orchestrator.trainers.megatron import TOOLS, megatron_args
+from orchestrator.trainers.registry import trainer_for
 
 
 def export_yaml(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
@@ -39,7 +40,7 @@ def export_deepspeed(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
     """The DeepSpeed config the winning trial ran (its folder's copy) when the campaign ran
     one, else the layout's on the campaign's base config as it reads now; for a production
     run, without the keys only a trial needs."""
-    own = spec.trial.trainer in ("deepspeed", "megatron-deepspeed", "command")
+    own = "deepspeed" in trainer_for(spec).export_formats  # its trials ran a DeepSpeed config
     data = winner_deepspeed_config(
         spec, trial_dir if own else None,
         lambda: deepspeed_config(spec, config, base_config(spec) if own else None))

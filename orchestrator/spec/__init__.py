@@ -31,7 +31,6 @@ from orchestrator.spec.sections import (
 )
 from orchestrator.spec.space_section import SpaceSpec
 from orchestrator.spec.trial import (
-    TRAINERS,
     DeepSpeedTrainerSpec,
     MegatronTrainerSpec,
     TorchtitanTrainerSpec,
@@ -42,6 +41,6 @@ __all__ = [
     "BACKEND_MODELS", "SPEC_FILE", "BackendSpec", "BudgetSpec", "CampaignSpec",
     "FidelitySpec", "LocalBackendSpec", "ObjectiveSpec", "RayBackendSpec", "ScaleSpec",
     "SearchSpec", "SimulatedBackendSpec", "SlurmBackendSpec", "SpaceSpec", "TrackingSpec",
-    "TrialSpec", "TRAINERS", "DeepSpeedTrainerSpec", "MegatronTrainerSpec",
+    "TrialSpec", "DeepSpeedTrainerSpec", "MegatronTrainerSpec",
     "TorchtitanTrainerSpec", "apply_override", "load_campaign_spec", "load_cluster", "load_spec", "spec_from_dict",
 ]

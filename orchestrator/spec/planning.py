@@ -6,7 +6,6 @@ from __future__ import annotations
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.cluster_fit import calibrated_coefficients
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
-from orchestrator.costmodel.zero_engine import DEFAULT_COMMAND_RUNTIME, zero_engine_of_trainer
 from orchestrator.space import ParallelConfig
 from orchestrator.spec.campaign import CampaignSpec
 
@@ -14,22 +13,19 @@ from orchestrator.spec.campaign import CampaignSpec
 def cost_model_for(spec: CampaignSpec) -> CostModel:
     """The default cost model of a campaign spec, for the trainer its trials run, with the
     multipliers its cluster preset holds if `paratune calibrate --from` fitted them."""
-    megatron_args = spec.trial.megatron.args if spec.trial.megatron else ()
+    from orchestrator.trainers.registry import trainer_for  # the adapters read the spec
+
     return CostModel(spec.model, spec.cluster, spec.gpus_per_node, spec.trial.flash_attention,
                      coefficients=calibrated_coefficients(spec.cluster),
-                     runtime=zero_engine_of_trainer(spec.trial.trainer, megatron_args,
-                                                    spec.trial.runtime))
+                     runtime=trainer_for(spec).runtime_for(spec))
 
 
 def priced_runtime(spec: CampaignSpec) -> str:
     """Which runtime the cost model prices the campaign's trials as, and which key said so:
     what `plan` and the report name, since a command program's is an assumption."""
-    trial = spec.trial
-    if trial.trainer != "command":
-        return f"{trial.trainer or 'builtin'} (trial.trainer)"
-    if trial.runtime is not None:
-        return f"{trial.runtime} (trial.runtime)"
-    return f"{DEFAULT_COMMAND_RUNTIME} (the default for trial.command; set trial.runtime)"
+    from orchestrator.trainers.registry import trainer_for
+
+    return trainer_for(spec).priced_as(spec)
 
 
 def fitted_candidates(spec: CampaignSpec, cost: CostModel | None = None) -> list[ParallelConfig]:

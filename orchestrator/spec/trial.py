@@ -1,8 +1,9 @@
 """The spec's `trial` section: how long a trial runs, and which trainer it runs, with that
 trainer's base config (the user's own script, config or arguments that ParaTune fills per layout).
 
-`trial.trainer` is builtin (jobs/), deepspeed, torchtitan, megatron-lm, megatron-deepspeed or
-command; it defaults to command when `trial.command` is given, else builtin. Each trainer but the
+`trial.trainer` is a name the trainer registry holds (orchestrator/trainers/registry.py: builtin,
+deepspeed, torchtitan, megatron-lm, megatron-deepspeed, command and any trainer registered);
+it defaults to command when `trial.command` is given, else builtin. Each trainer but the
 built-in one reads its own section (`trial.deepspeed`, `trial.torchtitan`, `trial.megatron`); a
 section of another trainer is an error. A command's code is not seen, so `trial.runtime` tells
 the cost model which engine it runs; every other trainer's runtime is its own.
@@ -17,12 +18,9 @@ from pydantic import Field, field_validator, model_validator
 
 from orchestrator.common.errors import excerpt
 from orchestrator.common.placeholders import PLACEHOLDERS, placeholders_in
-from orchestrator.costmodel.zero_engine import COMMAND_RUNTIMES
 from orchestrator.spec.sections import MAX_COUNT, Strict
 from orchestrator.spec.strings import check_env_name
 
-TRAINERS = ("builtin", "deepspeed", "torchtitan", "megatron-lm", "megatron-deepspeed",
-            "megatron-bridge", "command")
 # The result fields a user's regex may read from a `command` trainer's log.
 LOG_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
                "mfu_percent", "loss", "peak_memory_gb")
@@ -128,7 +126,7 @@ class TrialSpec(Strict):
     # SDPA's fused kernels), so the memory model drops them. The Megatron trainers also pick
     # their attention kernel by it; the others choose their own (spec/notices.py warns).
     flash_attention: bool = True
-    trainer: Literal[TRAINERS] | None = Field(default=None, description="default: builtin")
+    trainer: str | None = Field(default=None, description="a registered trainer; default: builtin")
     deepspeed: DeepSpeedTrainerSpec | None = None
     torchtitan: TorchtitanTrainerSpec | None = None
     megatron: MegatronTrainerSpec | None = None
@@ -139,9 +137,29 @@ class TrialSpec(Strict):
     # trainer `command`: result field -> regex whose first group is its value on a log line.
     log_metrics: dict[Literal[LOG_METRICS], str] = Field(default_factory=dict)
     # trainer `command`: the engine the cost model prices the program as (zero_engine.py).
-    runtime: Literal[COMMAND_RUNTIMES] | None = Field(
+    runtime: str | None = Field(
         default=None, description="default: DeepSpeed's ZeRO, PyTorch's DDP at stage 0")
     workdir: str | None = Field(default=None, description="where the trainer runs; default: cwd")
+
+    @field_validator("trainer")
+    @classmethod
+    def _registered(cls, trainer: str | None) -> str | None:
+        from orchestrator.trainers.registry import names
+
+        if trainer is not None and trainer not in names():
+            raise ValueError(f"unknown trainer {excerpt(trainer, 40)}; choose one of "
+                             f"{', '.join(names())}")
+        return trainer
+
+    @field_validator("runtime")
+    @classmethod
+    def _a_runtime(cls, runtime: str | None) -> str | None:
+        from orchestrator.trainers.registry import runtimes
+
+        if runtime is not None and runtime not in runtimes():
+            raise ValueError(f"unknown runtime {excerpt(runtime, 40)}; choose one of "
+                             f"{', '.join(runtimes())}")
+        return runtime
 
     @field_validator("command")
     @classmethod

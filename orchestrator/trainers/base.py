@@ -5,6 +5,13 @@ An adapter renders the trial's program and files for a layout from the user's ow
 `TrialResult` (`parse_log`, plus the out-of-memory messages of CUDA and HIP). Adapters are plain,
 picklable objects: a `TrialRequest` carries its adapter to the node that runs the trial, and the
 result is read there.
+
+Beside running and reading, an adapter answers for its trainer everywhere a stage needs a fact
+of it (each hook has a default, so a new trainer overrides only what differs): which layouts
+it refuses and why (`check_spec`, `layout_refusal`), how its code runs ZeRO for the cost model
+(`runtime`, `runtime_for`), its own launch-file formats and their writers (`export_formats`,
+`exporters`), and what a campaign changes in the user's base config (`base_config_notes`).
+The registry (registry.py) maps `trial.trainer` names to adapters.
 """
 
 from __future__ import annotations
@@ -12,7 +19,9 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Callable, ClassVar, Literal
+
+from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 
 # How a trial's ranks start:
 # - "torchrun": one torchrun per node starts the node's ranks (rendezvous across nodes);
@@ -77,7 +86,13 @@ class LogMetrics:
                    len(self.tokens_per_s_per_gpu), len(self.tflops_per_gpu))
 
 
+# A launch-file writer: (spec, trial_id, config, trial_dir or None) -> the file's text.
+Exporter = Callable[..., str]
+
+
 class TrainerAdapter(ABC):
+    """One trainer: built with no arguments (`for_spec` may read the spec), picklable."""
+
     name: ClassVar[str]
     # The release whose arguments, config classes and log format this adapter was written for.
     tool: ClassVar[str]
@@ -85,6 +100,48 @@ class TrainerAdapter(ABC):
     # Arguments a trial adds only to be measured (a log line per step); a launch file names
     # them for a production run to drop.
     measurement_args: ClassVar[tuple[str, ...]] = ()
+    # How its code runs ZeRO and DDP, for the cost model (costmodel/zero_engine.py).
+    runtime: ClassVar[ZeroEngine] = DEEPSPEED
+    # The name `trial.runtime` gives that runtime, so a `command` program that runs this
+    # trainer's engine is priced as it (None: not offered).
+    runtime_name: ClassVar[str | None] = None
+    # The launch-file formats that rerun the program it measured, its own default first
+    # (`paratune best --format`); any other format runs another program, unmeasured.
+    export_formats: ClassVar[tuple[str, ...]] = ("torchrun", "sbatch")
+    # Which of the formats its `exporters` write are scripts (written executable).
+    script_formats: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def for_spec(cls, spec) -> "TrainerAdapter":
+        """The adapter a campaign's trials use (one that reads a spec section overrides it)."""
+        return cls()
+
+    def check_spec(self, spec) -> list[str]:
+        """Spec-level refusals (a space value it never runs, a missing base config), each one
+        line naming the field and the fix."""
+        return []
+
+    def layout_refusal(self, spec, config) -> str | None:
+        """Why it cannot run layout `config` (a ParallelConfig) of `spec`, with the source that
+        says so, or None when it can."""
+        return None
+
+    def runtime_for(self, spec) -> ZeroEngine:
+        """Its runtime under the spec's base config (arguments may turn overlap on)."""
+        return self.runtime
+
+    def priced_as(self, spec) -> str:
+        """Which runtime the cost model prices its trials as, and which key said so."""
+        return f"{self.name} (trial.trainer)"
+
+    def exporters(self) -> dict[str, Exporter]:
+        """Writers of the formats that are its own tool's (a config, its flags), by format."""
+        return {}
+
+    def base_config_notes(self, spec, configs) -> list[str]:
+        """What the campaign's trials change in the user's base config and which of its
+        settings a layout contradicts, one line each, said at the campaign's start."""
+        return []
 
     @abstractmethod
     def run(self, spec, config, trial_id: str, folder, steps: int) -> TrainerRun:

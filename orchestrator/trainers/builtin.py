@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from orchestrator.costmodel.zero_engine import PYTORCH
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
@@ -52,6 +53,9 @@ def builtin_run(folder: TrialFolder, settings: dict[str, Any]) -> TrainerRun:
 class BuiltinTrainer(TrainerAdapter):
     name = "builtin"
     tool = "ParaTune's trial job (jobs/)"
+    runtime = PYTORCH  # PyTorch's DDP, ZeroRedundancyOptimizer, FSDP2 (jobs/layout.py)
+    runtime_name = "pytorch"
+    export_formats = ("torchrun", "yaml", "sbatch")
 
     def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
         return builtin_run(folder, job_settings(spec, config, trial_id, steps))

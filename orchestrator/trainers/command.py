@@ -11,10 +11,15 @@ from __future__ import annotations
 import json
 import re
 
+from orchestrator.costmodel.zero_engine import ZeroEngine
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
 from orchestrator.trainers.deepspeed_config import deepspeed_config
+from orchestrator.trainers.registry import runtimes
 from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
+
+# What a program without `trial.runtime` is priced as (the base's runtime).
+DEFAULT_RUNTIME = "DeepSpeed's ZeRO, PyTorch's DDP at stage 0"
 
 # log_metrics key -> (LogMetrics list, factor to its unit)
 _TARGETS = {"step_time_s": ("step_times_s", 1.0), "tokens_per_s": ("tokens_per_s", 1.0),
@@ -26,9 +31,26 @@ _TARGETS = {"step_time_s": ("step_times_s", 1.0), "tokens_per_s": ("tokens_per_s
 class CommandTrainer(TrainerAdapter):
     name = "command"
     tool = "any program that reports PARATUNE_RESULT or matches trial.log_metrics"
+    export_formats = ("command", "torchrun", "sbatch", "deepspeed")
 
     def __init__(self, log_metrics: dict[str, str] | None = None):
         self.log_metrics = dict(log_metrics or {})
+
+    @classmethod
+    def for_spec(cls, spec) -> "CommandTrainer":
+        return cls(spec.trial.log_metrics)
+
+    def runtime_for(self, spec) -> ZeroEngine:
+        """Its code is not seen: the runtime of the trainer `trial.runtime` names, else the
+        default (DeepSpeed's ZeRO, PyTorch's DDP at stage 0)."""
+        if spec.trial.runtime is None:
+            return self.runtime
+        return runtimes()[spec.trial.runtime]
+
+    def priced_as(self, spec) -> str:
+        if spec.trial.runtime is not None:
+            return f"{spec.trial.runtime} (trial.runtime)"
+        return f"{DEFAULT_RUNTIME} (the default for trial.command; set trial.runtime)"
 
     def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
         program = fill(spec.trial.command, placeholder_values(spec, config, trial_id, folder, steps))

@@ -27,7 +27,8 @@ import re
 
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
-from orchestrator.trainers.deepspeed_config import trial_files
+from orchestrator.costmodel.zero_engine import ZeroEngine
+from orchestrator.trainers.deepspeed_config import campaign_notes, trial_files
 
 THROUGHPUT = re.compile(
     r"global_step=(?P<step>\d+), RunningAvgSamplesPerSec=(?P<avg>[-\d.eE+]+), "
@@ -39,6 +40,13 @@ LOSS = re.compile(r"\bloss\s*[=:]\s*(?P<loss>[-\d.]+(?:[eE][-+]?\d+)?)")
 class DeepSpeedTrainer(TrainerAdapter):
     name = "deepspeed"
     tool = "DeepSpeed 0.19.8"
+    # DDP is DeepSpeed's engine without ZeRO: bf16 gradients reduced after the backward.
+    runtime = ZeroEngine(ddp_engine="deepspeed")
+    runtime_name = "deepspeed"
+    export_formats = ("torchrun", "sbatch", "deepspeed")
+
+    def base_config_notes(self, spec, configs) -> list[str]:
+        return [f"trial.deepspeed.config: {line}" for line in campaign_notes(spec, configs)]
 
     def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
         section = spec.trial.deepspeed

@@ -35,10 +35,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.common.errors import SpecError
+from orchestrator.costmodel.zero_engine import ZeroEngine
 from orchestrator.spec.trainer_layouts import layout_refusal
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
-from orchestrator.trainers.deepspeed_config import trial_files
+from orchestrator.trainers.deepspeed_config import campaign_notes, trial_files
 from orchestrator.trainers.megatron_context import context_args
 from orchestrator.trainers.megatron_flags import (
     MEGATRON_DEEPSPEED_FLAGS,
@@ -50,6 +51,7 @@ from orchestrator.trainers.megatron_flags import (
 from orchestrator.trainers.megatron_log import parse_megatron_log
 from orchestrator.trainers.megatron_moe import ffn_hidden, moe_args
 from orchestrator.trainers.megatron_precision import CHANGES_FILE, base_args_for, precision_args
+from orchestrator.trainers.megatron_runtime import MEGATRON_DEEPSPEED_RUNTIME, megatron_lm_runtime
 from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 LM = "megatron-lm"
@@ -218,6 +220,12 @@ class _MegatronTrainer(TrainerAdapter):
 class MegatronLMTrainer(_MegatronTrainer):
     name = LM
     tool = MEGATRON_LM_SOURCE
+    runtime = megatron_lm_runtime()  # its defaults: no overlap
+    runtime_name = "megatron"
+    export_formats = ("torchrun", "sbatch", LM)
+
+    def runtime_for(self, spec) -> ZeroEngine:
+        return megatron_lm_runtime(spec.trial.megatron.args if spec.trial.megatron else ())
 
     def parse_log(self, text: str) -> LogMetrics:
         return parse_megatron_log(text, read_tflops=True)
@@ -226,6 +234,13 @@ class MegatronLMTrainer(_MegatronTrainer):
 class MegatronDeepSpeedTrainer(_MegatronTrainer):
     name = DS
     tool = MEGATRON_DEEPSPEED_SOURCE
+    runtime = MEGATRON_DEEPSPEED_RUNTIME
+    # `megatron` is the name older releases gave its flags' format.
+    export_formats = ("torchrun", "sbatch", DS, "megatron", "deepspeed")
+
+    def base_config_notes(self, spec, configs) -> list[str]:
+        return [f"trial.megatron.deepspeed_config: {line}"
+                for line in campaign_notes(spec, configs)]
 
     def parse_log(self, text: str) -> LogMetrics:
         return parse_megatron_log(text, read_tflops=False)

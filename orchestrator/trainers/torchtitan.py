@@ -61,6 +61,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from orchestrator.common.errors import SpecError
+from orchestrator.costmodel.zero_engine import ZeroEngine
 from orchestrator.spec.trainer_layouts import layout_refusal
 from orchestrator.spec.trainer_layouts import torchtitan_data_parallel as data_parallel
 from orchestrator.spec.trial import TorchtitanTrainerSpec
@@ -165,6 +166,10 @@ class TorchtitanTrainer(TrainerAdapter):
     name = "torchtitan"
     tool = TOOL
     measurement_args = ("--metrics.log-freq=1",)
+    # PyTorch's FSDP2 and DDP, reducing after every micro-batch, sharding over dp_shard x cp.
+    runtime = ZeroEngine(zero_engine="torch", grads_once_per_step=False, shards_over_cp=True)
+    runtime_name = "torchtitan"
+    export_formats = ("torchrun", "sbatch", "torchtitan")
 
     def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
         values = placeholder_values(spec, config, trial_id, folder, steps)

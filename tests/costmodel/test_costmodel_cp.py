@@ -159,14 +159,14 @@ def test_calibration_fits_the_cp_exchange_with_model_parallel_communication():
 
 @pytest.mark.parametrize("stage", [0, 1])
 def test_torchtitan_shards_weights_over_the_cp_ranks_at_zero_0_and_1(stage):
-    from orchestrator.costmodel.zero_engine import RUNTIME_OF_TRAINER
+    from orchestrator.trainers.registry import adapter
 
     config = cp_layout(tp=2, cp=4, dp=1, zero_stage=stage, grad_accum_steps=8)
-    memory = {trainer: CostModel(LLAMA_8B_128K, H100, 8, runtime=RUNTIME_OF_TRAINER[trainer])
+    memory = {trainer: CostModel(LLAMA_8B_128K, H100, 8, runtime=adapter(trainer).runtime)
               .memory(config) for trainer in ("builtin", "torchtitan")}
     assert memory["torchtitan"].params == pytest.approx(memory["builtin"].params / 4)
     assert memory["torchtitan"].optimizer <= memory["builtin"].optimizer
     third = cp_layout(tp=2, cp=4, dp=1, zero_stage=3, grad_accum_steps=8)
-    same = [CostModel(LLAMA_8B_128K, H100, 8, runtime=RUNTIME_OF_TRAINER[t]).memory(third).params
+    same = [CostModel(LLAMA_8B_128K, H100, 8, runtime=adapter(t).runtime).memory(third).params
             for t in ("builtin", "torchtitan")]
     assert same[0] == pytest.approx(same[1])

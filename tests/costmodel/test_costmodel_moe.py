@@ -30,14 +30,15 @@ from orchestrator.costmodel.moe_time import (
     expert_gemm_efficiency,
     moe_tp_layers,
 )
-from orchestrator.costmodel.zero_engine import DEEPSPEED, RUNTIME_OF_TRAINER, zero_engine_of_trainer
+from orchestrator.trainers.megatron_runtime import megatron_lm_runtime
+from orchestrator.trainers.registry import adapter
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, ModelShape
 from orchestrator.space import ParallelConfig
 
 H100 = CLUSTER_PRESETS["h100-80g"]
 MIXTRAL = MODEL_PRESETS["mixtral-8x22b"]
 QWEN2 = MODEL_PRESETS["qwen2-57b-a14b"]
-MEGATRON = zero_engine_of_trainer("megatron-lm")
+MEGATRON = megatron_lm_runtime()
 
 
 def mixtral(**changes) -> ParallelConfig:
@@ -77,7 +78,7 @@ DENSE_BEFORE = [
 @pytest.mark.parametrize("model,cluster,gpn,layout,trainer,memory,step", DENSE_BEFORE,
                          ids=[row[0] for row in DENSE_BEFORE])
 def test_dense_estimates_are_unchanged(model, cluster, gpn, layout, trainer, memory, step):
-    runtime = RUNTIME_OF_TRAINER.get(trainer, DEEPSPEED)
+    runtime = adapter(trainer).runtime
     e = CostModel(MODEL_PRESETS[model], CLUSTER_PRESETS[cluster], gpn,
                   runtime=runtime).estimate(ParallelConfig(**layout))
     assert e.memory.total == pytest.approx(memory, rel=1e-12)
@@ -189,8 +190,8 @@ def test_expert_gradients_reduce_over_expert_dp():
 
 def test_dispatch_is_exposed_unless_the_trainer_overlaps_it():
     plain = estimate(MIXTRAL, mixtral())
-    overlapped = estimate(MIXTRAL, mixtral(), zero_engine_of_trainer(
-        "megatron-lm", ["--overlap-moe-expert-parallel-comm"]))
+    overlapped = estimate(MIXTRAL, mixtral(), megatron_lm_runtime(
+        ["--overlap-moe-expert-parallel-comm"]))
     assert plain.time.ep_comm_s > 0
     assert overlapped.time.ep_comm_s < plain.time.ep_comm_s
     assert overlapped.time.compute_s == plain.time.compute_s

@@ -10,7 +10,7 @@ from test_costmodel_papers import published, run_json
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.constants_provenance import check
 from orchestrator.costmodel.ranking import rank_by_throughput
-from orchestrator.costmodel.zero_engine import RUNTIME_OF_TRAINER
+from orchestrator.trainers.registry import adapter
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import TrialResult
 from orchestrator.scheduling.live_cost_model import LiveCostModel
@@ -73,7 +73,7 @@ def test_the_zero_offload_iteration_prices_its_offload():
 
 
 def test_fp8_casts_cost_time_so_the_gain_is_below_the_peak_ratio():
-    cost = CostModel(LLAMA_8B, H100, 8, runtime=RUNTIME_OF_TRAINER["torchtitan"])
+    cost = CostModel(LLAMA_8B, H100, 8, runtime=adapter("torchtitan").runtime)
     base = dict(dp=8, zero_stage=3, micro_batch_size=2, activation_checkpointing="selective")
     times = {p: cost.estimate(ParallelConfig(**base, precision=p)).time.compute_s
              for p in ("bf16", "fp8-tensorwise", "fp8-delayed")}
@@ -137,7 +137,7 @@ def test_offloaded_states_must_fit_the_hosts_memory():
 
 
 def test_overlap_comm_hides_deepspeed_gradient_reduction_and_buckets_add_latency():
-    cost = CostModel(MODEL_PRESETS["llama-7b"], A100, 8, runtime=RUNTIME_OF_TRAINER["deepspeed"])
+    cost = CostModel(MODEL_PRESETS["llama-7b"], A100, 8, runtime=adapter("deepspeed").runtime)
     base = dict(dp=32, zero_stage=1, grad_accum_steps=1, activation_checkpointing="full")
     step = {v: cost.estimate(ParallelConfig(**base, overlap_comm=v)).step_time_s
             for v in (None, False, True)}

@@ -9,21 +9,19 @@ from conftest import ROOT
 
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.collectives import Fabric
-from orchestrator.costmodel.zero_engine import (
-    DEEPSPEED,
-    MEGATRON_OVERLAP_FLAG,
-    zero_engine_of_trainer,
-)
+from orchestrator.costmodel.zero_engine import DEEPSPEED
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec
 from orchestrator.spec.planning import cost_model_for
 from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS
+from orchestrator.trainers.megatron_runtime import MEGATRON_OVERLAP_FLAG, megatron_lm_runtime
+from orchestrator.trainers.registry import adapter
 
 A800 = CLUSTER_PRESETS["a800-80g"]
 MODEL = MODEL_PRESETS["llama-7b"]
-BUILTIN = zero_engine_of_trainer("builtin")
-TORCHTITAN = zero_engine_of_trainer("torchtitan")
+BUILTIN = adapter("builtin").runtime
+TORCHTITAN = adapter("torchtitan").runtime
 
 
 def comm(runtime, zero_stage: int, gas: int):
@@ -63,7 +61,7 @@ def test_ddp_follows_the_trainer_deepspeeds_reduces_bf16_after_the_backward():
     bf16 gradients once the backward is over: 2 bytes a parameter, nothing hidden. PyTorch's
     DDP (the built-in trainer) and Megatron-LM's reduce float32 behind the backward."""
     for trainer in ("deepspeed", "megatron-deepspeed"):
-        runtime = zero_engine_of_trainer(trainer)
+        runtime = adapter(trainer).runtime
         deepspeed = comm(runtime, 0, gas=4)
         bucket = CostModel(MODEL, A800, 8).coefficients.bucket_bytes
         assert deepspeed.t_os0 == pytest.approx(
@@ -75,8 +73,8 @@ def test_ddp_follows_the_trainer_deepspeeds_reduces_bf16_after_the_backward():
         for stage in (1, 2, 3):  # the ZeRO stages were DeepSpeed's already
             assert comm(runtime, stage, gas=4) == comm(DEEPSPEED, stage, gas=4)
     torch_ddp = comm(BUILTIN, 0, gas=4)
-    assert comm(zero_engine_of_trainer("megatron-lm"), 0, gas=4) == torch_ddp
-    assert torch_ddp.t_os0 == pytest.approx(2 * comm(zero_engine_of_trainer("deepspeed"), 0, 4).t_os0,
+    assert comm(adapter("megatron-lm").runtime, 0, gas=4) == torch_ddp
+    assert torch_ddp.t_os0 == pytest.approx(2 * comm(adapter("deepspeed").runtime, 0, 4).t_os0,
                                             rel=0.05)
     step = CostModel(MODEL, A800, 8, runtime=BUILTIN).estimate(
         ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=4)).time
@@ -92,8 +90,8 @@ def test_megatron_lm_hides_its_ddp_reduction_only_with_its_overlap_flag():
     def step(runtime, layout=config):
         return CostModel(MODEL, A800, 8, runtime=runtime).estimate(layout).time
 
-    default = zero_engine_of_trainer("megatron-lm", ["--lr=1e-4"])
-    overlapped = zero_engine_of_trainer("megatron-lm", ["--lr=1e-4", MEGATRON_OVERLAP_FLAG])
+    default = megatron_lm_runtime(["--lr=1e-4"])
+    overlapped = megatron_lm_runtime(["--lr=1e-4", MEGATRON_OVERLAP_FLAG])
     assert step(default).dp_comm == step(overlapped).dp_comm == step(BUILTIN).dp_comm
     assert step(default).dp_exposed_s == pytest.approx(step(default).dp_comm.t_os0)
     assert step(overlapped).dp_exposed_s == pytest.approx(step(BUILTIN).dp_exposed_s)

@@ -82,13 +82,13 @@ def trainer_steps_of(cluster, compute_scale: float, fsdp_us: float, tp_us: float
         scaled_compute,
         step_config,
     )
-    from orchestrator.costmodel.zero_engine import zero_engine_of_trainer
+    from orchestrator.costmodel.zero_engine import PYTORCH
 
     model = dataclasses.asdict(profile_model(128, 128))
     shaped = cluster if half_m is None else cluster.model_copy(update={"gemm_half_m": half_m})
     machine = scaled_compute(shaped, compute_scale).model_copy(
         update={"fsdp_call_overhead_us": fsdp_us, "tp_call_overhead_us": tp_us})
-    cost = CostModel(profile_shape(model), machine, 2, runtime=zero_engine_of_trainer("builtin"))
+    cost = CostModel(profile_shape(model), machine, 2, runtime=PYTORCH)
     micro_batch = 4 if half_m is not None else 2
     rows = [{"layout": name, **layout, "micro_batch_size": micro_batch}
             for name, layout in layouts(2).items()]

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 from dashboards.report import render
 from dashboards.report_data import report_data
 from orchestrator.common.errors import UserError, one_line
-from orchestrator.export import FORMATS, export
+from orchestrator.export import export, formats
 from orchestrator.record.budget import gpu_hours
 from orchestrator.record.campaign import CampaignView
 from orchestrator.record.journal import TrialRecord
@@ -82,9 +82,9 @@ def _trial(record: TrialRecord, metric: str) -> dict:
 @router.get("/best", response_class=PlainTextResponse)
 def best(name: str, format: str = "yaml", me: User = Depends(current_user),
          service: Service = Depends(service_of)):
-    if format not in FORMATS:
+    if format not in formats():
         raise HTTPException(422, f"format: unknown format {format!r}; choose one of "
-                                 f"{', '.join(FORMATS)}")
+                                 f"{', '.join(formats())}")
     row = campaign_row(service, name, me)
     view = service.progress.view(name)
     top = view.summary().best if view else None

@@ -1,0 +1,83 @@
+"""Which trainers `trial.trainer` can name, and the adapter of each: the one place that maps a
+trainer's name to its code, so no stage branches on a trainer's name.
+
+A trainer is one folder, `orchestrator/trainers/<tool>/`, holding a `TrainerAdapter` subclass
+(base.py) whose hooks declare everything about it. It registers with ONE line, an entry of
+`TRAINERS` below naming where its adapter class lives:
+
+    "megatron-bridge": "orchestrator.trainers.megatron_bridge.adapter:MegatronBridgeTrainer",
+
+The class is imported the first time its trainer is asked for, so the spec (which the adapters
+read) can ask the registry without an import cycle. A plugin outside this package, or a test,
+registers at run time instead: `register("my-trainer", MyTrainer)` (a class or a
+"module:Class" path); the spec accepts the name from then on.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from orchestrator.costmodel.zero_engine import ZeroEngine
+from orchestrator.trainers.base import TrainerAdapter
+
+DEFAULT = "builtin"  # `trial.trainer` when the spec gives neither it nor a `trial.command`
+
+TRAINERS: dict[str, str | type[TrainerAdapter]] = {
+    "builtin": "orchestrator.trainers.builtin:BuiltinTrainer",
+    "deepspeed": "orchestrator.trainers.deepspeed:DeepSpeedTrainer",
+    "torchtitan": "orchestrator.trainers.torchtitan:TorchtitanTrainer",
+    "megatron-lm": "orchestrator.trainers.megatron:MegatronLMTrainer",
+    "megatron-deepspeed": "orchestrator.trainers.megatron:MegatronDeepSpeedTrainer",
+    "megatron-bridge": "orchestrator.trainers.megatron_bridge.adapter:MegatronBridgeTrainer",
+    "megatron-bridge": "orchestrator.trainers.megatron_bridge:MegatronBridgeTrainer",
+    "command": "orchestrator.trainers.command:CommandTrainer",
+}
+
+
+def register(name: str, adapter: str | type[TrainerAdapter]) -> None:
+    """Make `name` a trainer the spec accepts, run by `adapter` (a class or "module:Class")."""
+    TRAINERS[name] = adapter
+
+
+def unregister(name: str) -> None:
+    """Forget a trainer registered at run time (a test's)."""
+    TRAINERS.pop(name, None)
+
+
+def names() -> tuple[str, ...]:
+    """Every registered trainer's name, the built-in ones first."""
+    return tuple(TRAINERS)
+
+
+def adapter_class(name: str | None) -> type[TrainerAdapter]:
+    """The adapter class of trainer `name` (None: the default)."""
+    name = name or DEFAULT
+    if name not in TRAINERS:
+        raise ValueError(f"trial.trainer {name!r} is not a registered trainer; choose one of "
+                         f"{', '.join(TRAINERS)}")
+    entry = TRAINERS[name]
+    if isinstance(entry, str):
+        module, _, attribute = entry.partition(":")
+        entry = getattr(importlib.import_module(module), attribute)
+        TRAINERS[name] = entry
+    return entry
+
+
+def adapter(name: str | None) -> TrainerAdapter:
+    """Trainer `name`'s adapter as the spec does not shape it (for its capabilities)."""
+    return adapter_class(name)()
+
+
+def runtimes() -> dict[str, ZeroEngine]:
+    """The runtimes `trial.runtime` may name for a `command` program, by that name."""
+    found = {}
+    for name in TRAINERS:
+        cls = adapter_class(name)
+        if cls.runtime_name is not None:
+            found.setdefault(cls.runtime_name, cls.runtime)
+    return found
+
+
+def trainer_for(spec) -> TrainerAdapter:
+    """The adapter that runs the trials of a spec's `trial.trainer`."""
+    return adapter_class(spec.trial.trainer).for_spec(spec)
