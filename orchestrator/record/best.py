@@ -2,7 +2,8 @@
 and its convergence curve, patience, the scaling study and the service all ask here.
 
 The best is chosen among full measurements of the tuned scale (search, confirm, repeat) once
-one succeeded, else among screens; a layout measured more than once counts at the mean of its
+one succeeded, else among screens; a slice campaign's best is the best measured at its target
+once one was, else its slice's; a layout measured more than once counts at the mean of its
 measurements. Which of two values is better is the objective's to say. Ties go to the layout
 measured first (by trial ID), so the answer does not depend on the order records are read in.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 
 from orchestrator.common.objective import Objective
-from orchestrator.record.journal import CONFIRM, REPEAT, SCREEN, SEARCH, TrialRecord
+from orchestrator.record.journal import CONFIRM, REPEAT, SCREEN, SEARCH, TARGET, TrialRecord
 from orchestrator.space import ParallelConfig
 
 FULL_PHASES = (SEARCH, CONFIRM, REPEAT)
@@ -27,13 +28,16 @@ class Standings:
         self.objective = objective
         self.layouts: dict[ParallelConfig, list[TrialRecord]] = {}  # successful full ones
         self.screens: list[TrialRecord] = []  # successful screens
+        self.at_target: set[ParallelConfig] = set()  # a slice campaign's, measured at its target
 
     def add(self, record: TrialRecord) -> None:
         """Count a trial that ended; failures, other scales and unfinished trials count not."""
         if self.objective.value(record.result) is None:
             return
-        if record.phase in FULL_PHASES:
+        if record.phase in FULL_PHASES or record.phase == TARGET:
             self.layouts.setdefault(record.config, []).append(record)
+            if record.phase == TARGET:
+                self.at_target.add(record.config)
         elif record.phase == SCREEN:
             self.screens.append(record)
 
@@ -49,8 +53,8 @@ class Standings:
         if not self.layouts:
             screens = sorted(self.screens, key=lambda r: r.trial_id)
             return self.objective.best(screens, lambda r: self.objective.value(r.result))
-        first_measured = sorted(self.layouts,
-                                key=lambda c: min(r.trial_id for r in self.layouts[c]))
+        pool = self.at_target or self.layouts
+        first_measured = sorted(pool, key=lambda c: min(r.trial_id for r in self.layouts[c]))
         return self.nearest_mean(self.objective.best(first_measured, self.mean))
 
     def nearest_mean(self, config: ParallelConfig) -> TrialRecord:

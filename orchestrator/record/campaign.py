@@ -17,6 +17,7 @@ from orchestrator.record.budget import BudgetState, Tally, held_gpu_hours, reser
 from orchestrator.record.journal import (
     INCOMPLETE,
     SCALING,
+    TARGET,
     Journal,
     TrialRecord,
     spec_digest,
@@ -32,9 +33,9 @@ JOURNAL_FILE = "journal.jsonl"
 
 def calibration_input(records: list[TrialRecord]) -> list[tuple[str, ParallelConfig, TrialResult]]:
     """What the cost model is refit on: every ended trial at the tuned scale (calibration keeps
-    the ones that succeeded)."""
+    the ones that succeeded); a slice campaign's trials at its target are another scale."""
     return [(r.trial_id, r.config, r.result) for r in records
-            if r.result is not None and r.phase != SCALING]
+            if r.result is not None and r.phase not in (SCALING, TARGET)]
 
 
 def not_in_mlflow(records: list[TrialRecord]) -> list[TrialRecord]:

@@ -9,8 +9,9 @@ its old and its new value). A torn last line, left by a kill mid-write, is ended
 next event is appended, so that event starts on a line of its own. Any line a reader cannot
 use is skipped, counted and named once (record/journal_lines.py); the rest still count.
 
-A trial's phase (search, screen, confirm, repeat, scaling) is stored in the event's `fidelity`
-key, the format every journal has used: "screen", "repeat" and "scaling" as they are, "full" for a search trial,
+A trial's phase (search, screen, confirm, repeat, scaling, target) is stored in the event's
+`fidelity` key, the format every journal has used: "screen", "repeat", "scaling" and "target"
+as they are, "full" for a search trial,
 or for a confirm trial in a campaign that screens (successive halving); the journal tells the
 two apart by whether the campaign has screened anything.
 """
@@ -39,7 +40,8 @@ SCREEN = "screen"  # proposed by the searcher, measured with few steps (successi
 CONFIRM = "confirm"  # a screened layout promoted to a full measurement
 SCALING = "scaling"  # the best layout re-run at another node count
 REPEAT = "repeat"  # a layout measured again, in full, because it is close to the best
-PHASES = (SEARCH, SCREEN, CONFIRM, SCALING, REPEAT)
+TARGET = "target"  # a slice campaign's layout measured at its full target scale
+PHASES = (SEARCH, SCREEN, CONFIRM, SCALING, REPEAT, TARGET)
 _FULL = "full"  # the journal's word for a search or confirm trial
 
 # The states of a campaign, from its journal.

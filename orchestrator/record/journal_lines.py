@@ -24,7 +24,7 @@ from orchestrator.common.errors import CampaignStateError, excerpt
 
 TRIAL_EVENTS = ("submitted", "reattached", "finished", "tracked")
 CAMPAIGN_EVENTS = ("campaign", "campaign_end", "campaign_cancelled", "budget_changed")
-FIDELITIES = ("full", "screen", "repeat", "scaling")
+FIDELITIES = ("full", "screen", "repeat", "scaling", "target")
 NAMED_AT_MOST = 3  # lines named in the one-line summary; the count covers the rest
 JOURNAL_MAX_BYTES = 256 << 20  # what a reader takes in
 MAX_DEPTH = 16  # an event nests 4 levels (a result's extra holding a mapping); deeper is damage

@@ -38,12 +38,14 @@ from orchestrator.scheduling.requests import trial_request
 from orchestrator.scheduling.scaling import ScalingStudy
 from orchestrator.scheduling.signals import Detached
 from orchestrator.scheduling.slots import NoSlotLimit, TrialSlots
+from orchestrator.scheduling.target_confirmation import TargetConfirmation
 from orchestrator.scheduling.warm_start import warm_start
 from orchestrator.search import Searcher, make_searcher
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import SPEC_FILE, CampaignSpec
 from orchestrator.spec.planning import cost_model_for, fitted_candidates
 from orchestrator.spec.preflight import preflight
+from orchestrator.spec.slice_scale import slice_spec
 from orchestrator.tracking.session import TrackingSession
 from orchestrator.trainers import base_config_notes
 from orchestrator.trial.folder import TrialFolder
@@ -145,6 +147,8 @@ class Controller:
         summary.complete = True
         held_back = next((s.held_back for s in sources if s.held_back), None)
         summary.stop_reason = loop.stop_reason or held_back or "search space exhausted"
+        for outcome in filter(None, (s.outcome(summary.records) for s in sources)):
+            summary.stop_reason += "; " + outcome
         # One end per ending: resuming an ended campaign that runs nothing more adds none.
         if self.view.journal.ending() != (FINISHED, summary.stop_reason):
             self.view.journal.record_end(summary.stop_reason)
@@ -159,7 +163,8 @@ class Controller:
         """The searcher and its cost model, and the first trial's request rendered once, so a
         spec that cannot run (a bad layout, a missing warm-start source, an unreadable base
         config) fails here, before the campaign directory is written."""
-        candidates = fitted_candidates(self.spec)  # an empty space is an error that says why
+        # An empty space is an error that says why; a slice campaign searches its slice's.
+        candidates = fitted_candidates(slice_spec(self.spec))
         cost_model, searcher = self._searcher(candidates)
         for line in base_config_notes(self.spec, candidates):
             log.warning(line)
@@ -209,7 +214,8 @@ class Controller:
     def _sources(self, searcher: Searcher) -> list[ProposalSource]:
         """Promotions first (they confirm what the search found), then repeats of close
         contenders (without halving, which confirms instead), then the search, then the
-        scaling study once the search is over."""
+        scaling study, or a slice campaign's confirmation at its target, once the search is
+        over."""
         fidelity = self.spec.search.fidelity
         search = SearchProposals(searcher, SCREEN if fidelity else SEARCH)
         sources: list[ProposalSource] = []
@@ -220,6 +226,8 @@ class Controller:
         sources.append(search)
         if self.spec.scale.study:
             sources.append(ScalingStudy(self.spec.scale, self.view.objective, after=search))
+        if self.spec.scale.slice_nodes:
+            sources.append(TargetConfirmation(self.spec, self.view.objective, after=search))
         return sources
 
     def _replay(self, loop: SchedulingLoop, searcher: Searcher) -> None:

@@ -54,6 +54,10 @@ class ProposalSource(ABC):
     def propose(self, state: LoopState) -> Proposal | None:
         """The next trial to run, or None for now (a later call may have one)."""
 
+    def outcome(self, records: list[TrialRecord]) -> str | None:
+        """What it did, to follow the reason the campaign ended (None: nothing to say)."""
+        return None
+
 
 class SearchProposals(ProposalSource):
     """The searcher's proposals, in `phase` (search, or screen under successive halving)."""

@@ -13,34 +13,12 @@ still reserves its share of `budget.gpu_hours` first).
 
 from __future__ import annotations
 
-import dataclasses
-
 from orchestrator.common.objective import Objective
 from orchestrator.record.best import best_record
 from orchestrator.record.journal import SCALING, TrialRecord
 from orchestrator.scheduling.proposals import LoopState, Proposal, ProposalSource, SearchProposals
 from orchestrator.space import ParallelConfig
-
-
-def scaled_config(config: ParallelConfig, base_nodes: int, nodes: int, study: str) -> ParallelConfig | None:
-    """The layout at another node count: tp, pp and the micro-batch kept, dp scaled; None when
-    the node count does not divide the layout (dp must stay whole, strong scaling needs at least
-    one micro-batch per replica)."""
-    if (config.dp * nodes) % base_nodes:
-        return None
-    dp = config.dp * nodes // base_nodes
-    if dp < 1:
-        return None
-    gas = config.grad_accum_steps
-    if study == "strong":
-        total = config.micro_batch_size * config.grad_accum_steps * config.dp
-        if total % (config.micro_batch_size * dp):
-            return None
-        gas = total // (config.micro_batch_size * dp)
-    sharding = config.sharding
-    if sharding is not None and nodes != base_nodes:
-        sharding = None  # AMSP factors belong to one mesh; the scaled run uses the ZeRO stage
-    return dataclasses.replace(config, dp=dp, grad_accum_steps=gas, sharding=sharding)
+from orchestrator.space.rescaled import scaled_config
 
 
 class ScalingStudy(ProposalSource):

@@ -54,6 +54,11 @@ class ScaleSpec(Strict):
     # GPU (global batch grows with nodes), strong scaling keeps the global batch.
     study: Literal["weak", "strong"] | None = None
     study_nodes: list[int] = Field(default_factory=list, max_length=MAX_VALUES)
+    # Tune small, choose for large: each trial runs on this many nodes with the same work per
+    # GPU (the layout's tp, pp, cp, ep, micro-batch, recompute and micro-batches per replica,
+    # fewer data-parallel replicas); `nodes` stays the target the campaign chooses for.
+    slice_nodes: int | None = Field(default=None, gt=0, le=MAX_NODES,
+                                    description="nodes each search trial runs on")
 
     @field_validator("study_nodes")
     @classmethod
@@ -68,6 +73,29 @@ class ScaleSpec(Strict):
             raise ValueError("scale.study_nodes: list the node counts of the scaling study")
         if any(n < 1 for n in self.study_nodes):
             raise ValueError("scale.study_nodes: node counts must be positive")
+        return self
+
+    @model_validator(mode="after")
+    def _slice_is_part_of_the_target(self) -> "ScaleSpec":
+        """A slice keeps each replica's batch, so the global batch must shrink with it to a
+        whole number of sequences."""
+        n = self.slice_nodes
+        if n is None:
+            return self
+        if n >= self.nodes:
+            raise ValueError(f"scale.slice_nodes: {n} is not fewer than scale.nodes "
+                             f"({self.nodes}); a slice is part of the target, or leave it out")
+        if self.nodes % n:
+            raise ValueError(f"scale.slice_nodes: {n} does not divide scale.nodes "
+                             f"({self.nodes}); choose a divisor, so that the target is whole "
+                             "slices")
+        if self.global_batch_size % (self.nodes // n):
+            raise ValueError(f"scale.slice_nodes: the global batch {self.global_batch_size} "
+                             f"does not split into {self.nodes // n} slices of {n} node(s); "
+                             "choose slice_nodes so that it does")
+        if self.study:
+            raise ValueError("scale.slice_nodes: a slice campaign confirms at scale.nodes "
+                             "itself; leave out scale.study")
         return self
 
 
@@ -157,6 +185,10 @@ class BudgetSpec(Strict):
     max_concurrent: int = Field(default=1, gt=0, le=MAX_GPUS_PER_NODE * 64)
     wall_clock_s: float | None = Field(default=None, gt=0, description="stop submitting after")
     gpu_hours: float | None = Field(default=None, gt=0, description="world size x trial time")
+    # A slice campaign's full-scale trials, in the order its prediction ranks them, while
+    # their predicted GPU-hours fit; left out, the one layout ranked first.
+    confirm_gpu_hours: float | None = Field(default=None, gt=0,
+                                            description="full-scale trials of a slice campaign")
     patience: int | None = Field(default=None, gt=0, le=MAX_COUNT,
                                  description="trials without improvement")
 

@@ -1,0 +1,38 @@
+"""A layout moved to another node count with each GPU's work kept: tp, pp, cp, ep, the
+micro-batch and recompute stay, the data-parallel replicas scale with the nodes. The scaling
+study re-runs its best layout so, and a slice campaign measures a target layout so on its
+slice (fewer replicas) and confirms it at the target."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from orchestrator.space.config import ParallelConfig
+from orchestrator.space.errors import InvalidConfig
+
+
+def scaled_config(config: ParallelConfig, base_nodes: int, nodes: int, study: str
+                  ) -> ParallelConfig | None:
+    """The layout at another node count: tp, pp and the micro-batch kept, dp scaled; weak
+    scaling keeps each replica's micro-batches (the global batch grows with the nodes), strong
+    scaling the global batch. None when the node count does not divide the layout (dp must
+    stay whole, strong scaling needs at least one micro-batch per replica) or the layout is not
+    valid there (an expert group wider than the replicas)."""
+    if (config.dp * nodes) % base_nodes:
+        return None
+    dp = config.dp * nodes // base_nodes
+    if dp < 1:
+        return None
+    gas = config.grad_accum_steps
+    if study == "strong":
+        total = config.micro_batch_size * config.grad_accum_steps * config.dp
+        if total % (config.micro_batch_size * dp):
+            return None
+        gas = total // (config.micro_batch_size * dp)
+    sharding = config.sharding
+    if sharding is not None and nodes != base_nodes:
+        sharding = None  # AMSP factors belong to one mesh; the scaled run uses the ZeRO stage
+    try:
+        return dataclasses.replace(config, dp=dp, grad_accum_steps=gas, sharding=sharding)
+    except (InvalidConfig, ValueError):
+        return None

@@ -1,0 +1,83 @@
+"""Tune small, choose for large: a campaign whose search trials run on a slice of its target
+(`scale.slice_nodes`) with the same work per GPU, whose prediction at the target comes from
+the slice, and whose best is confirmed at the target within `budget.confirm_gpu_hours`."""
+
+from __future__ import annotations
+
+import pytest
+from builders import one_line_error
+from conftest import EXAMPLES
+
+from orchestrator.record.budget import gpu_hours
+from orchestrator.record.campaign import CampaignView
+from orchestrator.record.journal import TARGET
+from orchestrator.spec import load_spec
+
+SLICE, TARGET_NODES = 16, 128
+
+
+def _spec(runs, *sets):
+    return load_spec(EXAMPLES / "frontier-175b.yaml", [
+        "name=sliced", f"tracking.runs_dir={runs}", "tracking.enabled=false",
+        "backend.noise=0.03", "backend.seed=1", "search.algorithm=cost-guided",
+        "search.seed=1", f"scale.slice_nodes={SLICE}", *sets])
+
+
+def _run(runs, *sets, resume=False):
+    from orchestrator.scheduling.controller import Controller
+    spec = _spec(runs, *sets)
+    return spec, Controller(spec).run(resume=resume)
+
+
+@pytest.fixture(scope="module")
+def budgeted(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("slice") / "runs"
+    spec, summary = _run(runs, "budget.confirm_gpu_hours=700")
+    return runs, spec, summary, CampaignView.open(runs, "sliced").records()
+
+
+def test_search_trials_run_on_the_slice_with_each_replica_s_batch(budgeted):
+    runs, spec, _, records = budgeted
+    gpus = spec.gpus_per_node
+    search = [r for r in records if r.phase != TARGET]
+    assert search and all(r.config.world_size == SLICE * gpus for r in search)
+    slices = TARGET_NODES // SLICE
+    assert all(r.config.global_batch_size() * slices == spec.scale.global_batch_size
+               for r in search)
+
+
+def test_the_target_confirms_within_its_gpu_hours_and_names_the_best(budgeted):
+    _, spec, summary, records = budgeted
+    target = [r for r in records if r.phase == TARGET]
+    assert len(target) >= 2
+    assert all(r.config.world_size == spec.world_size for r in target)
+    assert all(r.config.global_batch_size() == spec.scale.global_batch_size for r in target)
+    assert sum(gpu_hours(r) for r in target) <= 700
+    assert summary.best.phase == TARGET
+    measured = [r for r in target if r.result.ok]
+    assert summary.best.result.tokens_per_s == max(r.result.tokens_per_s for r in measured)
+    assert f"{len(target)} layout(s) measured at the target" in summary.stop_reason
+    assert "budget.confirm_gpu_hours" in summary.stop_reason
+
+
+def test_without_a_confirm_budget_the_first_ranked_is_confirmed_and_resume_adds_none(tmp_path):
+    runs = tmp_path / "runs"
+    _, summary = _run(runs)
+    target = [r for r in CampaignView.open(runs, "sliced").records() if r.phase == TARGET]
+    assert len(target) == 1 and summary.best.trial_id == target[0].trial_id
+    _run(runs, resume=True)
+    again = [r for r in CampaignView.open(runs, "sliced").records() if r.phase == TARGET]
+    assert [r.trial_id for r in again] == [target[0].trial_id]
+
+
+@pytest.mark.parametrize("sets,words", [
+    (("scale.slice_nodes=128",), ("scale.slice_nodes", "fewer than scale.nodes")),
+    (("scale.slice_nodes=48",), ("scale.slice_nodes", "does not divide")),
+    (("scale.slice_nodes=64", "scale.global_batch_size=1"), ("scale.slice_nodes", "global batch")),
+    (("scale.study=weak", "scale.study_nodes=[16]"), ("scale.slice_nodes", "scale.study")),
+])
+def test_a_slice_that_is_not_part_of_the_target_is_one_line(cli, sets, words):
+    args = [a for s in sets for a in ("--set", s)]
+    result = cli("plan", str(EXAMPLES / "frontier-175b.yaml"), "--set",
+                 f"scale.slice_nodes={SLICE}", *args)
+    one_line_error(result, *words)
