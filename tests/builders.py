@@ -1,11 +1,12 @@
-"""What many tests build, built one way: a layout, a spec, and the check that the CLI refused
-bad input in one line. A test states only what it changes from the defaults here, so the
+"""What many tests build, built one way: a layout, a spec, a CLI command's JSON, and the check
+that the CLI refused bad input in one line. A test states only what it changes from the defaults here, so the
 defaults are written once and read in one place."""
 
 from __future__ import annotations
 
+import json
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec, spec_from_dict
@@ -65,3 +66,10 @@ def one_line_error(result: tuple[int, str, str] | subprocess.CompletedProcess, *
     for word in words:
         assert word in err, (word, err)
     return err.rstrip("\n")
+
+
+def cli_json(cli: Callable[..., tuple[int, str, str]], *args: str) -> dict:
+    """What `paratune ARGS --json` prints, through the `cli` fixture, once it exited 0."""
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)

@@ -5,9 +5,8 @@ of the space takes is a note while other depths remain; a spec's problems come t
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from builders import cli_json
 
 from orchestrator.cli.plan_tokens import parse_tokens, time_to_train
 from orchestrator.common.errors import SpecError, UserError
@@ -19,14 +18,8 @@ DEEPSEEK = ("plan", "--model", "deepseek-v3-671b", "--cluster", "h800-80g", "--g
 FRONTIER_175B_MFU = 0.3614  # Dash et al., arXiv 2312.12705: 175B on 1,024 MI250X GCDs
 
 
-def plan_json(cli, *args: str) -> dict:
-    code, out, err = cli(*args, "--json")
-    assert code == 0, err
-    return json.loads(out)
-
-
 def test_the_whole_space_is_searched_and_said(cli):
-    data = plan_json(cli, *GPT3)
+    data = cli_json(cli, *GPT3)
     searched = data["full_space"]["searched"]
     assert searched["tp"] == [1, 2, 4, 8] and searched["pp"] == [1, 2, 4, 8, 16, 32]
     assert searched["zero_stage"] == [0, 1, 2, 3]
@@ -42,11 +35,11 @@ def test_the_whole_space_is_searched_and_said(cli):
     assert code == 0, err
     assert "searched the whole space" in flat and "tp: 1, 2, 4, 8" in flat
     assert "left out:" in flat and "MFU vs 191.5 TFLOPS BF16 dense peak" in flat
-    assert plan_json(cli, *GPT3, "--amsp", "--top-k", "1")["planner"] == "amsp"
+    assert cli_json(cli, *GPT3, "--amsp", "--top-k", "1")["planner"] == "amsp"
 
 
 def test_without_a_trainer_no_trainer_refuses_a_layout(cli):
-    data = plan_json(cli, *DEEPSEEK, "--top-k", "1")
+    data = cli_json(cli, *DEEPSEEK, "--top-k", "1")
     assert data["best"]["config"]["pp"] == 16  # 61 layers: first and last stages smaller
     assert data["best"]["config"]["pipeline_split"] == "first_last"
     assert data["full_space"]["trainer"] is None and data["full_space"]["refused"] == []
@@ -58,7 +51,7 @@ def test_without_a_trainer_no_trainer_refuses_a_layout(cli):
     assert code == 0, err
     flat = " ".join(text.split())
     assert "trainer megatron-lm narrows space.zero_stage: megatron-lm has no ZeRO stage 3" in flat
-    narrowed = plan_json(cli, *DEEPSEEK, "--set", "trial.trainer=megatron-lm")
+    narrowed = cli_json(cli, *DEEPSEEK, "--set", "trial.trainer=megatron-lm")
     assert narrowed["full_space"]["searched"]["zero_stage"] == [0, 1]
 
 
@@ -74,7 +67,7 @@ def test_a_token_budget_gives_days_and_gpu_hours():
 
 
 def test_plan_prints_the_budget_for_each_listed_layout(cli):
-    data = plan_json(cli, *GPT3, "--tokens", "300B", "--top-k", "2")
+    data = cli_json(cli, *GPT3, "--tokens", "300B", "--top-k", "2")
     first = data["time_to_train"][0]
     tokens_per_s = data["top"][0]["tokens_per_s"]
     assert first["days"] == pytest.approx(300e9 / tokens_per_s / 86_400)

@@ -9,6 +9,7 @@ import os
 import socket
 
 import yaml
+from builders import cli_json
 from conftest import write_spec
 
 from orchestrator.common.locks import LOCK_FILE
@@ -21,12 +22,6 @@ def simulated(tmp_path, cli, name: str, trials: int = 2) -> None:
     assert cli("run", str(spec))[0] == 0
 
 
-def status_of(cli, name: str) -> dict:
-    code, out, err = cli("status", name, "--json")
-    assert code == 0, err
-    return json.loads(out)
-
-
 def leave_a_trial_unfinished(runs_dir, name: str) -> None:
     """The journal as a controller killed mid-trial leaves it: a trial submitted, no end."""
     journal = Journal(runs_dir / name / "journal.jsonl")
@@ -37,7 +32,7 @@ def leave_a_trial_unfinished(runs_dir, name: str) -> None:
 
 def test_a_finished_campaign_says_why_its_search_stopped(tmp_path, runs_dir, cli):
     simulated(tmp_path, cli, "done")
-    report = status_of(cli, "done")
+    report = cli_json(cli, "status", "done")
     assert report["state"] == "finished" and report["stop_reason"] == "max_trials 2 reached"
     text = cli("status", "done")[1]
     assert "done: finished (max_trials 2 reached)" in text
@@ -46,7 +41,7 @@ def test_a_finished_campaign_says_why_its_search_stopped(tmp_path, runs_dir, cli
 def test_a_stopped_campaign_names_its_unfinished_trials_and_the_resume(tmp_path, runs_dir, cli):
     simulated(tmp_path, cli, "cut")
     leave_a_trial_unfinished(runs_dir, "cut")
-    report = status_of(cli, "cut")
+    report = cli_json(cli, "status", "cut")
     assert report["state"] == "stopped" and report["counts"].get("unfinished") == 1
     assert "running" not in report["counts"]
     assert "continue with `paratune resume cut`" in cli("status", "cut")[1]
@@ -57,7 +52,7 @@ def test_a_campaign_whose_controller_lives_is_running(tmp_path, runs_dir, cli):
     leave_a_trial_unfinished(runs_dir, "live")
     (runs_dir / "live" / LOCK_FILE).write_text(json.dumps(
         {"pid": os.getpid(), "host": socket.gethostname()}))
-    report = status_of(cli, "live")
+    report = cli_json(cli, "status", "live")
     assert report["state"] == "running" and report["counts"].get("running") == 1
 
 

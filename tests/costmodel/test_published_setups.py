@@ -11,6 +11,7 @@ import dataclasses
 import json
 
 import pytest
+from builders import cli_json
 from conftest import EXAMPLES
 from test_costmodel_papers import amsp_recomputing_every_layer, published
 
@@ -18,12 +19,6 @@ from orchestrator.costmodel.constants_provenance import check, fit
 from orchestrator.space import ShardingFactors
 from orchestrator.spec import load_spec
 from orchestrator.spec.planning import cost_model_for
-
-
-def plan_json(cli, name: str, *extra: str) -> dict:
-    code, out, err = cli("plan", str(EXAMPLES / name), "--json", *extra)
-    assert code == 0, err
-    return json.loads(out)
 
 
 def factors(plan: dict) -> tuple[int, ...]:
@@ -37,7 +32,7 @@ def test_amsp_table_iv_plans_as_fitted(cli, figure_id, model, paper):
     """AMSP Table IV, 1,024 A800s: the planner returns the paper's plan; a fit, as the chunk
     cost and the weight-gather overlap were chosen against these plans."""
     fit(figure_id)
-    plan = plan_json(cli, f"amsp-llama-{model}.yaml")
+    plan = cli_json(cli, "plan", str(EXAMPLES / f"amsp-llama-{model}.yaml"))
     assert factors(plan) == paper and plan["best"]["fits"]
     assert 0 < plan["mfu"] < 1 and plan["tokens_per_s"] > 0
 
@@ -53,7 +48,7 @@ def test_amsp_table_iv_30b_plan_is_a_tie_with_the_papers(cli):
     2% of the model's optimum in predicted step time and in exposed communication.
     """
     check("amsp-table-iv-30b-plan")
-    plan = plan_json(cli, "amsp-llama-30b.yaml")
+    plan = cli_json(cli, "plan", str(EXAMPLES / "amsp-llama-30b.yaml"))
     assert factors(plan) == (8, 1, 8, 1, 8, 2) and plan["best"]["fits"]
     spec = load_spec(EXAMPLES / "amsp-llama-30b.yaml")
     cost = cost_model_for(spec)
@@ -71,7 +66,7 @@ def test_amsp_beats_mics_beats_zero3_at_1024_gpus(cli, figure_id, model, mics_gr
     """AMSP §VI-B at 1,024 GPUs: MFU of the AMSP plan > MiCS (Table IV groups) > ZeRO-3; 30B's
     plan with every layer recomputed (the paper does not say how many)."""
     (check if model == "30b" else fit)(figure_id)
-    plan = plan_json(cli, f"amsp-llama-{model}.yaml")
+    plan = cli_json(cli, "plan", str(EXAMPLES / f"amsp-llama-{model}.yaml"))
     amsp_mfu = amsp_recomputing_every_layer(model)["mfu"] if model == "30b" else plan["mfu"]
     spec = load_spec(EXAMPLES / f"amsp-llama-{model}.yaml")
     cost = cost_model_for(spec)
@@ -106,7 +101,7 @@ def test_frontier_best_configuration_percent_of_peak(cli, figure_id, name, publi
     ±5 points of the published % of the BF16 peak (175B on 1,024 GCDs: 36.14%; 1T on 3,072:
     31.96%)."""
     check(figure_id)
-    plan = plan_json(cli, name)
+    plan = cli_json(cli, "plan", str(EXAMPLES / name))
     assert plan["best"]["fits"]
     assert plan["mfu"] == pytest.approx(published_mfu, abs=0.05)
 
@@ -116,13 +111,14 @@ def test_frontier_175b_weak_scaling_128_to_1024_gcds(cli):
     replicated 8 times more by data parallelism on 1,024 GCDs with the per-replica batch kept, keeps
     >= 95% of its per-GCD throughput."""
     check("frontier-175b-weak-scaling")
-    small = plan_json(cli, "frontier-175b.yaml", "--set", "scale.nodes=16",
-                      "--set", "scale.global_batch_size=192")
+    small = cli_json(cli, "plan", str(EXAMPLES / "frontier-175b.yaml"), "--set", "scale.nodes=16",
+                     "--set", "scale.global_batch_size=192")
     config = small["best"]["config"]
     assert small["world_size"] == 128 and small["best"]["fits"]
     pinned = [f"--set=space.{k}=[{str(config[k]).lower()}]" for k in
               ("tp", "pp", "micro_batch_size", "zero_stage", "activation_checkpointing")]
-    large = plan_json(cli, "frontier-175b.yaml", "--set", "scale.global_batch_size=1536", *pinned)
+    large = cli_json(cli, "plan", str(EXAMPLES / "frontier-175b.yaml"), "--set",
+                     "scale.global_batch_size=1536", *pinned)
     assert large["world_size"] == 1024 and large["best"]["fits"]
     assert large["best"]["config"]["dp"] == 8 * config["dp"]
     assert large["best"]["config"]["grad_accum_steps"] == config["grad_accum_steps"]
@@ -137,8 +133,8 @@ def test_frontier_1t_weak_scaling_768_to_3072_gcds(cli):
     check("frontier-1t-weak-scaling")
     pinned = [f"--set=space.{k}" for k in ("tp=[8]", "pp=[32]", "micro_batch_size=[1]",
                                             "activation_checkpointing=[full]", "zero_stage=[1]")]
-    small, large = plan_json(cli, "frontier-1t.yaml", "--nodes", "96,384", "--weak",
-                             *pinned)["rows"]
+    small, large = cli_json(cli, "plan", str(EXAMPLES / "frontier-1t.yaml"), "--nodes",
+                            "96,384", "--weak", *pinned)["rows"]
     assert "config" in small and "config" in large  # a layout that fits at both scales
     efficiency = large["tokens_per_s_per_gpu"] / small["tokens_per_s_per_gpu"]
     assert 0.95 <= efficiency <= 1.0

@@ -6,9 +6,9 @@ took, whatever its own report says."""
 
 from __future__ import annotations
 
-import json
 import sys
 
+from builders import cli_json
 from conftest import journal_events, write_spec
 from test_service import max_overlap
 
@@ -37,12 +37,6 @@ def command_campaign(tmp_path, name: str, budget_s: float):
         tracking={"enabled": False})
 
 
-def status_of(cli, name: str) -> dict:
-    code, out, err = cli("status", name, "--json")
-    assert code == 0, err
-    return json.loads(out)
-
-
 def test_trials_start_only_while_their_reservations_fit_the_budget(tmp_path, runs_dir, cli):
     """30 GPU-seconds hold two reservations of 12: two trials start, the others wait for them
     to settle (each uses about 1 of its 12) and then run too; what each used is its two GPUs
@@ -55,7 +49,7 @@ def test_trials_start_only_while_their_reservations_fit_the_budget(tmp_path, run
     assert len(finished) == 4 and set(submitted) == set(finished), events
     assert max_overlap([(submitted[t], finished[t]) for t in finished]) == 2
     used_s = sum(WORLD * (finished[t] - submitted[t]) for t in finished)
-    budget = status_of(cli, "reserved")["budget"]
+    budget = cli_json(cli, "status", "reserved")["budget"]
     assert abs(budget["gpu_hours"] * 3600 - used_s) < 1e-6, (budget, used_s)
     assert used_s <= 30
 
@@ -64,7 +58,7 @@ def test_trials_start_only_while_their_reservations_fit_the_budget(tmp_path, run
     last = [e for e in events if e["event"] == "finished"][-1]
     journal.append("submitted", trial_id="t0099", config=last["config"], handle={},
                    phase="search")
-    budget = status_of(cli, "reserved")["budget"]
+    budget = cli_json(cli, "status", "reserved")["budget"]
     assert abs(budget["gpu_hours_reserved"] * 3600 - RESERVED_S) < 0.5, budget
     assert abs(budget["gpu_hours_left"] * 3600 - (30 - used_s - RESERVED_S)) < 0.5, budget
     text = " ".join(cli("status", "reserved")[1].split())
@@ -76,7 +70,7 @@ def test_a_trial_whose_reservation_does_not_fit_is_not_started(tmp_path, runs_di
     assert code == 0, err
     events = journal_events(runs_dir / "too-small")
     assert not [e for e in events if e["event"] == "submitted"], events
-    reason = status_of(cli, "too-small")["stop_reason"]
+    reason = cli_json(cli, "status", "too-small")["stop_reason"]
     assert reason.startswith("budget.gpu_hours: ") and "\n" not in reason, reason
     assert "trial.timeout_s 6 s" in reason and "raise budget.gpu_hours" in reason, reason
     assert f"stopped: {reason}" in " ".join(err.split()), err  # `run` says so too
