@@ -53,9 +53,13 @@ class ServiceProcess:
         return subprocess.run([self.python, "-m", "orchestrator.cli", *args], cwd=ROOT,
                               env=self.env, capture_output=True, text=True, timeout=120)
 
+    def admin_options(self) -> tuple[str, ...]:
+        """The options that point an admin command (`paratune server ...`) at this server's
+        database."""
+        return ("--state-dir", str(self.state_dir), "--database", self.database_url)
+
     def token(self, user: str, admin: bool = False) -> str:
-        done = self.cli("server", "token", "create", "--user", user, "--state-dir",
-                        str(self.state_dir), "--database", self.database_url,
+        done = self.cli("server", "token", "create", "--user", user, *self.admin_options(),
                         *(["--admin"] if admin else []))
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()

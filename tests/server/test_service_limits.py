@@ -51,11 +51,6 @@ def set_code_grant(server, user: str) -> None:
         db.dispose()
 
 
-def on(server) -> tuple[str, ...]:
-    """The options that point an admin command at this server's database."""
-    return ("--state-dir", str(server.state_dir), "--database", server.database_url)
-
-
 def peak_rss_mib(pid: int) -> float:
     """The process's peak resident memory so far (VmHWM), in MiB."""
     for line in open(f"/proc/{pid}/status"):
@@ -139,8 +134,9 @@ def test_queued_campaigns_are_checked_again_when_they_start(server, tmp_path):
     for name, response in queued.items():
         assert response.status_code == 201, (name, response.text)
         assert server.campaign(admin, name)["state"] == "queued"
-    assert server.cli("server", "grant", "--user", "bob", "--revoke", *on(server)).returncode == 0
-    revoked = server.cli("server", "token", "revoke", "--user", "carol", *on(server))
+    assert server.cli("server", "grant", "--user", "bob", "--revoke",
+                      *server.admin_options()).returncode == 0
+    revoked = server.cli("server", "token", "revoke", "--user", "carol", *server.admin_options())
     assert revoked.returncode == 0 and "1 token(s) of 'carol' revoked" in revoked.stderr
     assert server.api("POST", "/api/quotas", admin, json={
         "scope": "user", "name": "gus", "gpu_hours": 5}).status_code == 200

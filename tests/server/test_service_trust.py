@@ -13,11 +13,6 @@ from test_service import QUICKSTART, SIMULATED, one_real_trial, simulated
 SUBMITS = 50
 
 
-def on(server) -> tuple[str, ...]:
-    """The options that point an admin command at this server's database."""
-    return ("--state-dir", str(server.state_dir), "--database", server.database_url)
-
-
 @on_database(POSTGRES_ELSE_SQLITE)
 def test_running_or_reading_ones_own_code_takes_a_grant(service, tmp_path):
     server = service().start()
@@ -48,7 +43,8 @@ def test_running_or_reading_ones_own_code_takes_a_grant(service, tmp_path):
     missing = server.submit(bob, SIMULATED, *simulated("m"), "model=/no/such.yaml").json()
     present = server.submit(bob, SIMULATED, *simulated("m"), "model=/etc/hostname.yaml").json()
     assert missing["detail"].split(":")[1:] == present["detail"].split(":")[1:]
-    assert server.cli("server", "grant", "--user", "bob", *on(server)).returncode == 0
+    assert server.cli("server", "grant", "--user", "bob",
+                      *server.admin_options()).returncode == 0
     granted = server.submit(bob, SIMULATED, *simulated("own", trials=1),
                             "tracking.uri=sqlite:///" + str(tmp_path / "bobs-mlflow.db"))
     assert granted.status_code == 201, granted.text
@@ -61,7 +57,7 @@ def test_campaigns_are_seen_by_owner_project_members_and_admins(service):
     admin = server.token("root", admin=True)
     for user in ("alice", "carol"):
         assert server.cli("server", "member", "--project", "llm", "--user", user,
-                          *on(server)).returncode == 0
+                          *server.admin_options()).returncode == 0
     submitted = server.submit(alice, SIMULATED, *simulated("secret", trials=2, tracking=False),
                               "trial.env.NCCL_SOCKET_IFNAME=ib-secret-0", project="llm")
     assert submitted.status_code == 201, submitted.text
@@ -87,7 +83,7 @@ def test_concurrent_submissions_are_admitted_exactly_to_the_quota(service):
     server = service().start()
     token = server.token("dana")
     assert server.cli("server", "quota", "set", "--user", "dana", "--gpu-hours", "1",
-                      *on(server)).returncode == 0
+                      *server.admin_options()).returncode == 0
 
     def submit(i: int) -> int:  # real trials: a simulated rehearsal counts against no quota
         return server.submit(token, QUICKSTART, *one_real_trial(f"q{i}"),
