@@ -1,5 +1,6 @@
-"""Shared by the trainer tests: a rehearsed campaign's winner, and the configs torchtitan's own
-registries build (to check ParaTune's tables of them against the installed release)."""
+"""Shared by the trainer tests: a rehearsed campaign's winner, a trainer's refusal of a layout,
+and the configs torchtitan's own registries build (to check ParaTune's tables of them against
+the installed release)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 
 from orchestrator.record.campaign import CampaignView
 from orchestrator.scheduling.controller import Controller
+from orchestrator.spec.trainer_layouts import runnable
 
 TORCHTITAN_MODULES = ("llama3", "qwen3", "deepseek_v3", "gpt_oss")
 
@@ -20,6 +22,16 @@ def run_and_best(spec):
     best = view.best(view.records())
     assert best is not None
     return view, best
+
+
+
+def one_line_refusal(spec, config, kept) -> str:
+    """Why the spec's trainer drops `config`, in one line; `kept`, a layout beside it that the
+    trainer runs, shows the refusal is of `config` alone."""
+    refused: list[str] = []
+    assert runnable(spec, [config, kept], refused) == [kept], refused
+    assert len(refused) == 1 and "\n" not in refused[0], refused
+    return refused[0]
 
 
 def torchtitan_registry_configs(modules=TORCHTITAN_MODULES) -> Iterator[tuple[str, str, object]]:

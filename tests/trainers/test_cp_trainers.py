@@ -18,7 +18,12 @@ from builders import layout, make_spec
 from conftest import EXAMPLES
 from test_moe_trainers import generated, mcore  # noqa: F401  (megatron-core's fixtures)
 from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
-from trainer_checks import parsed_in_child, run_and_best, torchtitan_registry_configs
+from trainer_checks import (
+    one_line_refusal,
+    parsed_in_child,
+    run_and_best,
+    torchtitan_registry_configs,
+)
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export import export
@@ -47,14 +52,7 @@ COMMS = ("p2p", "a2a", "allgather")
 # Llama 3.1 8B at 32K tokens on the default two nodes, cp 2 unless a test says.
 cp_spec = partial(make_spec, {"name": "cp", "model": LLAMA_LONG})
 cp_layout = partial(layout, cp=2)
-
-
-def one_line_refusal(spec, config) -> str:
-    """Why the spec's trainer drops `config` (beside a cp 1 layout it keeps), in one line."""
-    refused: list[str] = []
-    kept = runnable(spec, [config, cp_layout(cp=1)], refused)
-    assert kept == [cp_layout(cp=1)] and len(refused) == 1 and "\n" not in refused[0]
-    return refused[0]
+KEPT = cp_layout(cp=1)  # beside a layout each refuses: one without context parallelism
 
 
 # --- Megatron-LM -----------------------------------------------------------------------------
@@ -179,12 +177,12 @@ def test_megatron_cores_local_attention_refuses_cp(mcore):  # noqa: F811
 
 def test_megatron_lm_refuses_cp_it_cannot_run():
     cpu = cp_spec(trainer="megatron-lm", cluster={"preset": "h100-80g", "device": "cpu"})
-    assert "space.cp [1]" in one_line_refusal(cpu, cp_layout())
+    assert "space.cp [1]" in one_line_refusal(cpu, cp_layout(), KEPT)
     unfused = cp_spec(trainer="megatron-lm", trial={"flash_attention": False})
-    assert "set trial.flash_attention to true" in one_line_refusal(unfused, cp_layout())
+    assert "set trial.flash_attention to true" in one_line_refusal(unfused, cp_layout(), KEPT)
     # tp 4 leaves 2 key/value heads per rank: a2a over cp 4 cannot split them.
     reason = one_line_refusal(cp_spec(trainer="megatron-lm"),
-                              cp_layout(tp=4, cp=4, cp_comm_type="a2a"))
+                              cp_layout(tp=4, cp=4, cp_comm_type="a2a"), KEPT)
     assert reason.startswith("megatron-lm: cp(4) with cp_comm_type a2a splits the 2 key/value")
     assert "use p2p or allgather" in reason
     with pytest.raises(SpecError, match=r"space.configs\[0\]: megatron-lm: cp\(2\) with trial"):
@@ -215,7 +213,7 @@ def test_megatron_deepspeed_renders_ulysses_and_refuses_what_it_cannot():
     with pytest.raises(SpecError, match=r"space.cp_comm_type: megatron-deepspeed cannot run "
                                         r"p2p \(its context parallelism is DeepSpeed-Ulysses"):
         cp_spec(trainer="megatron-deepspeed", space={"cp": [1, 2], "cp_comm_type": ["p2p", "a2a"]})
-    reason = one_line_refusal(spec, cp_layout(tp=8, cp=2, cp_comm_type="a2a"))
+    reason = one_line_refusal(spec, cp_layout(tp=8, cp=2, cp_comm_type="a2a"), KEPT)
     assert "exceeds the 1 key/value heads of a tp rank" in reason
 
 
@@ -246,11 +244,12 @@ def test_torchtitan_runs_allgather_only_and_says_so():
     with pytest.raises(SpecError, match=r"space.cp_comm_type: torchtitan cannot run p2p .*; "
                                         r"use \[allgather\]"):
         cp_spec(trainer="torchtitan", space={"cp": [2], "cp_comm_type": ["p2p"]})
-    reason = one_line_refusal(cp_spec(trainer="torchtitan"), cp_layout(cp=2, cp_comm_type="a2a"))
+    reason = one_line_refusal(cp_spec(trainer="torchtitan"), cp_layout(cp=2, cp_comm_type="a2a"),
+                              KEPT)
     assert reason.startswith("torchtitan: cp_comm_type a2a: torchtitan 0.3 all-gathers")
     odd = cp_spec(trainer="torchtitan", model={**LLAMA_LONG, "seq_len": 32764})
     reason = one_line_refusal(odd, cp_layout(cp=2, cp_comm_type="allgather",
-                                          sequence_parallel=True))
+                                          sequence_parallel=True), KEPT)
     assert reason.startswith("torchtitan: seq_len(32764) must divide by 8")
 
 

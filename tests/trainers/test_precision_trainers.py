@@ -20,14 +20,13 @@ import pytest
 from builders import layout, make_spec
 from test_moe_trainers import generated, mcore  # noqa: F401  (megatron-core's fixtures)
 from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
-from trainer_checks import parsed_in_child
+from trainer_checks import one_line_refusal, parsed_in_child
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export.configs import export_megatron_lm
 from orchestrator.export.scripts import export_torchtitan
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec
-from orchestrator.spec.trainer_layouts import runnable
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.megatron import megatron_args
 from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS, problems
@@ -41,13 +40,6 @@ FP8 = tuple(FP8_FLAGS)  # Megatron-LM's recipes, as ParaTune names them
 
 # The default spec, named so that exports say where they come from.
 precision_spec = partial(make_spec, {"name": "precision"})
-
-
-def one_line_refusal(spec, config) -> str:
-    refused: list[str] = []
-    kept = runnable(spec, [config, layout(zero_stage=config.zero_stage)], refused)
-    assert len(kept) == 1 and len(refused) == 1 and "\n" not in refused[0]
-    return refused[0]
 
 
 # --- Megatron-LM -----------------------------------------------------------------------------
@@ -170,13 +162,14 @@ def test_overlap_false_takes_the_base_switches_out_and_says_so(tmp_path):
 
 def test_megatron_lm_refuses_in_one_line():
     spec = precision_spec(trainer="megatron-lm")
-    assert one_line_refusal(spec, layout(precision="fp8-rowwise")).startswith(
+    assert one_line_refusal(spec, layout(precision="fp8-rowwise"), layout()).startswith(
         "megatron-lm: precision fp8-rowwise: megatron-core's --fp8-recipe; set space.precision")
     assert "--optimizer-cpu-offload offloads the distributed optimizer's states; use " \
-           "zero_stage 1" in one_line_refusal(spec, layout(zero_stage=0, offload="optimizer"))
+           "zero_stage 1" in one_line_refusal(
+               spec, layout(zero_stage=0, offload="optimizer"), layout(zero_stage=0))
     assert "offload optimizer+params: it offloads optimizer only" in one_line_refusal(
-        spec, layout(zero_stage=3, offload="optimizer+params", pp=1))
-    reason = one_line_refusal(spec, layout(overlap_comm=False, bucket_size=10**6))
+        spec, layout(zero_stage=3, offload="optimizer+params", pp=1), layout(zero_stage=3))
+    reason = one_line_refusal(spec, layout(overlap_comm=False, bucket_size=10**6), layout())
     assert reason.startswith("megatron-lm: bucket_size with overlap_comm false")
     cpu = precision_spec(trainer="megatron-lm", cluster={"preset": "h100-80g", "device": "cpu"})
     with pytest.raises(SpecError, match="GPU kernels, not on a CPU cluster; set space.precision"):
@@ -287,16 +280,16 @@ def test_torchtitan_offload_and_bf16_layouts(parse, tmp_path):  # noqa: F811
 
 def test_torchtitan_refuses_in_one_line():
     spec = titan_spec()
-    reason = one_line_refusal(spec, titan_layout(precision="fp8-tensorwise"))
+    reason = one_line_refusal(spec, titan_layout(precision="fp8-tensorwise"), titan_layout())
     assert reason == ("torchtitan: precision fp8-tensorwise: torchtitan's Float8 converter "
                       "(recipe rowwise) and MX converter; set space.precision to one of "
                       "fp8-rowwise, mxfp8")
     assert "offload optimizer: it offloads optimizer+params only" in one_line_refusal(
-        spec, titan_layout(offload="optimizer"))
+        spec, titan_layout(offload="optimizer"), titan_layout())
     assert "set space.overlap_comm to [null]" in one_line_refusal(
-        spec, titan_layout(overlap_comm=True))
+        spec, titan_layout(overlap_comm=True), titan_layout())
     assert "set space.bucket_size to [null]" in one_line_refusal(
-        spec, titan_layout(bucket_size=10**6))
+        spec, titan_layout(bucket_size=10**6), titan_layout())
 
 
 def test_a_torchtitan_fp8_launch_file_puts_paratunes_registry_on_the_path():
