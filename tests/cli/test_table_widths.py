@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from rich.console import Console
+from test_tables import render
 
 from orchestrator.cli import common, plan_sweep
 from orchestrator.cli.campaign_table import gpu_hours, number, print_table
@@ -60,12 +61,6 @@ def spec(tmp_path_factory):
 @pytest.fixture(scope="module")
 def ranking(spec):
     return common.rank_spec(spec, 8)
-
-
-def render(width: int, draw) -> str:
-    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
-    draw(console)
-    return console.export_text()
 
 
 def left_out(text: str) -> list[str]:

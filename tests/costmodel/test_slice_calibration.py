@@ -5,20 +5,15 @@ own cost, since the slice never ran them at the target's width."""
 from __future__ import annotations
 
 import pytest
+from builders import layout
 
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.calibration import calibrate_from_slice
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
 
 MODEL, CLUSTER = MODEL_PRESETS["llama-7b"], CLUSTER_PRESETS["a800-80g"]
 SLICE, TARGET = 8, 128  # one node, sixteen
-
-
-def layout(gpus: int, tp: int, micro: int) -> ParallelConfig:
-    return ParallelConfig(tp=tp, dp=gpus // tp, zero_stage=1, micro_batch_size=micro,
-                          grad_accum_steps=8 // micro)
 
 
 def truth(gpus: int) -> CostModel:
@@ -35,7 +30,7 @@ def truth(gpus: int) -> CostModel:
 def slice_trials() -> list:
     out = []
     for i, (tp, micro) in enumerate([(1, 1), (2, 2), (4, 1)]):
-        config = layout(SLICE, tp, micro)
+        config = layout(ranks=SLICE, tp=tp, micro_batch_size=micro, grad_accum_steps=8 // micro)
         est = truth(SLICE).estimate(config)
         out.append((f"t{i}", config, TrialResult(status="ok", step_time_s=est.step_time_s,
                                                  tokens_per_s=est.tokens_per_step / est.step_time_s)))
@@ -47,7 +42,7 @@ def test_the_target_is_predicted_from_the_slice():
     assert fit.global_scale == pytest.approx(1.3, rel=1e-6)
     target = CostModel(MODEL, CLUSTER, TARGET).with_coefficients(fit.model.coefficients)
     for tp, micro in [(1, 1), (2, 2), (8, 4)]:
-        config = layout(TARGET, tp, micro)
+        config = layout(ranks=TARGET, tp=tp, micro_batch_size=micro, grad_accum_steps=8 // micro)
         assert target.estimate(config).step_time_s == pytest.approx(
             truth(TARGET).estimate(config).step_time_s, rel=1e-6)
 
@@ -56,7 +51,7 @@ def test_the_target_collectives_are_not_scaled_by_the_slice():
     """Scaling the whole prediction by the slice's factor would charge the target's wider
     data-parallel collectives 1.3 times what the network costs."""
     fit = calibrate_from_slice(CostModel(MODEL, CLUSTER, SLICE), slice_trials())
-    config = layout(TARGET, 1, 1)
+    config = layout(ranks=TARGET, tp=1, grad_accum_steps=8)
     target = CostModel(MODEL, CLUSTER, TARGET)
     stock = target.estimate(config).time
     calibrated = target.with_coefficients(fit.model.coefficients).estimate(config).time
@@ -66,5 +61,5 @@ def test_the_target_collectives_are_not_scaled_by_the_slice():
 
 
 def test_no_successful_trial_gives_no_calibration():
-    failed = [("t0", layout(SLICE, 1, 1), TrialResult(status="oom"))]
+    failed = [("t0", layout(ranks=SLICE, tp=1, grad_accum_steps=8), TrialResult(status="oom"))]
     assert calibrate_from_slice(CostModel(MODEL, CLUSTER, SLICE), failed) is None

@@ -211,7 +211,8 @@ def search(candidates, cost, sim, truth, *, seed: int, limit: int = 40):
     return reached, trials - repeats, searcher
 
 
-def _truth(candidates, cost, sim):
+def true_throughput(candidates, cost, sim):
+    """Each fitting layout's throughput on the simulated landscape `sim`, noise aside."""
     return {c: cost.estimate(c).tokens_per_s * sim.truth_factor(c.to_params())
             for c in candidates if cost.estimate(c).fits}
 
@@ -229,7 +230,7 @@ WITHIN = {10: 14}  # trials to within 3% where it is more than 10
 def test_cost_guided_recovers_from_interactions_the_model_misses(frontier, seed):
     configs, cost = frontier
     sim = SimulatedBackend(cost, seed=seed, interactions=1.0)
-    truth = _truth(configs, cost, sim)
+    truth = true_throughput(configs, cost, sim)
     top = max(configs, key=lambda c: cost.estimate(c).tokens_per_s)
     assert (truth[top] < 0.9 * max(truth.values())) == (seed in FAR_OFF)
     reached, trials, _ = search(configs, cost, sim, truth, seed=seed)
@@ -246,7 +247,7 @@ def test_the_models_favourites_are_measured_after_the_diverse_picks(frontier):
 
     configs, cost = frontier
     sim = SimulatedBackend(cost, seed=16, interactions=1.0)
-    truth = _truth(configs, cost, sim)
+    truth = true_throughput(configs, cost, sim)
     ranked = sorted(configs, key=lambda c: -cost.estimate(c).tokens_per_s)
     assert truth[ranked[0]] < 0.8 * truth[ranked[1]] and truth[ranked[1]] == max(truth.values())
     reached, _, searcher = search(configs, cost, sim, truth, seed=16, limit=60)
@@ -264,12 +265,12 @@ def test_stops_soon_where_the_model_is_right_and_later_where_interactions_hide(f
     right, wrong = [], []
     for seed in range(6):
         plain = SimulatedBackend(cost, seed=seed)
-        _, searched, searcher = search(configs, cost, plain, _truth(configs, cost, plain),
+        _, searched, searcher = search(configs, cost, plain, true_throughput(configs, cost, plain),
                                        seed=seed)
         right.append(searched)
         assert len(searcher.history) <= 20  # repeats priced and capped: no trial budget spent
         quirky = SimulatedBackend(cost, seed=seed, interactions=1.0)
-        reached, trials, _ = search(configs, cost, quirky, _truth(configs, cost, quirky),
+        reached, trials, _ = search(configs, cost, quirky, true_throughput(configs, cost, quirky),
                                     seed=seed)
         assert reached is not None and reached < trials
         wrong.append(trials)

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 import yaml
 from conftest import EXAMPLES, journal_events
+from test_interactions import true_throughput
 
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.spec import load_spec
@@ -38,10 +39,6 @@ def campaign(configs, cost, sim, *, seed: int, budget: int = 40):
         counts[proposed[0]] += 1
         searcher.tell(proposed[0], sim.run(proposed[0], f"t{sum(counts.values())}"))
     return searcher, counts
-
-
-def _truth(configs, cost, sim):
-    return {c: cost.estimate(c).tokens_per_s * sim.truth_factor(c.to_params()) for c in configs}
 
 
 # ------------------------------------------------------------------ the noise estimate
@@ -96,7 +93,7 @@ def test_a_noiseless_landscape_measures_no_layout_more_than_twice(frontier, inte
         assert max(counts.values()) <= 2, (seed, counts.most_common(3))
         assert sum(n - 1 for n in counts.values()) <= 2  # the repeats that showed no noise
         assert searcher.noise().agreeing
-        truth = _truth(configs, cost, sim)
+        truth = true_throughput(configs, cost, sim)
         assert truth[searcher.winner()] == max(truth[c] for c in counts)
         if sum(counts.values()) < 40:  # it stopped itself, and says why
             assert searcher.stop_reason.startswith("search done"), searcher.stop_reason
@@ -128,7 +125,7 @@ def test_with_noise_close_contenders_are_measured_again_and_the_winner_holds(fro
         searcher, counts = campaign(configs, cost, sim, seed=seed)
         assert len(counts) < sum(counts.values()), (seed, counts.most_common(3))
         assert max(counts.values()) <= MAX_REPEATS
-        truth = _truth(configs, cost, sim)
+        truth = true_throughput(configs, cost, sim)
         good += truth[searcher.winner()] >= 0.97 * max(truth.values())
     assert good >= 9
 
