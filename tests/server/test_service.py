@@ -37,7 +37,8 @@ def simulated(name: str, trials: int = 8, concurrent: int = 2, latency: float = 
             "backend.noise=0.0"]
 
 
-def finished_events(runs: Path, name: str) -> collections.Counter:
+def finishes_per_trial(runs: Path, name: str) -> collections.Counter:
+    """How many times each trial of campaign `name` finished: more than once is a rerun."""
     return collections.Counter(e["trial_id"] for e in journal_events(runs / name)
                                if e["event"] == "finished")
 
@@ -74,7 +75,7 @@ def test_server_killed_midway_resumes_every_campaign(service):
     for name, campaign in done.items():
         assert campaign["state"] == "finished", (name, campaign, server.logs())
         records = Journal(server.runs_dir / name / "journal.jsonl").trials()
-        finished = finished_events(server.runs_dir, name)
+        finished = finishes_per_trial(server.runs_dir, name)
         ran = [r.trial_id for r in records.values() if r.result.status != "infeasible"]
         assert set(finished) == set(records) and max(finished.values()) == 1, finished
         assert mlflow_trial_ids(server.runs_dir, name) == collections.Counter(ran), name
@@ -96,7 +97,7 @@ def test_a_killed_controller_is_restarted(service):
     campaign = server.wait_final(token, ["restarted"])["restarted"]
     assert campaign["state"] == "finished", server.logs()
     assert campaign["restarts"] == 1
-    assert max(finished_events(server.runs_dir, "restarted").values()) == 1
+    assert max(finishes_per_trial(server.runs_dir, "restarted").values()) == 1
 
 
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
