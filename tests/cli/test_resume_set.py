@@ -8,15 +8,7 @@ import json
 
 from conftest import EXAMPLES, journal_events
 
-from orchestrator.cli import main
-
 CHEAP = ["--set", "backend.kind=simulated", "--set", "tracking.enabled=false"]
-
-
-def paratune(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def ran(campaign_dir) -> int:
@@ -25,41 +17,41 @@ def ran(campaign_dir) -> int:
                for e in journal_events(campaign_dir))
 
 
-def test_a_finished_campaign_resumed_with_a_larger_budget_runs_more_trials(runs_dir, capsys):
-    code, _, err = paratune(capsys, "run", str(EXAMPLES / "quickstart.yaml"), *CHEAP,
+def test_a_finished_campaign_resumed_with_a_larger_budget_runs_more_trials(runs_dir, cli):
+    code, _, err = cli("run", str(EXAMPLES / "quickstart.yaml"), *CHEAP,
                             "--set", "budget.max_trials=2")
     assert code == 0, err
     campaign = runs_dir / "quickstart"
     assert ran(campaign) == 2
     hint = "extend it with `paratune resume quickstart --set budget.max_trials=...`"
     assert hint in err  # the run's last line, and status, say how to extend it
-    assert hint in paratune(capsys, "status", "quickstart")[1]
-    code, _, err = paratune(capsys, "resume", "quickstart", "--set", "budget.max_trials=4")
+    assert hint in cli("status", "quickstart")[1]
+    code, _, err = cli("resume", "quickstart", "--set", "budget.max_trials=4")
     assert code == 0, err
     assert ran(campaign) == 4
     assert "budget.max_trials 2 -> 4" in err
     changes = [e for e in journal_events(campaign) if e["event"] == "budget_changed"]
     assert [(e["key"], e["old"], e["new"]) for e in changes] == [("budget.max_trials", 2, 4)]
     # A later resume keeps the new budget: nothing more runs, and status counts against it.
-    code, _, err = paratune(capsys, "resume", "quickstart")
+    code, _, err = cli("resume", "quickstart")
     assert code == 0, err
     assert ran(campaign) == 4
-    code, out, _ = paratune(capsys, "status", "quickstart", "--json")
+    code, out, _ = cli("status", "quickstart", "--json")
     assert json.loads(out)["max_trials"] == 4
 
 
-def test_a_key_outside_the_budget_is_refused_in_one_line(runs_dir, capsys):
-    code, _, err = paratune(capsys, "run", str(EXAMPLES / "quickstart.yaml"), *CHEAP,
+def test_a_key_outside_the_budget_is_refused_in_one_line(runs_dir, cli):
+    code, _, err = cli("run", str(EXAMPLES / "quickstart.yaml"), *CHEAP,
                             "--set", "budget.max_trials=1")
     assert code == 0, err
     campaign = runs_dir / "quickstart"
     spec, journal = (campaign / "spec.yaml").read_text(), (campaign / "journal.jsonl").read_text()
     for item in ("search.seed=3", "budget=9"):
-        code, _, err = paratune(capsys, "resume", "quickstart", "--set", "budget.max_trials=5",
+        code, _, err = cli("resume", "quickstart", "--set", "budget.max_trials=5",
                                 "--set", item)
         assert code == 2 and err.count("\n") == 1, err
         assert f"--set {item.partition('=')[0]}:" in err and "only budget keys" in err
-    code, _, err = paratune(capsys, "resume", "quickstart", "--set", "budget.max_trials=many")
+    code, _, err = cli("resume", "quickstart", "--set", "budget.max_trials=many")
     assert code == 2 and err.count("\n") == 1 and "budget.max_trials" in err
     assert (campaign / "spec.yaml").read_text() == spec
     assert (campaign / "journal.jsonl").read_text() == journal

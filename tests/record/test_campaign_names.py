@@ -33,46 +33,40 @@ def runs(tmp_path_factory) -> Path:
     return runs
 
 
-def paratune(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_the_start_of_a_name_means_the_latest_campaign_it_begins(runs, capsys):
-    code, out, err = paratune(capsys, "status", "quickstart", "--runs-dir", str(runs), "--json")
+def test_the_start_of_a_name_means_the_latest_campaign_it_begins(runs, cli):
+    code, out, err = cli("status", "quickstart", "--runs-dir", str(runs), "--json")
     assert code == 0, err
     assert json.loads(out)["campaign"] == LATEST
     assert err.count("\n") == 1 and LATEST in err and "'quickstart'" in err
 
 
-def test_best_and_report_without_a_name_take_the_latest_campaign(runs, capsys, tmp_path):
-    code, out, err = paratune(capsys, "best", "--runs-dir", str(runs), "--json")
+def test_best_and_report_without_a_name_take_the_latest_campaign(runs, cli, tmp_path):
+    code, out, err = cli("best", "--runs-dir", str(runs), "--json")
     assert code == 0, err
     assert json.loads(out)["campaign"] == "other" and "other" in err
     report = tmp_path / "r.html"
-    code, out, err = paratune(capsys, "report", "quickstart", "-o", str(report),
+    code, out, err = cli("report", "quickstart", "-o", str(report),
                               "--runs-dir", str(runs))
     assert code == 0, err
     assert LATEST in report.read_text() and LATEST in err
 
 
-def test_a_whole_name_is_taken_as_it_is(runs, capsys):
-    code, out, err = paratune(capsys, "status", FIRST, "--runs-dir", str(runs), "--json")
+def test_a_whole_name_is_taken_as_it_is(runs, cli):
+    code, out, err = cli("status", FIRST, "--runs-dir", str(runs), "--json")
     assert code == 0 and json.loads(out)["campaign"] == FIRST and err == ""
 
 
-def test_an_unknown_name_gets_one_line_with_did_you_mean(runs, capsys):
-    code, _, err = paratune(capsys, "status", "quikstart-20261206-155320", "--runs-dir", str(runs))
+def test_an_unknown_name_gets_one_line_with_did_you_mean(runs, cli):
+    code, _, err = cli("status", "quikstart-20261206-155320", "--runs-dir", str(runs))
     assert code == 2 and err.count("\n") == 1
     assert f"did you mean: {LATEST}" in err
-    code, _, err = paratune(capsys, "best", "zzz", "--runs-dir", str(runs))
+    code, _, err = cli("best", "zzz", "--runs-dir", str(runs))
     assert code == 2 and err.count("\n") == 1 and "no campaign 'zzz'" in err
     assert "did you mean" not in err
 
 
-def test_resume_takes_only_a_whole_name_and_offers_the_ones_it_begins(runs, capsys):
-    code, _, err = paratune(capsys, "resume", "quickstart", "--runs-dir", str(runs))
+def test_resume_takes_only_a_whole_name_and_offers_the_ones_it_begins(runs, cli):
+    code, _, err = cli("resume", "quickstart", "--runs-dir", str(runs))
     assert code == 2 and err.count("\n") == 1
     assert FIRST in err and LATEST in err and "did you mean" in err
 
