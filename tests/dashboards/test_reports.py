@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, write_spec
 from ports import free_port
-from screenshots import keep_screenshot
+from screenshots import CHROMIUM, keep_screenshot
 
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",
            "megatron", "torchtitan")
@@ -23,7 +23,6 @@ TOOLS = {"yaml": "PyTorch 2.", "torchrun": "PyTorch 2.", "sbatch": "PyTorch 2.",
          "deepspeed": "DeepSpeed 0.19.8", "megatron-lm": "NVIDIA/Megatron-LM",
          "megatron-deepspeed": "Megatron-DeepSpeed", "megatron": "Megatron-DeepSpeed",
          "torchtitan": "torchtitan 0.3.0"}
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,9 +28,8 @@ import pytest
 from builders import one_line_error
 from conftest import EXAMPLES, ROOT, journal_events
 from ports import free_port, start_on_a_free_port
-from screenshots import keep_screenshot
+from screenshots import CHROMIUM, chromium, keep_screenshot
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SPEC = EXAMPLES / "frontier-175b.yaml"
 QUICK = ["--set", "backend.latency_s=0.3", "--set", "budget.max_trials=6",
          "--set", "tracking.enabled=false"]
@@ -271,14 +269,6 @@ def test_the_page_carries_no_data(server, demo):
     assert "demo" not in page.text and "alice" not in page.text
     # Nothing from elsewhere: its one script source is the service's own shared one.
     assert "<script" in page.text and re.findall(r'src="([^"]*)"', page.text) == ["/pages.js"]
-
-
-def chromium(url: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={profile}", "--window-size=1280,720",
-             "--virtual-time-budget=5000"]
-    return subprocess.run(flags + list(args) + [url], capture_output=True, text=True, timeout=180)
 
 
 def shown_states(dom: str) -> dict[str, str]:

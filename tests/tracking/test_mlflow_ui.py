@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,9 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT
 from ports import free_port
-from screenshots import keep_screenshot
+from screenshots import CHROMIUM, chromium, keep_screenshot
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # The quickstart on the simulated backend, each trial taking about a second, on a device so
 # small that 13 of the 16 layouts are pruned as infeasible and 3 run.
 QUICKSTART = ["--set", "backend.kind=simulated", "--set", "backend.latency_s=1.0",
@@ -165,14 +163,6 @@ def test_trial_runs_have_short_names_rounded_metrics_and_their_knobs_as_view_col
     assert view["columnOrder"][1:] == columns
 
 
-def chromium(url: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={profile}", "--window-size=1400,900",
-             "--virtual-time-budget=20000"]
-    return subprocess.run(flags + list(args) + [url], capture_output=True, text=True, timeout=180)
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (apt-get install chromium)")
 def test_ui_link_opens_the_trial_table_in_a_headless_browser(store, tmp_path):
@@ -202,8 +192,10 @@ def test_ui_link_opens_the_trial_table_in_a_headless_browser(store, tmp_path):
         server_log = store / "quickstart" / "mlflow-ui.log"
         assert str(server_log) in errors.read_text() and server_log.stat().st_size > 0
         shot = tmp_path / "mlflow-trials.png"
-        chromium(link, tmp_path / "profile-shot", f"--screenshot={shot}")
-        dom = chromium(link, tmp_path / "profile-dom", "--dump-dom").stdout
+        chromium(link, tmp_path / "profile-shot", f"--screenshot={shot}", window="1400,900",
+                 budget_ms=20000)
+        dom = chromium(link, tmp_path / "profile-dom", "--dump-dom", window="1400,900",
+                       budget_ms=20000).stdout
     finally:
         os.killpg(ui.pid, signal.SIGTERM)  # `paratune ui` became the server: same PID, own group
         try:
