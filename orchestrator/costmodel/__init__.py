@@ -10,11 +10,11 @@ from orchestrator.costmodel.estimate import (
     CostModel,
     Estimate,
     estimate,
-    precision_for,
+    dtype_for,
 )
 from orchestrator.costmodel.memory import GB, model_state_bytes, model_state_bytes_sharded
 
 __all__ = [
     "GB", "Calibration", "Coefficients", "calibrate", "CostModel", "Estimate", "estimate",
-    "model_state_bytes", "model_state_bytes_sharded", "precision_for",
+    "model_state_bytes", "model_state_bytes_sharded", "dtype_for",
 ]

@@ -27,8 +27,10 @@ from orchestrator.presets import Cluster, ModelShape
 from orchestrator.space import ParallelConfig
 
 
-def precision_for(cluster: Cluster) -> str:
-    """The built-in job trains in fp32 on CPU (gloo) and in bf16 mixed precision on GPUs."""
+def dtype_for(cluster: Cluster) -> str:
+    """The number format the cost model prices model states and activations in: the built-in
+    job trains in fp32 on CPU (gloo) and in bf16 mixed precision on GPUs. Not the layout's
+    `precision` knob, which picks the GEMMs' recipe (bf16 or an FP8 one) on top of it."""
     return "fp32" if cluster.device == "cpu" else "bf16-mixed"
 
 
@@ -146,8 +148,8 @@ class CostModel:
     runtime: ZeroEngine = DEEPSPEED
 
     @property
-    def precision(self) -> str:
-        return precision_for(self.cluster)
+    def dtype(self) -> str:
+        return dtype_for(self.cluster)
 
     def fits(self, config: ParallelConfig, memory_scale: float = 1.0) -> bool:
         """`Estimate.fits` without the step time, for callers that only ask about memory."""
@@ -163,11 +165,11 @@ class CostModel:
     def memory(self, config: ParallelConfig) -> MemoryBreakdown:
         bucket = self.coefficients.bucket_bytes
         if config.bucket_size is not None:  # elements of the gradients' dtype
-            bucket = config.bucket_size * (4 if self.precision == "fp32" else 2)
+            bucket = config.bucket_size * (4 if self.dtype == "fp32" else 2)
         return memory_per_device(
             self.model, config, gpus_per_node=self.gpus_per_node,
             capacity_gb=self.cluster.memory_gb,
-            runtime_overhead_gb=self.cluster.runtime_overhead_gb, precision=self.precision,
+            runtime_overhead_gb=self.cluster.runtime_overhead_gb, dtype=self.dtype,
             flash_attention=self.flash_attention, bucket_bytes=bucket,
             runtime=self.runtime, imbalance=self.coefficients.expert_load_imbalance,
             host=(self.cluster.device != "cpu",
@@ -178,7 +180,7 @@ class CostModel:
         tokens = config.global_batch_size() * self.model.seq_len
         time = step_time(
             self.model, config, self.cluster, gpus_per_node=self.gpus_per_node,
-            precision=self.precision, coefficients=self.coefficients, runtime=self.runtime,
+            dtype=self.dtype, coefficients=self.coefficients, runtime=self.runtime,
         )
         return Estimate(
             config=config,

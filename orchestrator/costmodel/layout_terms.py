@@ -12,10 +12,10 @@ from orchestrator.presets import ModelShape
 from orchestrator.space import ParallelConfig
 
 
-def layout_coefficients(c: Coefficients, config: ParallelConfig, precision: str) -> Coefficients:
+def layout_coefficients(c: Coefficients, config: ParallelConfig, dtype: str) -> Coefficients:
     """The coefficients with the layout's overlap switch and bucket size applied."""
     if config.bucket_size is not None:
-        element = 4 if precision == "fp32" else 2
+        element = 4 if dtype == "fp32" else 2
         c = c.with_(bucket_bytes=config.bucket_size * element,
                     gather_bucket_bytes=config.bucket_size * element)
     if config.overlap_comm is True:

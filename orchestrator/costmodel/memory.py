@@ -45,7 +45,7 @@ from orchestrator.space import ParallelConfig, ShardingFactors
 GB = 1e9
 
 # Bytes per parameter for (weights, gradients, optimizer states).
-PRECISION_BYTES = {"bf16-mixed": (2, 2, 12), "fp32": (4, 4, 8)}
+DTYPE_BYTES = {"bf16-mixed": (2, 2, 12), "fp32": (4, 4, 8)}
 ACTIVATION_BYTES = {"bf16-mixed": 2, "fp32": 4}
 
 # Kept free: PyTorch's caching allocator loses 5-10% to fragmentation at peak; 8% is the middle.
@@ -64,10 +64,10 @@ class ModelStates:
 
 
 def model_state_bytes_sharded(
-    num_params: float, factors: ShardingFactors, precision: str = "bf16-mixed"
+    num_params: float, factors: ShardingFactors, dtype: str = "bf16-mixed"
 ) -> ModelStates:
     """AMSP's D_ms: each component divided by its own sharding factor."""
-    p_bytes, g_bytes, os_bytes = PRECISION_BYTES[precision]
+    p_bytes, g_bytes, os_bytes = DTYPE_BYTES[dtype]
     return ModelStates(
         params=p_bytes * num_params / factors.sp,
         grads=g_bytes * num_params / factors.sg,
@@ -76,11 +76,11 @@ def model_state_bytes_sharded(
 
 
 def model_state_bytes(
-    num_params: float, zero_stage: int, dp: int, precision: str = "bf16-mixed"
+    num_params: float, zero_stage: int, dp: int, dtype: str = "bf16-mixed"
 ) -> ModelStates:
     """ZeRO stage 0-3 over dp ranks. Ψ = 7.5e9, dp = 64: 120, 31.4, 16.6, 1.9 GB (ZeRO Fig. 1)."""
     factors = ShardingFactors.from_zero_stage(zero_stage, dp, 1)
-    return model_state_bytes_sharded(num_params, factors, precision)
+    return model_state_bytes_sharded(num_params, factors, dtype)
 
 
 def activation_bytes_per_layer(
@@ -88,7 +88,7 @@ def activation_bytes_per_layer(
     micro_batch: int,
     tp: int,
     checkpointing: str,
-    precision: str,
+    dtype: str,
     *,
     sequence_parallel: bool = False,
     flash_attention: bool = True,
@@ -100,7 +100,7 @@ def activation_bytes_per_layer(
     layer input, 2sbh (2sbh/t with sequence parallelism).
     """
     s, b, h, a = model.seq_len, micro_batch, model.hidden, model.num_heads
-    scale = ACTIVATION_BYTES[precision] / 2
+    scale = ACTIVATION_BYTES[dtype] / 2
     sbh = s * b * h
     if checkpointing == "full":
         return 2 * sbh / (tp if sequence_parallel else 1) * scale
@@ -188,7 +188,7 @@ def memory_per_device(
     gpus_per_node: int,
     capacity_gb: float,
     runtime_overhead_gb: float,
-    precision: str = "bf16-mixed",
+    dtype: str = "bf16-mixed",
     flash_attention: bool = True,
     bucket_bytes: float = 25e6,
     runtime: ZeroEngine = DEEPSPEED,
@@ -202,25 +202,25 @@ def memory_per_device(
     # The distributed optimizer shards over dp x cp, where the gradients reduce.
     factors = gradient_group(config, gpus_per_node, runtime).factors(gpus_per_node,
                                              runtime.engine_of(config.zero_stage))
-    states = model_state_bytes_sharded(params, factors, precision)
+    states = model_state_bytes_sharded(params, factors, dtype)
     experts = expert_params_per_rank(model, config)
     expert_f = expert_factors(config, gpus_per_node, runtime.engine_of) if experts else factors
     if experts:
-        own = model_state_bytes_sharded(experts, expert_f, precision)
+        own = model_state_bytes_sharded(experts, expert_f, dtype)
         states = ModelStates(states.params + own.params, states.grads + own.grads,
                              states.optimizer + own.optimizer)
     if (factors.engine == "torch" and runtime.grads_once_per_step and factors.sg > 1
             and config.grad_accum_steps > 1):
         # FSDP2 with gradient sync off keeps each unit's unsharded gradient until the last
         # micro-batch reduce-scatters it (runtime.py): the whole gradient at the peak.
-        states = replace(states, grads=PRECISION_BYTES[precision][1] * (params + experts))
-    buffers = buffer_bytes(model, config, precision, bucket_bytes, (params, factors),
+        states = replace(states, grads=DTYPE_BYTES[dtype][1] * (params + experts))
+    buffers = buffer_bytes(model, config, dtype, bucket_bytes, (params, factors),
                            (experts, expert_f), imbalance) + cast_weight_bytes(model, config)
     on_host = 0.0
     separate_host, host_capacity = host
     if offloads_optimizer(config) and separate_host:
         fp32_grads = (4 * params / factors.sos + (4 * experts / expert_f.sos if experts else 0)
-                      if precision == "bf16-mixed" else 0.0)
+                      if dtype == "bf16-mixed" else 0.0)
         on_host = states.optimizer + fp32_grads
         buffers -= fp32_grads
         # DeepSpeed's ZeRO-Offload streams each bucket of gradients to the host as it is
@@ -234,7 +234,7 @@ def memory_per_device(
         params=states.params,
         grads=states.grads,
         optimizer=states.optimizer,
-        activations=activation_bytes(model, config, precision, flash_attention, imbalance),
+        activations=activation_bytes(model, config, dtype, flash_attention, imbalance),
         buffers=buffers,
         overhead=runtime_overhead_gb * GB,
         reserve=FRAGMENTATION_RESERVE * capacity_gb * GB,
@@ -243,13 +243,13 @@ def memory_per_device(
     )
 
 
-def activation_bytes(model: ModelShape, config: ParallelConfig, precision: str,
+def activation_bytes(model: ModelShape, config: ParallelConfig, dtype: str,
                      flash_attention: bool, imbalance: float = 1.0) -> float:
     """Activations the first stage holds at its peak: each layer's, by its recompute, times
     the micro-batches in flight; MoE layers keep their experts' instead of a dense MLP's."""
     def per_layer(checkpointing: str) -> float:  # a rank holds seq_len/cp tokens
         return activation_bytes_per_layer(
-            model, config.micro_batch_size, config.tp, checkpointing, precision,
+            model, config.micro_batch_size, config.tp, checkpointing, dtype,
             sequence_parallel=config.sequence_parallel, flash_attention=flash_attention,
         ) / config.cp
 
@@ -259,7 +259,7 @@ def activation_bytes(model: ModelShape, config: ParallelConfig, precision: str,
     kept = per_layer(mode)
     stored = recomputed * per_layer("full") + (layers - recomputed) * kept
     moe_layers = moe_layers_per_rank(model, config)
-    act_bytes = ACTIVATION_BYTES[precision]
+    act_bytes = ACTIVATION_BYTES[dtype]
     if moe_layers:
         extra = moe_activation_extra(model, config, mode, act_bytes, imbalance)
         stored += extra * moe_layers * (layers - recomputed) / layers
@@ -273,14 +273,14 @@ def activation_bytes(model: ModelShape, config: ParallelConfig, precision: str,
     return activations
 
 
-def buffer_bytes(model: ModelShape, config: ParallelConfig, precision: str,
+def buffer_bytes(model: ModelShape, config: ParallelConfig, dtype: str,
                  bucket_bytes: float, dense: tuple, experts: tuple, imbalance: float) -> float:
     """Transients at the peak. `dense` and `experts` are (parameters, sharding factors) of
     the weights outside the routed experts and of the rank's experts (module docstring)."""
     (params, factors), (expert_params, expert_f) = dense, experts
-    act_bytes = ACTIVATION_BYTES[precision]
+    act_bytes = ACTIVATION_BYTES[dtype]
     buffers = 2 * bucket_bytes
-    if precision == "bf16-mixed":
+    if dtype == "bf16-mixed":
         buffers += 4 * params / factors.sos  # fp32 gradient of the owned optimizer shard
         if expert_params:
             buffers += 4 * expert_params / expert_f.sos
@@ -289,7 +289,7 @@ def buffer_bytes(model: ModelShape, config: ParallelConfig, precision: str,
     if expert_params and expert_f.sp > 1:
         buffers += gathered_expert_bytes(model, config, act_bytes)
     if factors.secondary > 1:  # ZeRO++ hpZ keeps a second, node-local weight shard
-        buffers += PRECISION_BYTES[precision][0] * params / factors.secondary
+        buffers += DTYPE_BYTES[dtype][0] * params / factors.secondary
     if config.pp == 1:  # the last stage's logits share the device
         buffers += (2 * 4 * model.seq_len * config.micro_batch_size * model.vocab_size
                     / config.tp / config.cp)

@@ -190,14 +190,14 @@ def step_time(
     cluster: Cluster,
     *,
     gpus_per_node: int,
-    precision: str,
+    dtype: str,
     coefficients: Coefficients,
     runtime: ZeroEngine = DEEPSPEED,
 ) -> StepTime:
     """Time of one optimizer step. Ranks are laid out tp fastest, then dp, then pp."""
-    c = layout_coefficients(coefficients, config, precision)
+    c = layout_coefficients(coefficients, config, dtype)
     fabric = Fabric.of(cluster, gpus_per_node, c.bandwidth_efficiency)
-    act_bytes = ACTIVATION_BYTES[precision]
+    act_bytes = ACTIVATION_BYTES[dtype]
     m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
     layers = config.busiest_stage_layers(model.num_layers)
 
@@ -225,7 +225,7 @@ def step_time(
 
     flops_per_s = cluster.peak_tflops * 1e12 * efficiency
     context = cp_comm(model, config, fabric, gpus_per_node, act_bytes, flops_per_s)
-    weight_bytes = 2 if precision == "bf16-mixed" else 4
+    weight_bytes = 2 if dtype == "bf16-mixed" else 4
     dp, optimizer, engine = _data_parallel(model, config, cluster, fabric, gpus_per_node,
                                            weight_bytes, c, runtime)
     exposed = _exposed_dp(dp, compute, config, c, runtime, engine)

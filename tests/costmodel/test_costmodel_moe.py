@@ -20,7 +20,7 @@ from orchestrator.costmodel.experts import (
     moe_layers_per_rank,
 )
 from orchestrator.costmodel.memory import (
-    PRECISION_BYTES,
+    DTYPE_BYTES,
     memory_per_device,
     params_on_first_stage,
 )
@@ -30,7 +30,7 @@ from orchestrator.costmodel.moe_time import (
     expert_gemm_efficiency,
     moe_tp_layers,
 )
-from orchestrator.trainers.megatron_runtime import megatron_lm_runtime
+from orchestrator.trainers.megatron.runtime import megatron_lm_runtime
 from orchestrator.trainers.registry import adapter
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, ModelShape
 from orchestrator.space import ParallelConfig
@@ -93,7 +93,7 @@ def test_expert_weights_halve_when_ep_doubles():
     experts8 = expert_params_per_rank(MIXTRAL, mixtral(ep=8))
     assert experts8 == pytest.approx(experts4 / 2)
     assert experts8 == 7 * 8 * MIXTRAL.expert_params / 8  # 7 MoE layers a stage, 8 experts
-    weight_bytes = PRECISION_BYTES["bf16-mixed"][0]
+    weight_bytes = DTYPE_BYTES["bf16-mixed"][0]
     assert four.memory.params - eight.memory.params == pytest.approx(
         weight_bytes * (experts4 - experts8))
 
@@ -102,7 +102,7 @@ def test_expert_optimizer_states_shard_over_expert_dp_not_dp():
     """ZeRO-1 over expert-DP = tp x dp / (ep x etp) = 2 for the experts, dp = 8 elsewhere."""
     config = mixtral()
     assert expert_dp(config) == 2
-    optimizer_bytes = PRECISION_BYTES["bf16-mixed"][2]
+    optimizer_bytes = DTYPE_BYTES["bf16-mixed"][2]
     outside = params_on_first_stage(MIXTRAL, config)
     experts = expert_params_per_rank(MIXTRAL, config)
     assert estimate(MIXTRAL, config).memory.optimizer == pytest.approx(
