@@ -8,7 +8,11 @@ off its fast path, a shape-specific kernel, an overhead growing with a product o
 added on top, scaled by it. With `parallel_quirks` > 0, quirks of expert, context and
 interleaved pipeline parallelism (a threshold past which the expert all-to-all slows with scale,
 an exchange that depends on cp, its kind and tp together, interleaving that pays off only with
-enough micro-batches: parallel_quirks.py) are added, scaled by it.
+enough micro-batches: parallel_quirks.py) are added, scaled by it. With `congestion` > 0, a
+shared network slows the data-parallel collectives as the nodes they span grow: each step pays
+`congestion` x log2(nodes) times the model's data-parallel collective time more, none of it
+hidden (a form the cost model does not have, so tuning on fewer nodes than the target meets a
+scale effect it must confirm).
 A trial whose (perturbed) memory exceeds the device is `oom`, unless the layout is risky (over
 the device within the memory margin) and runs with the chance the memory verdict gives it,
 reporting the device nearly full; `failure_rate` of trials fail,
@@ -62,7 +66,7 @@ class SimulatedBackend(Backend):
     def __init__(self, cost_model, *, noise: float = 0.03, failure_rate: float = 0.0,
                  perturbation: float = 0.0, seed: int = 0, steps: int = 10,
                  latency_s: float = 0.0, interactions: float = 0.0,
-                 parallel_quirks: float = 0.0):
+                 parallel_quirks: float = 0.0, congestion: float = 0.0):
         self.cost_model = cost_model
         self.noise = noise
         self.failure_rate = failure_rate
@@ -73,6 +77,7 @@ class SimulatedBackend(Backend):
         self.interactions = interactions
         self.parallel_quirks = parallel_quirks
         self.hidden = HiddenParameters.draw(seed) if parallel_quirks > 0 else None
+        self.congestion = congestion
 
     def knob_factor(self, knob: str, value: object) -> float:
         if self.perturbation <= 0:
@@ -115,7 +120,7 @@ class SimulatedBackend(Backend):
             ))
             return TrialResult(status=status, world_size=world, error=error)
         speed = self.truth_factor(settings) * math.exp(rng.gauss(0.0, self.noise))
-        step_time = est.step_time_s / speed
+        step_time = (est.step_time_s + self.congested_s(est, world)) / speed
         steps = steps or self.steps
         times = [step_time * math.exp(rng.gauss(0.0, self.noise / 2)) for _ in range(steps)]
         tokens_per_s = est.tokens_per_step / step_time
@@ -127,6 +132,23 @@ class SimulatedBackend(Backend):
             peak_memory_gb=memory_gb, world_size=world, step_times_s=times,
             extra={"simulated_duration_s": step_time * steps},
         )
+
+    def noise_free_step_s(self, config) -> float | None:
+        """The layout's step time in this landscape without noise, or None where it runs out
+        of memory: the truth a benchmark's oracle ranks by."""
+        est = self.cost_model.estimate(config)
+        memory_scale = self.knob_factor("memory", config.zero_stage) ** 0.25
+        if not est.fits_scaled(memory_scale) and not self._risky_runs(est, config, memory_scale):
+            return None
+        return ((est.step_time_s + self.congested_s(est, config.world_size))
+                / self.truth_factor(config.to_params()))
+
+    def congested_s(self, est, world: int) -> float:
+        """What congestion adds to a step on `world` devices (see the module's docstring)."""
+        nodes = max(1, world // self.cost_model.gpus_per_node)
+        if self.congestion <= 0 or nodes == 1:
+            return 0.0
+        return self.congestion * math.log2(nodes) * est.time.dp_comm.total
 
     def _risky_runs(self, est, config, memory_scale: float) -> bool:
         """Whether a layout predicted over the device runs all the same: with the chance the

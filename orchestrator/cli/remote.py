@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli import campaign_table, campaigns
+from orchestrator.cli import campaign_status, campaign_table, campaigns
 from orchestrator.cli.common import (
     RUNS_DIR_OPTION,
     console,
@@ -198,7 +198,7 @@ def status(
     """Trials done / running / failed, and the best so far."""
     url = _server_or_local(server, runs_dir)
     if url is None:
-        campaigns.status(campaign, runs_dir, as_json)
+        campaign_status.status(campaign, runs_dir, as_json)
         return
     with connect(url, token) as client:
         found = [client.campaign(campaign)] if campaign else client.campaigns()

@@ -1,0 +1,68 @@
+"""What a slice campaign has to show at a glance (`status`, the report, the service): its
+slice, and for its layout (the best measured at the target once one was, else the best of the
+slice's moved to the target) what it measured on the slice, what the slice predicted for it
+at the target and what it measured there; then its GPU-hours beside an estimate of what the
+same trials would have cost at the full target scale (each slice trial's GPU-hours times the
+slices in the target: the same work per GPU for about as long, on that many times the GPUs)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from orchestrator.common.objective import Objective
+from orchestrator.record.best import best_record
+from orchestrator.record.budget import executed, gpu_hours
+from orchestrator.record.journal import TARGET, TrialRecord
+from orchestrator.record.slice_prediction import predict_target
+from orchestrator.space.rescaled import scaled_config
+from orchestrator.spec import CampaignSpec
+from orchestrator.spec.slice_scale import slices_in_target
+
+
+def slice_summary(spec: CampaignSpec, records: list[TrialRecord], objective: Objective
+                  ) -> dict[str, Any] | None:
+    """None for a campaign that runs at its target."""
+    if spec.scale.slice_nodes is None:
+        return None
+    ran = executed(records)
+    on_slice = [r for r in ran if r.phase != TARGET]
+    confirmed = best_record([r for r in ran if r.phase == TARGET], objective)
+    best_slice = best_record(on_slice, objective)
+    nodes, slice_nodes = spec.scale.nodes, spec.scale.slice_nodes
+    layout = confirmed.config if confirmed else (
+        best_slice and scaled_config(best_slice.config, slice_nodes, nodes, "weak"))
+    found: dict[str, Any] = {"metric": objective.metric, "slice_nodes": slice_nodes,
+                             "target_nodes": nodes, "layout": layout and layout.key()}
+    if layout is not None:
+        image = scaled_config(layout, nodes, slice_nodes, "weak")
+        values = [objective.value(r.result) for r in on_slice if r.config == image]
+        values = [v for v in values if v is not None]
+        predicted = {p.config: p.value for p in predict_target(spec, on_slice, objective)}
+        found.update(on_slice=statistics.fmean(values) if values else None,
+                     predicted_at_target=predicted.get(layout),
+                     measured_at_target=confirmed and objective.value(confirmed.result),
+                     trial_id=confirmed.trial_id if confirmed else None)
+    slice_hours = sum(gpu_hours(r) for r in on_slice)
+    found.update(gpu_hours_on_slice=slice_hours,
+                 gpu_hours_at_target=sum(gpu_hours(r) for r in ran if r.phase == TARGET),
+                 gpu_hours_same_trials_at_full_scale=slice_hours * slices_in_target(spec))
+    return found
+
+
+def slice_line(s: dict[str, Any], number) -> str:
+    """The summary as one line; `number` formats the metric's values."""
+
+    def value(key: str) -> str:
+        return "not measured" if s.get(key) is None else number(s[key])
+
+    head = f"slice of {s['slice_nodes']} of {s['target_nodes']} nodes"
+    if s["layout"] is not None:
+        head += (f"; {s['layout']}: {s['metric']} {value('on_slice')} on the slice, "
+                 f"{value('predicted_at_target')} predicted at the target, "
+                 f"{value('measured_at_target')} measured there"
+                 + (f" ({s['trial_id']})" if s.get("trial_id") else ""))
+    return (f"{head}; {s['gpu_hours_on_slice']:,.0f} GPU-hours on the slice + "
+            f"{s['gpu_hours_at_target']:,.0f} at the target, against about "
+            f"{s['gpu_hours_same_trials_at_full_scale']:,.0f} for the slice's trials at full "
+            "scale")
