@@ -1,0 +1,41 @@
+"""docs/slice_tuning.md shows what benchmarks/slice_tuning.py wrote to docs/slice_tuning.json,
+the JSON's summary is its rows' summary, and the page's other figures are what the commands
+that give them print (the scale series' JSON, `plan --nodes` on the Frontier specs)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+from builders import cli_json
+from conftest import EXAMPLES, ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import slice_tuning  # noqa: E402
+
+REPORT = json.loads(slice_tuning.JSON_PATH.read_text())
+PAGE = slice_tuning.MD_PATH.read_text()
+
+
+def test_the_page_shows_the_json_and_its_summary_is_its_rows():
+    assert slice_tuning.markdown(REPORT) in PAGE
+    assert slice_tuning.summarise(REPORT["seeds"]) == REPORT["summary"]
+    assert REPORT["landscape"] == "generated" and len(REPORT["seeds"]) == 20
+
+
+def test_the_scale_series_figure_is_the_scale_series_json():
+    series = json.loads((ROOT / "docs" / "scale_series.json").read_text())
+    said = f"{series['check_series_within_target']} of the {series['check_series']} check series"
+    assert said in PAGE
+
+
+@pytest.mark.parametrize("name,nodes", [("frontier-175b.yaml", "64,128"),
+                                        ("frontier-1t.yaml", "192,384")])
+def test_the_frontier_efficiencies_are_what_plan_prints(cli, name, nodes):
+    small, large = cli_json(cli, "plan", str(EXAMPLES / name), "--nodes", nodes)["rows"]
+    efficiency = 100 * large["tokens_per_s"] / small["tokens_per_s"] / 2
+    stated = re.search(r"are (\d+\.\d)% and (\d+\.\d)%", PAGE).groups()
+    assert f"{efficiency:.1f}" in stated
