@@ -19,15 +19,13 @@ from jobs.model import Attention, Transformer
 
 def context_problem(config) -> str | None:
     """Why this job cannot run the layout's context parallelism, or None. The layout schema
-    has checked that seq_len splits into the 2 x cp chunks (JobConfig.layout_problem)."""
+    has checked that seq_len splits into the 2 x cp chunks and, for a2a, the heads over cp
+    (JobConfig.layout_problem)."""
     cp, tp, m = config.cp, config.tp, config.model
     if config.cp_comm_type not in ATTENTION:
         return f"cp_comm_type({config.cp_comm_type!r}) must be one of {', '.join(ATTENTION)}"
     if cp == 1:
         return None
-    if config.cp_comm_type == "a2a" and (m.num_heads // tp) % cp:
-        return (f"a2a (Ulysses) splits heads over cp: cp({cp}) must divide the "
-                f"{m.num_heads // tp} heads of a tp({tp}) rank")
     if config.compile:
         return f"compile with cp({cp}) > 1: context-parallel attention is not compiled here"
     if config.sequence_parallel and (m.seq_len // cp) % tp:

@@ -16,6 +16,7 @@ from orchestrator.layout.choices import (
 from orchestrator.layout.knob import MAX_COUNT, Knob, Values
 from orchestrator.layout.rules import (
     expert_ranks_fit,
+    heads_split_over_cp,
     offload_needs_sharding,
     pipelined,
     sequence_splits,
@@ -88,6 +89,7 @@ _KNOBS: list[Knob] = [
          key=lambda v: f"-cp{v['cp']}" if v["cp"] > 1 else ""),
     Knob("cp_comm_type", str, "p2p", "how context-parallel attention exchanges keys and "
          "values: p2p ring, a2a (Ulysses) or allgather", choices=CP_COMM_TYPES, space=("p2p",),
+         fits=heads_split_over_cp,
          # Without context parallelism the types are one layout: keep the first listed.
          redundant=lambda v, r: v["cp"] == 1 and v["cp_comm_type"] != r.cp_comm_type[0],
          active_when=("cp", lambda cp: cp > 1),

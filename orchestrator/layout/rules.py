@@ -38,9 +38,20 @@ def offload_needs_sharding(values: Values) -> str | None:
 
 def sequence_splits(values: Values, model: Any) -> str | None:
     """Context parallelism splits each sequence into 2 x cp chunks (Megatron-Core's and
-    torchtitan's head-tail load balancing), so the model's seq_len must divide by them."""
+    torchtitan's head-tail load balancing), so the model's seq_len (where known) must divide
+    by them."""
     dims = ParallelDims.of(values)
-    if dims.cp > 1 and model.seq_len % dims.context_chunks:
+    if dims.cp > 1 and model.seq_len is not None and model.seq_len % dims.context_chunks:
         return (f"cp({dims.cp}) splits a sequence into 2 x cp = {dims.context_chunks} chunks: "
                 f"2 x cp must divide seq_len({model.seq_len})")
+    return None
+
+
+def heads_split_over_cp(values: Values, model: Any) -> str | None:
+    """Ulysses (cp_comm_type a2a) gives each cp rank whole attention heads of its tp shard."""
+    cp, tp = values["cp"], values["tp"]
+    heads = model.num_heads // tp
+    if cp > 1 and values["cp_comm_type"] == "a2a" and heads % cp:
+        return (f"cp({cp}) with cp_comm_type a2a (Ulysses) splits heads over cp: cp({cp}) must "
+                f"divide the {heads} heads of a tp({tp}) rank; use p2p or allgather")
     return None

@@ -127,7 +127,7 @@ class ParallelConfig:
                 f"recompute_num_layers({self.recompute_num_layers}) must be below the "
                 f"{chunk} layers of a pipeline stage; null recomputes them all"
             )
-        self._context_fits(seq_len, num_heads)
+        self._shape_rules_hold(seq_len, num_heads)
         self._experts_fit(num_experts)
         if self.sharding is not None and gpus_per_node is not None:
             self.sharding.validate(*dp_mesh(self.dp, self.tp, gpus_per_node))
@@ -136,17 +136,12 @@ class ParallelConfig:
     def _cp_part(self) -> str:
         return f"cp({self.cp}) * " if self.cp > 1 else ""
 
-    def _context_fits(self, seq_len: int | None, num_heads: int) -> None:
-        """Megatron-Core splits a sequence into 2 x cp chunks (head-tail load balancing), and
-        Ulysses (a2a) gives each cp rank whole heads of its tp shard."""
-        if self.cp == 1:
-            return
+    def _shape_rules_hold(self, seq_len: int | None, num_heads: int) -> None:
+        """The layout schema's rules that see the model's shape (layout/rules.py): seq_len
+        splits into cp's 2 x cp chunks, and Ulysses (a2a) gives each cp rank whole heads."""
         model = SimpleNamespace(seq_len=seq_len, num_heads=num_heads)
-        if seq_len is not None and (problems := layout_problems(self.knob_values(), model)):
-            raise InvalidConfig(problems[0])  # the rules that see the model: seq_len's divisor
-        if self.cp_comm_type == "a2a" and (num_heads // self.tp) % self.cp:
-            raise InvalidConfig(f"cp({self.cp}) with cp_comm_type a2a: the {num_heads // self.tp}"
-                                f" heads of a tp rank must divide by cp; use p2p or allgather")
+        if problems := layout_problems(self.knob_values(), model):
+            raise InvalidConfig(problems[0])
 
     def _experts_fit(self, num_experts: int) -> None:
         """Expert parallelism needs experts to split: Megatron-Core, torchtitan and DeepSpeed

@@ -23,6 +23,8 @@ BROKEN = [
     # A rule that sees the model: 36 tokens do not split into 2 x cp = 8 chunks.
     ({"cp": 4}, 4, "cp(4) splits a sequence into 2 x cp = 8 chunks: 2 x cp must divide "
      "seq_len(36)"),
+    ({"cp": 3, "cp_comm_type": "a2a"}, 3, "cp(3) with cp_comm_type a2a (Ulysses) splits heads "
+     "over cp: cp(3) must divide the 4 heads of a tp(1) rank; use p2p or allgather"),
 ]
 
 
