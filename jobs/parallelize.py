@@ -15,7 +15,7 @@ from jobs.expert_parallel import Optimizers, expert_modules, expert_parameters
 from jobs.layout import DataParallelPlan
 from jobs.model import Transformer
 from jobs.moe import MoE
-from jobs.offload import HostOffloadAdamW
+from jobs.host_adamw import HostOffloadAdamW
 
 
 class Checkpointed(nn.Module):
@@ -201,7 +201,7 @@ def build_optimizer(model: nn.Module, plan: DataParallelPlan, lr: float, zero1_g
                     expert_group=None, offload: str = "none"):
     """AdamW; ZeRO-1 shards its states over `zero1_group`, and the routed experts' states
     over `expert_group` (their expert-data-parallel ranks), in a second optimizer. With
-    offload "optimizer" it steps on the host (jobs/offload.py); with "optimizer+params" the
+    offload "optimizer" it steps on the host (jobs/host_adamw.py); with "optimizer+params" the
     FSDP shards it steps already live there."""
     experts = {id(p) for p in expert_parameters(model)}
     params = [p for p in model.parameters() if p.requires_grad and id(p) not in experts]

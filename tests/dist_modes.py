@@ -3,8 +3,9 @@
 Usage: torchrun --nproc_per_node=W tests/dist_modes.py CASES.json OUT.json
 CASES.json maps a case name to JobConfig settings; OUT.json gets, per case, the status and the
 loss of every step (or the error). Each case goes through the job's own check and train path.
-A case may name a fault to run under, "patch": "module:function" (a module beside this file
-whose function returns a context manager), to show a test catches a broken mechanism.
+A case may name a fault to run under, "patch": "module:function" (a test module of one of the
+stage folders beside this file, whose function returns a context manager), to show a test
+catches a broken mechanism.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import sys
 import traceback
+from pathlib import Path
 
 import torch.distributed as dist
 
@@ -33,6 +35,8 @@ def fault(patch: str | None):
     if patch is None:
         return contextlib.nullcontext()
     module, _, name = patch.partition(":")
+    stages = [str(p) for p in sorted(Path(__file__).resolve().parent.iterdir()) if p.is_dir()]
+    sys.path.extend(s for s in stages if s not in sys.path)  # as tests/conftest.py does
     return getattr(importlib.import_module(module), name)()
 
 

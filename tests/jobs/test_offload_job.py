@@ -1,4 +1,5 @@
-"""The built-in trainer's offload, FP8 and bucket-size knobs (jobs/offload.py, jobs/precision.py).
+"""The built-in trainer's offload, FP8 and bucket-size knobs (jobs/offload.py, jobs/host_adamw.py,
+jobs/precision.py).
 
 Optimizer offload: the tiny LLaMA of tests/project/test_modes.py trains 5 steps in float32 on 2 ranks
 (one torchrun launch, tests/dist_modes.py) under DDP, ZeRO-1, FSDP, TP and PP (and a MoE model
@@ -55,7 +56,7 @@ BROKEN = {f"{name}_without_copy_back": {**settings, "patch": "test_offload_job:w
 
 def without_copy_back():
     """The host step runs, but its new weights never reach the device parameters."""
-    from jobs.offload import HostOffloadAdamW
+    from jobs.host_adamw import HostOffloadAdamW
 
     return swapped(HostOffloadAdamW, "_copy_weights_back", lambda original: lambda self: None)
 
