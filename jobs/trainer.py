@@ -39,35 +39,15 @@ def has_moe(config: JobConfig) -> bool:
 
 
 def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
-    m = config.model
+    """The data-parallel plan of a layout this job runs on `world_size` ranks; Infeasible with
+    the first reason it cannot (the layout's, the model shape's, the schedule's, context
+    parallelism's, then the data-parallel mode's, the experts', offload's and precision's)."""
     if reason := config.layout_problem():
         raise Infeasible(reason)
     if config.dims.world != world_size:
         raise Infeasible(f"tp({config.tp}) * pp({config.pp}) * cp({config.cp}) * "
                          f"dp({config.dp}) != WORLD_SIZE({world_size})")
-    if m.num_heads % config.tp or m.kv_heads % config.tp:
-        raise Infeasible(f"tp({config.tp}) must divide num_heads({m.num_heads}) and "
-                         f"num_kv_heads({m.kv_heads})")
-    dense = any(not is_moe_layer(m, i) for i in range(m.num_layers))
-    if dense and m.ffn_hidden % config.tp:
-        raise Infeasible(f"tp({config.tp}) must divide ffn_hidden({m.ffn_hidden})")
-    if split := split_problem(m.num_layers, config.pp, config.virtual_stages,
-                              config.pipeline_split):
-        raise Infeasible(split)
-    if config.sequence_parallel and m.seq_len % config.tp:
-        raise Infeasible(f"sequence_parallel needs tp > 1 dividing seq_len({m.seq_len})")
-    if config.tp > 1 and m.tied_embeddings:
-        raise Infeasible("tensor parallelism with tied embeddings is not supported; untie them")
-    if config.pp > 1 and config.grad_accum_steps < config.pp and config.pp_schedule != "gpipe":
-        raise Infeasible(f"1F1B schedules need grad_accum_steps({config.grad_accum_steps}) >= "
-                         f"pp({config.pp}) micro-batches")
-    if config.pp_schedule == "interleaved" and config.grad_accum_steps % config.pp:
-        raise Infeasible(f"interleaved 1F1B needs grad_accum_steps({config.grad_accum_steps}) "
-                         f"divisible by pp({config.pp})")
-    if (config.virtual_stages > 1) != (config.pp_schedule == "interleaved" and config.pp > 1):
-        raise Infeasible(f"virtual_stages({config.virtual_stages}) > 1 goes with pp > 1 and "
-                         "pp_schedule 'interleaved'")
-    if reason := context_problem(config):
+    if reason := shape_problem(config) or schedule_problem(config) or context_problem(config):
         raise Infeasible(reason)
     plan = data_parallel_plan(config)
     if plan.kind == "zero1" and config.tp > 1:
@@ -82,6 +62,40 @@ def check_feasible(config: JobConfig, world_size: int) -> DataParallelPlan:
     return plan
 
 
+def shape_problem(config: JobConfig) -> str | None:
+    """Why the model's shape does not split as the layout asks (heads, feed-forward width and
+    sequence over tp, layers over the pipeline's stages), or None."""
+    m = config.model
+    if m.num_heads % config.tp or m.kv_heads % config.tp:
+        return (f"tp({config.tp}) must divide num_heads({m.num_heads}) and "
+                f"num_kv_heads({m.kv_heads})")
+    dense = any(not is_moe_layer(m, i) for i in range(m.num_layers))
+    if dense and m.ffn_hidden % config.tp:
+        return f"tp({config.tp}) must divide ffn_hidden({m.ffn_hidden})"
+    if split := split_problem(m.num_layers, config.pp, config.virtual_stages,
+                              config.pipeline_split):
+        return split
+    if config.sequence_parallel and m.seq_len % config.tp:
+        return f"sequence_parallel needs tp > 1 dividing seq_len({m.seq_len})"
+    if config.tp > 1 and m.tied_embeddings:
+        return "tensor parallelism with tied embeddings is not supported; untie them"
+    return None
+
+
+def schedule_problem(config: JobConfig) -> str | None:
+    """Why the pipeline schedule cannot run the layout's micro-batches, or None."""
+    if config.pp > 1 and config.grad_accum_steps < config.pp and config.pp_schedule != "gpipe":
+        return (f"1F1B schedules need grad_accum_steps({config.grad_accum_steps}) >= "
+                f"pp({config.pp}) micro-batches")
+    if config.pp_schedule == "interleaved" and config.grad_accum_steps % config.pp:
+        return (f"interleaved 1F1B needs grad_accum_steps({config.grad_accum_steps}) "
+                f"divisible by pp({config.pp})")
+    if (config.virtual_stages > 1) != (config.pp_schedule == "interleaved" and config.pp > 1):
+        return (f"virtual_stages({config.virtual_stages}) > 1 goes with pp > 1 and "
+                "pp_schedule 'interleaved'")
+    return None
+
+
 def check_experts_feasible(config: JobConfig) -> None:
     """What expert parallelism here implements: ep of a stage's tp x dp ranks, whole experts
     (etp 1), under any data-parallel mode, TP (with or without SP), PP, recompute and compile;
@@ -94,7 +108,7 @@ def check_experts_feasible(config: JobConfig) -> None:
     if config.cp > 1:
         raise Infeasible(f"cp({config.cp}) with MoE layers: experts laid out over context-"
                          "parallel ranks are not implemented")
-    etp = tp if config.etp is None else config.etp
+    etp = config.dims.expert_tp
     if etp != 1:
         unset = ", tp's when unset" if config.etp is None else ""
         raise Infeasible(f"etp({etp}{unset}): experts split over tensor-parallel ranks are "
