@@ -4,7 +4,7 @@ and the worst layout measured, the GPU-hours spent, how far to trust the cost mo
 winner's launch command folded, a warning when the calibrated cost model's ranking is weak, the winner against the runner-up by step-time
 component, every trial in one table, convergence, knobs against throughput, predicted against
 measured, predicted and measured memory of the top layouts, failures by reason and, when the
-campaign ran one, its scaling study.
+campaign ran one, its scaling study, or a slice campaign's slice against its target.
 
 The page is built from plain data (`ReportData`, assembled by report_data.py from the
 campaign's view and cost model), so this module needs neither.
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboards.report_answer import answer_section
+from dashboards.report_slice import slice_figure, slice_section
 from dashboards.report_tables import (
     breakdown_section,
     calibration_section,
@@ -101,6 +102,8 @@ class ReportData:
     runtime: str = ""  # the engine the cost model priced the trials as, and which key said so
     gpu_hours: float = 0.0  # what the campaign spent, as its budget counts it
     simulated: bool = False  # a rehearsal on the simulated backend: its GPU-hours are marked
+    slice: dict[str, Any] | None = None  # a slice campaign's summary (record/slice_summary.py)
+    slice_points: list[dict[str, Any]] = field(default_factory=list)  # report_slice.py
 
 
 def _convergence(data: ReportData, go) -> Any:
@@ -127,7 +130,9 @@ def _figures(data: ReportData) -> list[tuple[str, Any]]:
     import plotly.graph_objects as go
 
     figures: list[tuple[str, Any]] = []
-    measured = [t for t in data.trials if t.status == "ok" and t.value is not None and t.phase != "scaling"]
+    # At the tuned scale: a scaling study's and a slice campaign's target trials apart.
+    measured = [t for t in data.trials
+                if t.status == "ok" and t.value is not None and t.phase not in ("scaling", "target")]
     figures.append(("convergence", _convergence(data, go)))
 
     if measured:
@@ -164,6 +169,8 @@ def _figures(data: ReportData) -> list[tuple[str, Any]]:
         fig.update_layout(title=f"{(data.scaling_study or '').capitalize()} scaling efficiency",
                           xaxis_title="nodes", yaxis_title="% of ideal", yaxis_range=[0, 110])
         figures.append(("scaling", fig))
+    if data.slice_points:
+        figures.append(("slice", slice_figure(data.slice_points, data.metric, go)))
     return figures
 
 
@@ -236,5 +243,6 @@ details summary {{ cursor: pointer; color: #3056d3; }}
 {''.join(blocks)}
 <h2>Failures by reason</h2>{failure_table}
 {'<h2>Scaling study</h2>' + scaling_table if scaling_table else ''}
+{slice_section(data.slice)}
 </body></html>
 """

@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from dashboards.report_tables import SCALING, calibration_problems, number
+from dashboards.report_tables import SCALING, TARGET, calibration_problems, number
 
 ReportData = Any  # report.py's; importing it would make the two modules import each other
 
@@ -31,10 +31,13 @@ class Gains:
 
 
 def layout_means(data: ReportData) -> dict[str, float]:
-    """Each layout measured at the tuned scale, at the mean of its successful trials."""
+    """Each layout measured at the tuned scale, at the mean of its successful trials: a slice
+    campaign's best measured at its target is compared with the target's trials only."""
+    at_target = data.best is not None and data.best.phase == TARGET
     values: dict[str, list[float]] = defaultdict(list)
     for t in data.trials:
-        if t.status == "ok" and t.value is not None and t.phase != SCALING:
+        if t.status == "ok" and t.value is not None and t.phase != SCALING \
+                and (t.phase == TARGET) == at_target:
             values[t.key].append(t.value)
     return {key: statistics.fmean(v) for key, v in values.items()}
 

@@ -4,6 +4,7 @@ its calibrated cost model; report.py renders it without knowing where it came fr
 from __future__ import annotations
 
 from dashboards.report import ConvergencePoint, LayoutBreakdown, MemoryBar, ReportData, TrialRow
+from dashboards.report_slice import slice_points
 from orchestrator.common.objective import Objective
 from orchestrator.costmodel import CostModel, Estimate
 from orchestrator.export import export
@@ -12,6 +13,7 @@ from orchestrator.record.budget import gpu_hours
 from orchestrator.record.campaign import CampaignView
 from orchestrator.record.journal import SCALING, TrialRecord
 from orchestrator.record.scaling import efficiency
+from orchestrator.record.slice_summary import slice_summary
 from orchestrator.spec.planning import cost_model_for, priced_runtime
 
 MEMORY_TOP = 5  # layouts whose memory breakdown the report shows
@@ -49,6 +51,8 @@ def report_data(view: CampaignView) -> ReportData:
         runtime=priced_runtime(spec),
         gpu_hours=view.budget(records).gpu_hours,
         simulated=spec.backend.kind == "simulated",
+        slice=slice_summary(spec, records, objective),
+        slice_points=slice_points(spec, records, objective),
     )
 
 

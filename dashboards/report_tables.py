@@ -25,6 +25,7 @@ WEAK_SPEARMAN = 0.5
 FEW_TRIALS = 5
 ERROR_CHARS = 120
 SCALING = "scaling"
+TARGET = "target"  # a slice campaign's trials at its full target scale
 
 
 def number(value: float | None, digits: int = 3) -> str:

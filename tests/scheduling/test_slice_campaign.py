@@ -111,3 +111,24 @@ def test_status_shows_the_layout_on_the_slice_predicted_and_measured_at_the_targ
         on_slice * (TARGET_NODES // SLICE))
     code, out, _ = cli("status", "sliced", "--runs-dir", str(runs))
     assert f"slice of {SLICE} of {TARGET_NODES} nodes; {summary.best.config.key()}" in out
+
+
+def test_the_report_shows_the_slice_against_the_target(budgeted, cli, tmp_path):
+    from dashboards.report_data import report_data
+    from dashboards.report_slice import slice_points
+    from orchestrator.common.objective import Objective
+
+    runs, spec, summary, records = budgeted
+    code, _, err = cli("report", "sliced", "--runs-dir", str(runs), "-o", str(tmp_path / "r.html"))
+    assert code == 0, err
+    page = (tmp_path / "r.html").read_text()
+    assert "<h2>Slice and target</h2>" in page and 'id="slice"' in page
+    points = slice_points(spec, records, Objective())
+    target = [r for r in records if r.phase == TARGET]
+    assert [p["trial_id"] for p in points] == [r.trial_id for r in target]
+    assert all(p["measured"] == r.result.tokens_per_s for p, r in zip(points, target))
+    data = report_data(CampaignView.open(runs, "sliced"))
+    assert data.best.trial_id == summary.best.trial_id
+    # The answer compares the target's winner with the target's trials, not the slice's.
+    from dashboards.report_answer import layout_means
+    assert set(layout_means(data)) == {r.config.key() for r in target if r.result.ok}
