@@ -21,7 +21,6 @@ from orchestrator.cli.common import (
     rank_spec,
 )
 from orchestrator.cli.plan_caveats import mfu_peak, plan_caveats, print_plan
-from orchestrator.cli.plan_slice import print_slice_plan, slice_plan
 from orchestrator.cli.plan_full_space import (
     file_full_space_spec,
     as_given,
@@ -108,7 +107,6 @@ def plan(
             print_full_plan(spec, full, candidates, ranking.feasible)
         print_plan(spec, ranking, caveats)  # the ranking's table, then the caveats
         print_pick_extras(ranking, extras)
-        print_slice_plan(slice_plan(spec, cost, [e.config for e in ranking.top]))
         if spec.trial.trainer == "command" or (full is not None and full.trainer):
             out.print(f"priced as: {priced_runtime(spec)}", markup=False, highlight=False)
         return
@@ -120,7 +118,6 @@ def plan(
         "risky": [e.to_dict() for e in ranking.risky], **caveats,
         "notes": unused_values(as_given(spec, full), candidates), **extras,
         **({"full_space": full.to_dict(candidates)} if full else {}),
-        "slice": slice_plan(spec, cost, [e.config for e in ranking.top]),
     })
 
 

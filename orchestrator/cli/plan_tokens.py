@@ -10,6 +10,7 @@ import re
 
 from orchestrator.cli.common import out
 from orchestrator.cli.layout_table import best_first
+from orchestrator.cli.plan_slice import print_slice_plan, slice_plan
 from orchestrator.common.errors import UserError
 from orchestrator.common.objective import Objective
 from orchestrator.costmodel import CostModel
@@ -67,12 +68,14 @@ def largest_micro_batch(cost: CostModel, best: Estimate, global_batch_size: int)
 
 def pick_extras(spec: CampaignSpec, cost: CostModel, ranking: Ranking,
                 tokens: float | None) -> dict:
-    """plan's JSON fields on the pick: `largest_micro_batch` (None: nothing fits), and with a
+    """plan's JSON fields on the pick: `largest_micro_batch` (None: nothing fits), a slice
+    campaign's `slice` (plan_slice.py; None for the others), and with a
     token budget `tokens` and `time_to_train`, one entry per listed layout in the table's
     order."""
     best = ranking.best
     found = {"largest_micro_batch": best and largest_micro_batch(
         cost, best, spec.scale.global_batch_size)}
+    found["slice"] = slice_plan(spec, cost, [e.config for e in ranking.top])
     if tokens:
         objective = Objective.of(spec.objective)
         listed = best_first(objective, ranking.top, objective.predicted)
@@ -89,3 +92,4 @@ def print_pick_extras(ranking: Ranking, extras: dict) -> None:
                   markup=False, highlight=False)
     if "tokens" in extras:
         print_time_to_train(extras["tokens"], extras["time_to_train"])
+    print_slice_plan(extras["slice"])
