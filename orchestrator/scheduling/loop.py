@@ -38,6 +38,7 @@ from orchestrator.scheduling.slots import NoSlotLimit, TrialSlots
 from orchestrator.search import Searcher
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
+from orchestrator.spec.slice_scale import trials_at_once
 from orchestrator.tracking.session import TrackingSession
 from orchestrator.trial.activity import last_activity
 from orchestrator.trial.folder import TrialFolder
@@ -112,7 +113,7 @@ class SchedulingLoop:
 
     def _fill(self, sources: list[ProposalSource]) -> None:
         self._pending = []
-        while self.busy < self.spec.budget.max_concurrent and time.monotonic() >= self._retry_at:
+        while self.busy < trials_at_once(self.spec) and time.monotonic() >= self._retry_at:
             entry = self._next(sources)
             if entry is None:
                 break

@@ -21,3 +21,10 @@ def slice_spec(spec: CampaignSpec) -> CampaignSpec:
         "nodes": spec.scale.slice_nodes, "slice_nodes": None,
         "global_batch_size": spec.scale.global_batch_size // slices_in_target(spec)})
     return spec.model_copy(update={"scale": scale})
+
+
+def trials_at_once(spec: CampaignSpec) -> int:
+    """`budget.max_concurrent`, and for a slice campaign no more slices than its target holds,
+    so the campaign can run inside the production allocation."""
+    limit = spec.budget.max_concurrent
+    return limit if spec.scale.slice_nodes is None else min(limit, slices_in_target(spec))

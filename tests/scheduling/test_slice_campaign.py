@@ -132,3 +132,16 @@ def test_the_report_shows_the_slice_against_the_target(budgeted, cli, tmp_path):
     # The answer compares the target's winner with the target's trials, not the slice's.
     from dashboards.report_answer import layout_means
     assert set(layout_means(data)) == {r.config.key() for r in target if r.result.ok}
+
+
+def test_slice_trials_run_side_by_side_no_more_than_the_target_holds(tmp_path):
+    """128 nodes hold two 64-node slices: two trials at once, though eight are allowed."""
+    from test_service import max_overlap
+
+    runs = tmp_path / "runs"
+    _run(runs, "scale.slice_nodes=64", "budget.max_concurrent=8", "budget.max_trials=6",
+         "backend.latency_s=0.3")
+    records = CampaignView.open(runs, "sliced").records()
+    on_slice = [r for r in records if r.phase != TARGET and r.submitted_at and r.finished_at]
+    assert len(on_slice) >= 4
+    assert max_overlap([(r.submitted_at, r.finished_at) for r in on_slice]) == 2
