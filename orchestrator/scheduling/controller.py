@@ -31,6 +31,7 @@ from orchestrator.record.best import finish_order
 from orchestrator.record.budget import Tally
 from orchestrator.record.campaign import CampaignSummary, CampaignView
 from orchestrator.record.journal import FINISHED, REPEAT, SCREEN, SEARCH, TrialRecord, spec_digest
+from orchestrator.record.slice_summary import slice_summary
 from orchestrator.scheduling.halving import HalvingPromotions
 from orchestrator.scheduling.loop import EventHook, SchedulingLoop, teaches_searcher
 from orchestrator.scheduling.proposals import ProposalSource, RepeatProposals, SearchProposals
@@ -277,4 +278,7 @@ class Controller:
             out["best_config"] = summary.best.config.key()
         if summary.stop_reason:
             out["stop_reason"] = summary.stop_reason
+        sliced = slice_summary(self.spec, summary.records, self.view.objective) or {}
+        out.update({f"slice_{k}": v for k, v in sliced.items()  # both scales, apart
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)})
         return out
