@@ -1,10 +1,10 @@
 """A slice campaign's prediction at its target: the cost model calibrated on the slice's
 trials (costmodel/calibration.py `calibrate_from_slice`: the rank's own and model-parallel work
 scaled, the data-parallel collectives left to the model at the target's width), and what it
-still got wrong on a measured layout carried to that layout's target (the same work per GPU);
-once layouts are measured at the target, what its data-parallel collectives cost there
-corrects the rest.
-Read from the record, so the controller that confirms, `status` and the report agree."""
+still got wrong on the slice, carried to each target layout like the ones measured (a slice
+keeps each GPU's work); once layouts are measured at the target, what its data-parallel
+collectives cost there corrects the rest. Read from the record, so the controller that
+confirms, `status` and the report agree."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def slice_measurements(records: list[TrialRecord]) -> dict[ParallelConfig, list[
 def slice_calibration(spec: CampaignSpec, records: list[TrialRecord]) -> Calibration | None:
     measured = slice_measurements(records)
     trials = [(r.trial_id, r.config, r.result) for r in records
-              if r.phase in FULL_PHASES and r.config in measured and r.result.ok]
+              if r.phase in FULL_PHASES and r.result is not None and r.result.ok
+              and r.config in measured]
     return calibrate_from_slice(cost_model_for(spec), trials)
 
 
