@@ -15,8 +15,8 @@ import os
 import torch
 from torch import nn
 
-# The layout schema's precision values this trainer runs, and torchao's recipe name for each.
-FP8_RECIPES = {"fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise"}
+from jobs.fp8_recipes import FP8_RECIPES
+
 FP8_CAPABILITY = (8, 9)
 
 

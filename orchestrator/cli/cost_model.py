@@ -45,6 +45,7 @@ from orchestrator.spec import (
 )
 from orchestrator.spec.planning import cost_model_for, fitted_candidates, priced_runtime
 from orchestrator.spec.unused_values import unused_values
+from orchestrator.trainers.registry import trainer_for
 
 
 def _describe_spec(spec: CampaignSpec) -> dict[str, Any]:
@@ -107,7 +108,7 @@ def plan(
             print_full_plan(spec, full, candidates, ranking.feasible)
         print_plan(spec, ranking, caveats)  # the ranking's table, then the caveats
         print_pick_extras(ranking, extras)
-        if spec.trial.trainer == "command" or (full is not None and full.trainer):
+        if trainer_for(spec).runtime_assumed or (full is not None and full.trainer):
             out.print(f"priced as: {priced_runtime(spec)}", markup=False, highlight=False)
         return
     print_json({
@@ -236,7 +237,7 @@ def _print_estimate(spec, result, data: dict, chosen: str | None) -> None:
               f"{result.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}"
               + f" (MFU vs {spec.cluster.peak_tflops:g} TFLOPS {data['mfu_peak'].upper()} dense "
               f"peak{fp8_note})")
-    if spec.trial.trainer == "command":  # the engine is an assumption only for a command
+    if trainer_for(spec).runtime_assumed:  # the engine is an assumption only for a command
         out.print(f"priced as: {data['runtime']}", markup=False, highlight=False)
 
 

@@ -19,11 +19,8 @@ from orchestrator.record.best import BestSoFar, finish_order
 from orchestrator.record.journal import TrialRecord
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
+from orchestrator.trainers.registry import trainer_for
 
-# Where the hint suggests writing each format's file.
-EXPORT_FILES = {"torchrun": "launch.sh", "deepspeed": "ds_config.json",
-                "megatron-lm": "megatron_args.sh", "megatron-deepspeed": "megatron_args.sh",
-                "torchtitan": "launch.sh", "command": "launch.sh"}
 
 
 def export_hint(spec: CampaignSpec) -> str:
@@ -31,7 +28,8 @@ def export_hint(spec: CampaignSpec) -> str:
     format, as typed from here (with --runs-dir where `best` would not find it alone)."""
     fmt, runs = own_format(spec), spec.runs_dir()
     where = "" if runs.resolve() == runs_root().resolve() else f" --runs-dir {shlex.quote(str(runs))}"
-    return f"paratune best {shlex.quote(spec.name)} --format {fmt}{where} -o {EXPORT_FILES[fmt]}"
+    file = trainer_for(spec).export_file
+    return f"paratune best {shlex.quote(spec.name)} --format {fmt}{where} -o {file}"
 
 
 def command_lines(label: str, command: str, width: int) -> list[str]:

@@ -29,6 +29,7 @@ from orchestrator.spec.full_space import FullSpace, full_space
 from orchestrator.spec.planning import cost_model_for
 from orchestrator.spec.yaml_input import load_yaml_file
 from orchestrator.spec.trainer_layouts import runnable
+from orchestrator.trainers.registry import DEFAULT, readers_of
 
 SHOWN_REASONS = 3  # distinct layout refusals printed; the JSON has them all, counted
 
@@ -55,7 +56,7 @@ def full_space_spec(data: dict[str, Any], source: str) -> tuple[CampaignSpec, Fu
     gave in `space` win over it."""
     given = dict(data.get("space") or {})
     trial = data.get("trial") if isinstance(data.get("trial"), dict) else {}
-    trainer = trial.get("trainer") or ("command" if trial.get("command") else None)
+    trainer = trial.get("trainer") or (readers_of("command")[0] if trial.get("command") else None)
     shape = spec_from_dict({**data, "space": {}}, source, trainer_rules=False)
     full = full_space(shape.model, shape.cluster, shape.gpus_per_node, shape.world_size)
     merged = {**full.space, **given}
@@ -216,7 +217,7 @@ def _whole_space_run_spec(spec_file: Path, overrides: list[str]) -> CampaignSpec
     (what `plan` searches), narrowed by the trainer that runs the trials (the built-in one
     unless the spec names another); what it searched and left out is printed, as `plan`
     prints it."""
-    data = _file_data(spec_file, overrides, trainer="builtin")
+    data = _file_data(spec_file, overrides, trainer=DEFAULT)
     spec, plan = full_space_spec(data, str(spec_file))
     cost = cost_model_for(spec)
     candidates = plan_candidates(spec, plan, cost)

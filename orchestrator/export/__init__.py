@@ -2,10 +2,12 @@
 
 Formats: `yaml` (the built-in trainer's config, `python -m jobs.train --config FILE`),
 `torchrun` (a shell script) and `sbatch` (a Slurm batch script: srun + torchrun), both of the
-program the campaign measured, whichever trainer it was, `deepspeed` (a DeepSpeed config JSON), `megatron-lm` and `megatron-deepspeed` (a bash array of the tool's flags,
-rendered by the same code as the trials; `megatron` is the old name of `megatron-deepspeed`),
-`torchtitan` (a torchrun script with torchtitan 0.3.0's arguments) and `command` (a campaign's
-own `trial.command`, as its trials ran it). Each names the campaign and trial it came from;
+program the campaign measured, whichever trainer it was; and each trainer's own, written by its
+folder (orchestrator/trainers/<tool>/export.py): `deepspeed` (a DeepSpeed config JSON),
+`megatron-lm` and `megatron-deepspeed` (a bash array of the tool's flags, rendered by the same
+code as the trials; `megatron` is the old name of `megatron-deepspeed`), `torchtitan` (a
+torchrun script with torchtitan 0.3.0's arguments) and `command` (a campaign's own
+`trial.command`, as its trials ran it). Each names the campaign and trial it came from;
 the scripts (scripts.py) run where the trials ran, with their environment, and the configs
 (configs.py) are the tools' own. A trainer names its own formats (`export_formats`, the default
 first) and may bring writers of formats of its own (`exporters`), so a registered trainer's
@@ -16,24 +18,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.export.configs import (
-    export_deepspeed,
-    export_megatron_deepspeed,
-    export_megatron_lm,
-    export_yaml,
-)
+from orchestrator.export.configs import export_yaml
 from orchestrator.export.program_scripts import export_program_sbatch, export_program_torchrun
-from orchestrator.export.scripts import export_sbatch, export_torchrun, export_torchtitan
+from orchestrator.export.scripts import export_sbatch, export_torchrun
 from orchestrator.space import ParallelConfig
-from orchestrator.common.errors import SpecError
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers.registry import adapter, names, trainer_for
-from orchestrator.trainers.torchtitan import torchtitan_section
 
-# `megatron`, the name older releases used, stays another name of `megatron-deepspeed`.
+# The formats the README documents, in its order: ParaTune's own (yaml, torchrun, sbatch) and
+# the built-in trainers' (each written by its folder's exporters; `megatron`, the name older
+# releases used, stays another name of `megatron-deepspeed`). `formats()` adds any other
+# registered trainer's.
 FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",
            "megatron", "torchtitan", "command")
-SCRIPT_FORMATS = ("torchrun", "sbatch", "torchtitan", "command")  # written executable
+SCRIPT_FORMATS = ("torchrun", "sbatch")  # written executable, with each trainer's own scripts
 
 # The scripts that run whatever program a campaign measured; a trainer's own writer of one
 # (its `exporters`) replaces it for that trainer's campaigns only.
@@ -69,25 +67,16 @@ def unmeasured_note(fmt: str, spec: CampaignSpec) -> str | None:
     note = (f"note: campaign {spec.name!r} measured trainer {trainer}; this {fmt} file runs "
             f"another program with its winner's layout, unmeasured (its own: --format "
             f"{own_format(spec)})")
-    if fmt == "torchtitan":  # torchtitan builds its model from its own config, not ours
-        section = torchtitan_section(spec)
-        note += (f"; its model is torchtitan's {section.module} {section.config}, not "
-                 f"{spec.model.name}: edit --config in the file")
+    for name in names():  # the format's own trainer may say what else to edit
+        if fmt in adapter(name).exporters():
+            note += adapter(name).unmeasured_export_note(spec)
     return note
 
 
-def _command(spec: CampaignSpec, trial_id: str, config: ParallelConfig, trial_dir=None) -> str:
-    if spec.trial.command is None:
-        raise SpecError(f"--format command: campaign {spec.name!r} ran trainer "
-                        f"{spec.trial.trainer!r}, not a trial.command; --format torchrun "
-                        "writes its own program")
-    return export_program_torchrun(spec, trial_id, config, trial_dir)
-
-
 def _script(builtin, program):
-    """A script format: the built-in trainer's own, or the measured program's."""
+    """A script format: ParaTune's own job's, or the measured program's."""
     def exporter(spec, trial_id, config, trial_dir=None):
-        if (spec.trial.trainer or "builtin") == "builtin":
+        if not trainer_for(spec).runs_a_program:
             return builtin(spec, trial_id, config)
         return program(spec, trial_id, config, trial_dir)
     return exporter
@@ -99,12 +88,7 @@ def _without_folder(exporter):
 
 EXPORTERS = {"yaml": _without_folder(export_yaml),
              "torchrun": _script(export_torchrun, export_program_torchrun),
-             "sbatch": _script(export_sbatch, export_program_sbatch),
-             "deepspeed": export_deepspeed,
-             "megatron-lm": _without_folder(export_megatron_lm),
-             "megatron-deepspeed": _without_folder(export_megatron_deepspeed),
-             "megatron": _without_folder(export_megatron_deepspeed),
-             "torchtitan": _without_folder(export_torchtitan), "command": _command}
+             "sbatch": _script(export_sbatch, export_program_sbatch)}
 
 
 def export(fmt: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig,

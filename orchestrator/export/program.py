@@ -22,7 +22,7 @@ from orchestrator.common.errors import SpecError
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers import trainer_for
-from orchestrator.trainers.deepspeed_config import base_config, production_config
+from orchestrator.trainers.deepspeed.config import base_config, production_config
 from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE, RESULT_FILE, SETTINGS_FILE
 
 # Stands for the run folder in rendered arguments; no spec value can hold a NUL.

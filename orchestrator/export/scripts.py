@@ -1,14 +1,12 @@
-"""Launch files that are shell scripts: torchrun and sbatch for the built-in trainer, torchrun
-for torchtitan, and the pieces every script shares (rendezvous, #SBATCH lines). Each sets the
-trials' `trial.env`; the torchtitan one also runs in the folder the trials ran in, where its
-relative paths start (the built-in trainer reads no file, so its scripts run from anywhere:
-common.run_context). Every value from the spec is one quoted shell word. Other trainers'
+"""Launch files that are shell scripts: torchrun and sbatch for the built-in trainer, and the
+pieces every script shares (rendezvous, #SBATCH lines; a trainer's own script, such as
+torchtitan's, is its folder's export.py). Each sets the trials' `trial.env`; the built-in
+trainer reads no file, so its scripts run from anywhere (common.run_context). Every value from the spec is one quoted shell word. Other trainers'
 programs: program_scripts.py."""
 
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export.common import interpreter, origin, run_context
@@ -16,9 +14,7 @@ from orchestrator.export.program import LONGER, length_note
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec, SlurmBackendSpec
 from orchestrator.spec.strings import SBATCH_OPTION, SBATCH_VALUE
-from orchestrator.trainers.builtin import job_flags, job_settings
-from orchestrator.trainers.torchtitan import TOOL as TORCHTITAN
-from orchestrator.trainers.torchtitan import export_values, torchtitan_args, torchtitan_section
+from orchestrator.trainers.builtin.settings import job_flags, job_settings
 
 # #SBATCH options the script's own launch line depends on: sbatch_args may not change them.
 LAYOUT_OPTIONS = ("nodes", "ntasks-per-node")
@@ -135,37 +131,3 @@ def export_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> 
 {SRUN_TORCHRUN.format(gpus=spec.gpus_per_node)} -m jobs.train "$@"' "$PYTHON" \\
     {_job_flags(spec, trial_id, config)} "$@"
 """
-
-
-def export_torchtitan(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
-    """A torchrun script for torchtitan 0.3.0 (which reads no TOML job file): the trial's
-    `--module/--config`, the user's overrides and the layout's, as trials ran them less their
-    own steps, log frequency and output folder."""
-    args = torchtitan_args(spec, config, export_values(spec, config, trial_id))
-    body = "\n".join(f"  {shlex.quote(a)}" for a in args)
-    entry = shlex.quote(torchtitan_section(spec).entry)
-    launch = f"--nproc_per_node={spec.gpus_per_node} -m {entry}"
-    return f"""#!/usr/bin/env bash
-# {origin(spec, trial_id, config, TORCHTITAN)}
-# The layout's flags come after the overrides (the layout wins); torchtitan derives gradient
-# accumulation as global_batch_size / (local_batch_size x data-parallel degree). Add flags to
-# ARGS before the activation-checkpoint subcommand: arguments after it belong to it.
-set -euo pipefail
-{interpreter()}{run_context(spec)}{_converter_path(config)}{rendezvous(spec.scale.nodes)}
-ARGS=(
-{body}
-)
-exec "$PYTHON" -m torch.distributed.run "${{RDZV[@]}}" {launch} "${{ARGS[@]}}"
-"""
-
-
-def _converter_path(config: ParallelConfig) -> str:
-    """An FP8 layout's --module is ParaTune's config registry, which attaches torchtitan's own
-    converters: the script puts ParaTune on PYTHONPATH (PARATUNE_ROOT, or this checkout)."""
-    if config.precision == "bf16":
-        return ""
-    root = str(Path(__file__).resolve().parents[2])
-    for special in ("\\", '"', "$", "`", "}"):  # inside the double quotes below
-        root = root.replace(special, "\\" + special)
-    return ("# FP8: --module names ParaTune's registry of torchtitan configs with its converters.\n"
-            f'export PYTHONPATH="${{PARATUNE_ROOT:-{root}}}${{PYTHONPATH:+:$PYTHONPATH}}"\n')

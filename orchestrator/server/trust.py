@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from orchestrator.server.db import Campaign, CodeGrant, Database, ProjectMember, User
 from orchestrator.server.trial_env import TUNING_ENV
+from orchestrator.trainers.registry import adapter, names
 
 USER, PROJECT = "user", "project"
 REDACTED = "<redacted>"
@@ -56,15 +57,23 @@ def code_in(data: dict[str, Any], client_workdir: str | None) -> list[str]:
     tracking, trial, backend = (_section(data, k) for k in ("tracking", "trial", "backend"))
     if tracking.get("uri"):
         found.append("tracking.uri")
-    for key in ("command", "workdir", "deepspeed", "torchtitan", "megatron"):
+    for key in ("workdir", *trainer_keys()):
         if trial.get(key):
             found.append(f"trial.{key}")
-    if trial.get("trainer") not in (None, "builtin"):
+    trainer = trial.get("trainer")
+    if trainer is not None and (trainer not in names() or adapter(trainer).runs_a_program):
         found.append("trial.trainer")
     env = trial.get("env") if isinstance(trial.get("env"), dict) else {}
     found += [f"trial.env.{name}" for name in env if str(name) not in TUNING_ENV]
     found += [f"backend.{key}" for key in ("setup", "sbatch_args", "address") if backend.get(key)]
     return found
+
+
+def trainer_keys() -> list[str]:
+    """The `trial` keys a trainer reads its program, config or arguments from (sections such
+    as trial.deepspeed, a command's trial.command), every registered trainer's."""
+    keys = [key for name in names() for key in adapter(name).trial_keys[:1]]
+    return list(dict.fromkeys(keys + [name.replace("-", "_") for name in names()]))
 
 
 def _section(data: dict[str, Any], key: str) -> dict[str, Any]:

@@ -104,9 +104,7 @@ class CampaignSpec(Strict):
             lambda: _check_pipeline_depths(self.space, self.model.num_layers),
         ]
         if self._trainer_rules:
-            checks += [lambda: _check_megatron_space(self.trial.trainer, self.space),
-                       lambda: _check_partial_recompute(self.trial.trainer, self.space),
-                       lambda: check_trainer_space(self)]
+            checks.append(lambda: check_trainer_space(self))
         problems = []
         for check in checks:
             try:
@@ -241,42 +239,3 @@ def _check_pipeline_depths(space: SpaceSpec, num_layers: int) -> None:
                 if (p := pipeline_depth_problem(space.pipeline_split, num_layers, pp))]
     if problems and len(problems) == len(space.pp):
         raise ValueError(problems[0])
-
-
-def _check_partial_recompute(trainer: str | None, space: SpaceSpec) -> None:
-    """torchtitan wraps every block or none, and Megatron-DeepSpeed's pipeline checkpoints
-    every layer: neither can recompute only some (the built-in trainer and Megatron-LM can;
-    DeepSpeed and command trainers get the count as a placeholder)."""
-    if trainer not in ("torchtitan", "megatron-deepspeed"):
-        return
-    listed = [c.recompute_num_layers for c in space.configs]
-    if any(v is not None for v in listed + space.recompute_num_layers):
-        raise ValueError(f"space.recompute_num_layers: {trainer} recomputes every layer or none; "
-                         "remove it, or use trainer builtin or megatron-lm")
-
-
-def _check_megatron_space(trainer: str | None, space: SpaceSpec) -> None:
-    """Layouts the Megatron trainers cannot express, refused before any trial: ZeRO 2 and 3 on
-    Megatron-LM (its distributed optimizer is ZeRO-1; the default stages narrow to 0 and 1),
-    AMSP factors, GPipe, and interleaving on Megatron-DeepSpeed."""
-    if trainer not in ("megatron-lm", "megatron-deepspeed"):
-        return
-    if trainer == "megatron-lm" and "zero_stage" not in space.model_fields_set:
-        space.zero_stage = [0, 1]
-    if space.kind == "amsp":
-        raise ValueError(f"space.kind: {trainer} takes ZeRO stages, not AMSP's sharding factors; "
-                         "use megatron-3d")
-    listed = [c.fields() for c in space.configs]
-    stages = [c.get("zero_stage", 0) for c in listed] if listed else space.zero_stage
-    schedules = [c.get("pp_schedule", "1f1b") for c in listed] if listed else space.pp_schedule
-    virtual = [c.get("virtual_stages", 1) for c in listed] if listed else space.virtual_stages
-    if trainer == "megatron-lm" and max(stages) > 1:
-        raise ValueError(f"space.zero_stage: megatron-lm has no ZeRO stage {max(stages)} (its "
-                         "distributed optimizer is ZeRO-1); use [0, 1], or trainer "
-                         "megatron-deepspeed for stages 2 and 3")
-    if "gpipe" in schedules:
-        raise ValueError(f"space.pp_schedule: {trainer} has no GPipe schedule; use 1f1b "
-                         "(or interleaved on megatron-lm)")
-    if trainer == "megatron-deepspeed" and max(virtual) > 1:
-        raise ValueError("space.virtual_stages: megatron-deepspeed's pipeline has no "
-                         "interleaved schedule; use [1]")

@@ -13,9 +13,6 @@ import logging
 log = logging.getLogger("orchestrator.spec")
 _said: set[str] = set()
 
-# Trainers that pass `trial.flash_attention` on to the program (Megatron's attention flags).
-FLASH_ATTENTION_TRAINERS = ("megatron-lm", "megatron-deepspeed")
-
 
 def warn(message: str) -> None:
     """Say `message` on stderr, once per process."""
@@ -35,10 +32,14 @@ def check_flash_attention(flash_attention: bool, trainer: str | None, backend: s
     by it; the built-in trainer always calls PyTorch SDPA, and the DeepSpeed, torchtitan and
     command programs choose their own, so there it is an assumption about the program that
     only the user can vouch for. The simulated backend runs no trainer: nothing to say."""
-    trainer = trainer or "builtin"
-    if flash_attention or trainer in FLASH_ATTENTION_TRAINERS or backend == "simulated":
+    from orchestrator.trainers.registry import adapter  # the adapters read the spec
+
+    if flash_attention or backend == "simulated":
         return
-    kernel = "always runs PyTorch SDPA" if trainer == "builtin" else "picks its own kernel"
+    kernel = adapter(trainer).attention_kernel  # None: it switches its kernel by the flag
+    if kernel is None:
+        return
+    trainer = adapter(trainer).name
     warn(f"trial.flash_attention: false changes only the cost model's memory estimate (it "
          f"counts the s x s attention scores); the {trainer} trainer {kernel}: keep it only "
          "where that kernel keeps the scores (SDPA's math fallback), else remove it")

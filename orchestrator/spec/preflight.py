@@ -31,11 +31,9 @@ def preflight(spec: CampaignSpec) -> list[ParallelConfig]:
 
 def _trainer_script(spec: CampaignSpec) -> tuple[str, str] | None:
     """(spec key, path) of the script a torchrun-launched trainer runs, if it has one."""
-    if spec.trial.trainer == "deepspeed":
-        return "trial.deepspeed.script", spec.trial.deepspeed.script
-    if spec.trial.trainer in ("megatron-lm", "megatron-deepspeed"):
-        return "trial.megatron.script", spec.trial.megatron.script
-    return None
+    from orchestrator.trainers.registry import trainer_for  # the adapters read the spec
+
+    return trainer_for(spec).script(spec)
 
 
 def _check_workdir(workdir: str | None) -> Path:

@@ -11,6 +11,7 @@ the cost model which engine it runs; every other trainer's runtime is its own.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -210,35 +211,45 @@ class TrialSpec(Strict):
 
     @model_validator(mode="after")
     def _trainer_and_its_section(self) -> "TrialSpec":
+        """Each trainer's own keys (its section; a command's program, regexes and runtime)
+        go with that trainer only, as the registry says which trainer reads which."""
+        from orchestrator.trainers.registry import DEFAULT, readers_of
+
+        command = readers_of("command")[0]
         if self.trainer is None:
-            self.trainer = "command" if self.command is not None else "builtin"
-        if (self.trainer == "command") != (self.command is not None):
+            self.trainer = command if self.command is not None else DEFAULT
+        if (self.trainer == command) != (self.command is not None):
             raise ValueError("trial.command: give a command exactly when trial.trainer is "
-                             f"'command' (trainer is {self.trainer!r})")
-        if self.log_metrics and self.trainer != "command":
-            raise ValueError("trial.log_metrics: only the command trainer reads user regexes; "
+                             f"{command!r} (trainer is {self.trainer!r})")
+        if self.log_metrics and self.trainer not in readers_of("log_metrics"):
+            raise ValueError(f"trial.log_metrics: only the {command} trainer reads user regexes; "
                              f"{self.trainer} has its own log parser")
-        if self.runtime is not None and self.trainer != "command":
+        if self.runtime is not None and self.trainer not in readers_of("runtime"):
             raise ValueError("trial.runtime: only a trial.command program takes a runtime; "
                              f"the {self.trainer} trainer's is its own (drop trial.runtime)")
-        wanted = {"deepspeed": "deepspeed", "torchtitan": "torchtitan",
-                  "megatron-lm": "megatron", "megatron-deepspeed": "megatron",
-                  "megatron-bridge": "megatron_bridge"}.get(self.trainer)
-        for section in ("deepspeed", "torchtitan", "megatron", "megatron_bridge"):
-            given = getattr(self, section) is not None
-            if given and section != wanted:
+        sections = [key for key, field in type(self).model_fields.items()
+                    if _section_of(field.annotation)]
+        for section in sections:
+            given, own = getattr(self, section) is not None, self.trainer in readers_of(section)
+            if given and not own:
                 raise ValueError(f"trial.{section}: a section for another trainer; trial.trainer "
                                  f"is {self.trainer!r} (set trial.trainer, or drop trial.{section})")
-        if wanted == "deepspeed" and self.deepspeed is None:
-            raise ValueError("trial.deepspeed: required with trainer deepspeed; give at least "
-                             "`script: path/to/train.py`")
-        if wanted == "torchtitan" and self.torchtitan is None:
-            self.torchtitan = TorchtitanTrainerSpec()
-        if wanted == "megatron" and self.megatron is None:
-            self.megatron = MegatronTrainerSpec()
-        if wanted == "megatron_bridge" and self.megatron_bridge is None:
-            self.megatron_bridge = MegatronBridgeTrainerSpec()
+            if not given and own:
+                model = _section_of(type(self).model_fields[section].annotation)
+                required = [k for k, f in model.model_fields.items() if f.is_required()]
+                if required:
+                    raise ValueError(f"trial.{section}: required with trainer {self.trainer}; "
+                                     f"give at least `{required[0]}: ...`")
+                setattr(self, section, model())
         return self
+
+
+def _section_of(annotation) -> type[Strict] | None:
+    """The section model of a `trial` field typed `Section | None`, else None."""
+    for arg in typing.get_args(annotation):
+        if isinstance(arg, type) and issubclass(arg, Strict):
+            return arg
+    return None
 
 
 def campaign_inputs(trial: TrialSpec) -> tuple[Path, ...]:

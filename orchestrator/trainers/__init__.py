@@ -12,9 +12,10 @@ import importlib
 
 _WHERE = {
     "LogMetrics": "base", "Measure": "base", "TrainerAdapter": "base", "TrainerRun": "base",
-    "BuiltinTrainer": "builtin", "CommandTrainer": "command", "DeepSpeedTrainer": "deepspeed",
-    "MegatronDeepSpeedTrainer": "megatron", "MegatronLMTrainer": "megatron",
-    "TorchtitanTrainer": "torchtitan", "trainer_for": "registry",
+    "BuiltinTrainer": "builtin.adapter", "CommandTrainer": "command.adapter",
+    "DeepSpeedTrainer": "deepspeed.adapter", "MegatronDeepSpeedTrainer": "megatron.adapter",
+    "MegatronLMTrainer": "megatron.adapter", "TorchtitanTrainer": "torchtitan.adapter",
+    "trainer_for": "registry",
 }
 
 

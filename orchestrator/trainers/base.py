@@ -110,6 +110,18 @@ class TrainerAdapter(ABC):
     export_formats: ClassVar[tuple[str, ...]] = ("torchrun", "sbatch")
     # Which of the formats its `exporters` write are scripts (written executable).
     script_formats: ClassVar[tuple[str, ...]] = ()
+    # The `trial` keys only this trainer reads (its section), refused under another trainer.
+    trial_keys: ClassVar[tuple[str, ...]] = ()
+    # Where `paratune best`'s hint suggests writing its own format's file.
+    export_file: ClassVar[str] = "launch.sh"
+    # Whether its trials run a program of the user's (TrainerRun's), which the generic
+    # torchrun and sbatch launch files rerun; False: ParaTune's own job (their own scripts).
+    runs_a_program: ClassVar[bool] = True
+    # Whether `runtime` is an assumption about code ParaTune does not see (said with a plan).
+    runtime_assumed: ClassVar[bool] = False
+    # What it does with `trial.flash_attention: false`: None, it switches its attention kernel
+    # by it; else the words for the kernel it runs anyway (spec/notices.py warns).
+    attention_kernel: ClassVar[str | None] = "picks its own kernel"
 
     @classmethod
     def for_spec(cls, spec) -> "TrainerAdapter":
@@ -137,6 +149,15 @@ class TrainerAdapter(ABC):
     def exporters(self) -> dict[str, Exporter]:
         """Writers of the formats that are its own tool's (a config, its flags), by format."""
         return {}
+
+    def unmeasured_export_note(self, spec) -> str:
+        """What to add to the note shown when one of its formats is exported for a campaign
+        that ran another trainer (what in the file is not that campaign's)."""
+        return ""
+
+    def script(self, spec) -> tuple[str, str] | None:
+        """(spec key, path) of the training script its trials launch, checked before a run."""
+        return None
 
     def base_config_notes(self, spec, configs) -> list[str]:
         """What the campaign's trials change in the user's base config and which of its

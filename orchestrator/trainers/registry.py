@@ -29,7 +29,6 @@ TRAINERS: dict[str, str | type[TrainerAdapter]] = {
     "megatron-lm": "orchestrator.trainers.megatron:MegatronLMTrainer",
     "megatron-deepspeed": "orchestrator.trainers.megatron:MegatronDeepSpeedTrainer",
     "megatron-bridge": "orchestrator.trainers.megatron_bridge.adapter:MegatronBridgeTrainer",
-    "megatron-bridge": "orchestrator.trainers.megatron_bridge:MegatronBridgeTrainer",
     "command": "orchestrator.trainers.command:CommandTrainer",
 }
 
@@ -76,6 +75,14 @@ def runtimes() -> dict[str, ZeroEngine]:
         if cls.runtime_name is not None:
             found.setdefault(cls.runtime_name, cls.runtime)
     return found
+
+
+def readers_of(key: str) -> tuple[str, ...]:
+    """The trainers that read `trial` key `key` (a section, a command's program): those whose
+    `trial_keys` name it, else the one named so (a section named for its trainer, `-` written
+    `_`)."""
+    declared = tuple(name for name in TRAINERS if key in adapter_class(name).trial_keys)
+    return declared or tuple(name for name in TRAINERS if name.replace("-", "_") == key)
 
 
 def trainer_for(spec) -> TrainerAdapter:

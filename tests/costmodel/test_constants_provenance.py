@@ -15,7 +15,7 @@ from orchestrator.costmodel import constants_provenance as provenance
 from orchestrator.costmodel import provenance_tables as tables
 from orchestrator.costmodel import fit_verdict, memory
 from orchestrator.costmodel.coefficients import Coefficients
-from orchestrator.trainers.megatron_runtime import MEGATRON_EP_OVERLAP_FLAG
+from orchestrator.trainers.megatron.runtime import MEGATRON_EP_OVERLAP_FLAG
 from orchestrator.presets import CLUSTER_PRESETS
 from orchestrator.presets.clusters import NCCL
 

@@ -14,8 +14,8 @@ from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec
 from orchestrator.spec.planning import cost_model_for
-from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS
-from orchestrator.trainers.megatron_runtime import MEGATRON_OVERLAP_FLAG, megatron_lm_runtime
+from orchestrator.trainers.megatron.flags import MEGATRON_LM_FLAGS
+from orchestrator.trainers.megatron.runtime import MEGATRON_OVERLAP_FLAG, megatron_lm_runtime
 from orchestrator.trainers.registry import adapter
 
 A800 = CLUSTER_PRESETS["a800-80g"]

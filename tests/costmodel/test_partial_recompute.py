@@ -22,7 +22,7 @@ from orchestrator.space import InvalidConfig, ParallelConfig, ShardingFactors
 from orchestrator.spec import spec_from_dict
 from orchestrator.spec.planning import cost_model_for, fitted_candidates
 from orchestrator.trainers.megatron import megatron_args
-from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS, problems
+from orchestrator.trainers.megatron.flags import MEGATRON_LM_FLAGS, problems
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA_30B = MODEL_PRESETS["llama-30b"]  # 60 layers

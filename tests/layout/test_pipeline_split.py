@@ -32,7 +32,7 @@ from orchestrator.spec import load_spec, spec_from_dict
 from orchestrator.spec.planning import cost_model_for
 from orchestrator.spec.trainer_layouts import layout_refusal
 from orchestrator.trainers.megatron import megatron_args
-from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS, problems
+from orchestrator.trainers.megatron.flags import MEGATRON_LM_FLAGS, problems
 
 SPLITS = ("even", "embedding_loss", "first_last")
 GRID = [(layers, pp, v, split) for layers, pp, v, split

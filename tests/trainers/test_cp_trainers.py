@@ -29,14 +29,14 @@ from orchestrator.common.errors import SpecError
 from orchestrator.export import export
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec, spec_from_dict
-from orchestrator.spec.context_layouts import TORCHTITAN_VARLEN_CONFIGS, VARLEN_CP
+from orchestrator.trainers.torchtitan.configs import TORCHTITAN_VARLEN_CONFIGS, VARLEN_CP
 from orchestrator.spec.notices import forget
 from orchestrator.spec.trainer_layouts import runnable
 from orchestrator.trainers import trainer_for
-from orchestrator.trainers.deepspeed_config import deepspeed_config
+from orchestrator.trainers.deepspeed.config import deepspeed_config
 from orchestrator.trainers.megatron import megatron_args, megatron_env
-from orchestrator.trainers.megatron_context import MEGATRON_CP_COMM_TYPES
-from orchestrator.trainers.megatron_flags import (
+from orchestrator.trainers.megatron.context import MEGATRON_CP_COMM_TYPES
+from orchestrator.trainers.megatron.flags import (
     MEGATRON_DEEPSPEED_FLAGS,
     MEGATRON_LM_CONFIG_FLAGS,
     MEGATRON_LM_FLAGS,

@@ -176,7 +176,7 @@ def test_deepspeed_reduces_stage_0_gradients_in_bf16_as_the_cost_model_prices_th
     `communication_data_type`), where PyTorch's DDP reduces float32: the DeepSpeed trainer's
     stage 0 is priced on DeepSpeed's engine, 2 bytes a parameter (test_costmodel_runtime.py)."""
     from orchestrator.spec.planning import cost_model_for
-    from orchestrator.trainers.deepspeed_config import base_config, deepspeed_config
+    from orchestrator.trainers.deepspeed.config import base_config, deepspeed_config
 
     monkeypatch.chdir(EXAMPLES.parent)
     spec = load_spec(EXAMPLES / "deepspeed.yaml", ["cluster=a100-80g", "scale.gpus_per_node=1"])

@@ -18,7 +18,7 @@ from orchestrator.export import export
 from orchestrator.spec import load_spec
 from orchestrator.trainers import DeepSpeedTrainer, trainer_for
 from orchestrator.trainers.deepspeed import THROUGHPUT
-from orchestrator.trainers.deepspeed_config import LAYOUT_KEYS, changes, deepspeed_config
+from orchestrator.trainers.deepspeed.config import LAYOUT_KEYS, changes, deepspeed_config
 from orchestrator.trial.folder import DEEPSPEED_CHANGES_FILE, DEEPSPEED_CONFIG_FILE, TrialFolder
 
 import deepspeed  # noqa: E402, F401  (the test extra installs it: a broken install fails here)
@@ -180,9 +180,9 @@ def test_real_deepspeed_campaign_with_offload_overlap_and_buckets_on_cpu(runs_di
 
 def test_an_odd_bucket_is_refused_in_deepspeeds_words():
     from orchestrator.space import ParallelConfig
-    from orchestrator.spec.precision_layouts import precision_refusal
+    from orchestrator.trainers.deepspeed.capabilities import even_bucket_refusal
 
     odd = ParallelConfig(dp=2, zero_stage=1, bucket_size=5_000_001)
-    assert "multiple of nccl_start_alignment_factor" in precision_refusal("deepspeed", odd)
-    assert precision_refusal("deepspeed", ParallelConfig(dp=2, zero_stage=1,
-                                                          bucket_size=5_000_000)) is None
+    assert "multiple of nccl_start_alignment_factor" in even_bucket_refusal("deepspeed", odd)
+    assert even_bucket_refusal("deepspeed", ParallelConfig(dp=2, zero_stage=1,
+                                                           bucket_size=5_000_000)) is None

@@ -14,7 +14,7 @@ from conftest import EXAMPLES
 from orchestrator.export import export
 from orchestrator.spec import load_spec
 from orchestrator.trainers import DeepSpeedTrainer
-from orchestrator.trainers.deepspeed_config import LAYOUT_KEYS, TRIAL_ONLY, flat_keys
+from orchestrator.trainers.deepspeed.config import LAYOUT_KEYS, TRIAL_ONLY, flat_keys
 from orchestrator.trial.folder import DEEPSPEED_CHANGES_FILE, DEEPSPEED_CONFIG_FILE, TrialFolder
 
 BASE = {"train_batch_size": 8, "steps_per_print": 10, "bf16": {"enabled": True},

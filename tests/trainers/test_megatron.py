@@ -23,7 +23,7 @@ from orchestrator.spec import load_spec
 from orchestrator.spec.trainer_layouts import runnable
 from orchestrator.trainers import Measure, MegatronDeepSpeedTrainer, MegatronLMTrainer, trainer_for
 from orchestrator.trainers.megatron import megatron_args
-from orchestrator.trainers.megatron_flags import (
+from orchestrator.trainers.megatron.flags import (
     MEGATRON_DEEPSPEED_COMMIT,
     MEGATRON_DEEPSPEED_FLAGS,
     MEGATRON_LM_COMMIT,

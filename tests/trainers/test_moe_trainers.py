@@ -36,13 +36,13 @@ from orchestrator.spec import load_spec, spec_from_dict
 from orchestrator.spec.trainer_layouts import runnable
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.megatron import megatron_args
-from orchestrator.trainers.megatron_flags import (
+from orchestrator.trainers.megatron.flags import (
     MEGATRON_LM_CONFIG_FLAGS,
     MEGATRON_LM_FLAGS,
     Flag,
     problems,
 )
-from orchestrator.trainers.megatron_moe import moe_layer_pattern
+from orchestrator.trainers.megatron.moe import moe_layer_pattern
 from orchestrator.trial.folder import TrialFolder
 
 MISSING = ("megatron-core 0.19.2 is not installed (pip install --no-deps "
@@ -344,7 +344,7 @@ def test_a_builtin_moe_campaigns_exports_carry_ep(runs_dir):
 
 
 def test_group_limited_routing_reaches_megatron_and_is_refused_where_it_cannot_run():
-    from orchestrator.trainers.megatron_moe import moe_args
+    from orchestrator.trainers.megatron.moe import moe_args
 
     spec = load_spec(EXAMPLES / "deepseek-v3.yaml")
     config = spec.candidates()[0]

@@ -23,16 +23,16 @@ from test_torchtitan import parse  # noqa: F401  (torchtitan's own parser)
 from trainer_checks import one_line_refusal, parsed_in_child
 
 from orchestrator.common.errors import SpecError
-from orchestrator.export.configs import export_megatron_lm
-from orchestrator.export.scripts import export_torchtitan
+from orchestrator.trainers.megatron.export import export_megatron
+from orchestrator.trainers.torchtitan.export import export_torchtitan
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.megatron import megatron_args
-from orchestrator.trainers.megatron_flags import MEGATRON_LM_FLAGS, problems
-from orchestrator.trainers.megatron_precision import CHANGES_FILE, FP8_FLAGS
+from orchestrator.trainers.megatron.flags import MEGATRON_LM_FLAGS, problems
+from orchestrator.trainers.megatron.precision import CHANGES_FILE, FP8_FLAGS
 from orchestrator.trainers.torchtitan import export_values, torchtitan_args
-from orchestrator.trainers.torchtitan_precision import REGISTRY_MODULE
+from orchestrator.trainers.torchtitan.precision import REGISTRY_MODULE
 from orchestrator.trial.folder import TrialFolder
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -178,7 +178,7 @@ def test_megatron_lm_refuses_in_one_line():
 
 def test_a_megatron_lm_export_carries_the_precision_flags():
     config = layout(precision="fp8-blockwise", offload="optimizer", overlap_comm=True)
-    text = export_megatron_lm(precision_spec(trainer="megatron-lm"), "t1", config)
+    text = export_megatron("megatron-lm", precision_spec(trainer="megatron-lm"), "t1", config)
     for flag in ("--fp8-format=e4m3", "--fp8-recipe=blockwise", "--optimizer-cpu-offload",
                  "--use-precision-aware-optimizer", "--overlap-grad-reduce",
                  "--overlap-param-gather"):
@@ -262,7 +262,7 @@ def test_torchtitan_fp8_stops_in_torchtitans_own_words(parse, monkeypatch):  # n
     with pytest.raises(ImportError, match="torchao is not installed. Please install it to use "
                                           "float8 linear layers."):
         parse(args)
-    import orchestrator.trainers.torchtitan_precision as registry
+    import orchestrator.trainers.torchtitan.precision as registry
 
     with pytest.raises(AttributeError):
         registry.llama3_8b  # noqa: B018  (only MODULE/CONFIG/PRECISION names are configs)

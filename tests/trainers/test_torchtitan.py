@@ -19,7 +19,7 @@ import pytest
 from trainer_checks import torchtitan_registry_configs
 
 from orchestrator.common.errors import SpecError
-from orchestrator.export.scripts import export_torchtitan
+from orchestrator.trainers.torchtitan.export import export_torchtitan
 from orchestrator.spec import spec_from_dict
 from orchestrator.trainers import TorchtitanTrainer, trainer_for
 from orchestrator.trainers.base import Measure
@@ -290,7 +290,7 @@ def test_the_moe_config_table_is_torchtitans_registry():
     """TORCHTITAN_MOE_CONFIGS against torchtitan 0.3.0's own registry functions: a config is an
     MoE one exactly when its model has experts (configs that need packages this machine lacks,
     torchao and the like, are passed over)."""
-    from orchestrator.spec.trainer_layouts import torchtitan_is_moe
+    from orchestrator.trainers.torchtitan.configs import torchtitan_is_moe
 
     checked = 0
     for module, name, config in torchtitan_registry_configs():

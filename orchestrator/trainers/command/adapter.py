@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import re
 
+from orchestrator.common.errors import SpecError
 from orchestrator.costmodel.zero_engine import ZeroEngine
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
-from orchestrator.trainers.deepspeed_config import deepspeed_config
+from orchestrator.trainers.deepspeed.config import deepspeed_config
 from orchestrator.trainers.registry import runtimes
 from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
@@ -32,6 +33,12 @@ class CommandTrainer(TrainerAdapter):
     name = "command"
     tool = "any program that reports PARATUNE_RESULT or matches trial.log_metrics"
     export_formats = ("command", "torchrun", "sbatch", "deepspeed")
+    trial_keys = ("command", "log_metrics", "runtime")
+    script_formats = ("command",)
+    runtime_assumed = True
+
+    def exporters(self) -> dict:
+        return {"command": export_command}
 
     def __init__(self, log_metrics: dict[str, str] | None = None):
         self.log_metrics = dict(log_metrics or {})
@@ -82,3 +89,14 @@ class CommandTrainer(TrainerAdapter):
             metrics.error = (f"no line matched trial.log_metrics.{name} "
                              f"({self.log_metrics[name]!r}); ")
         return metrics
+
+
+def export_command(spec, trial_id: str, config, trial_dir=None) -> str:
+    """`--format command`: the campaign's own `trial.command` as its trials ran it."""
+    from orchestrator.export.program_scripts import export_program_torchrun  # imports export
+
+    if spec.trial.command is None:
+        raise SpecError(f"--format command: campaign {spec.name!r} ran trainer "
+                        f"{spec.trial.trainer!r}, not a trial.command; --format torchrun "
+                        "writes its own program")
+    return export_program_torchrun(spec, trial_id, config, trial_dir)

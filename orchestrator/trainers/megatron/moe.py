@@ -1,5 +1,5 @@
 """A mixture-of-experts model and its expert layout as Megatron-LM's and Megatron-DeepSpeed's
-flags; the layouts either tool cannot run are refused first (spec/trainer_layouts.py).
+flags; the layouts either tool cannot run are refused first (capabilities.py).
 
 Megatron-LM (megatron-core 0.19.2; megatron_flags.py says which flags its parser generates
 from TransformerConfig): `--num-experts`, `--moe-router-topk`, `--moe-ffn-hidden-size`, shared

@@ -19,14 +19,14 @@ pipeline (--no-pipeline-parallel), as its examples do. Megatron-DeepSpeed has no
 schedule, and neither tool a GPipe one: the spec refuses those layouts for these trainers.
 
 Mixture of experts: the experts and their layout (ep, etp) as each tool's flags
-(megatron_moe.py); `--kv-channels` where the head dim is not hidden / heads. Context
+(moe.py); `--kv-channels` where the head dim is not hidden / heads. Context
 parallelism: `--context-parallel-size` and, with cp > 1, `--cp-comm-type` and TransformerEngine's
 attention on Megatron-LM; `--ds-sequence-parallel-size` (Ulysses) on Megatron-DeepSpeed
-(megatron_context.py). FP8 recipes, optimizer offload, overlap and bucket size on
-Megatron-LM: megatron_precision.py. Megatron-LM's parser asserts CUDA_DEVICE_MAX_CONNECTIONS=1
+(context.py). FP8 recipes, optimizer offload, overlap and bucket size on
+Megatron-LM: precision.py. Megatron-LM's parser asserts CUDA_DEVICE_MAX_CONNECTIONS=1
 with TP or CP on GPUs before Blackwell, so trials set it for either.
 
-`run` and the export formats `megatron-lm` and `megatron-deepspeed` render the same flags
+The adapters (adapter.py) and the export formats `megatron-lm` and `megatron-deepspeed` render the same flags
 (`megatron_args`); a trial adds its length and logging (`trial_args`).
 """
 
@@ -35,23 +35,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.common.errors import SpecError
-from orchestrator.costmodel.zero_engine import ZeroEngine
-from orchestrator.spec.trainer_layouts import layout_refusal
-from orchestrator.trainers.arguments import fill, placeholder_values
-from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
-from orchestrator.trainers.deepspeed_config import campaign_notes, trial_files
-from orchestrator.trainers.megatron_context import context_args
-from orchestrator.trainers.megatron_flags import (
+from orchestrator.trainers.megatron.capabilities import ds_refusal, lm_refusal
+from orchestrator.trainers.megatron.context import context_args
+from orchestrator.trainers.megatron.flags import (
     MEGATRON_DEEPSPEED_FLAGS,
     MEGATRON_DEEPSPEED_SOURCE,
     MEGATRON_LM_FLAGS,
     MEGATRON_LM_SOURCE,
     Flag,
 )
-from orchestrator.trainers.megatron_log import parse_megatron_log
-from orchestrator.trainers.megatron_moe import ffn_hidden, moe_args
-from orchestrator.trainers.megatron_precision import CHANGES_FILE, base_args_for, precision_args
-from orchestrator.trainers.megatron_runtime import MEGATRON_DEEPSPEED_RUNTIME, megatron_lm_runtime
+from orchestrator.trainers.megatron.moe import ffn_hidden, moe_args
+from orchestrator.trainers.megatron.precision import precision_args
 from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
 LM = "megatron-lm"
@@ -87,7 +81,7 @@ def _check_layout(tool: str, spec, config) -> None:
     if tool == DS and config.virtual_stages > 1:
         raise SpecError("space.virtual_stages: megatron-deepspeed's pipeline has no interleaved "
                         "schedule; use [1]")
-    refusal = layout_refusal(tool, spec, config)
+    refusal = (lm_refusal if tool == LM else ds_refusal)(spec, config)
     if refusal:
         raise SpecError(f"layout {config.key()}: {refusal}")
 
@@ -198,49 +192,3 @@ def megatron_env(spec, config) -> dict[str, str]:
     if spec.cluster.device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
     return env
-
-
-class _MegatronTrainer(TrainerAdapter):
-    measurement_args = ("--log-interval=1", "--log-throughput")
-
-    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
-        section = spec.trial.megatron
-        values = placeholder_values(spec, config, trial_id, folder, steps)
-        base, removed = base_args_for(self.name, config, fill(section.args, values))
-        program = [section.script, *base,
-                   *megatron_args(self.name, spec, config, str(folder.deepspeed_config)),
-                   *trial_args(self.name, steps + spec.trial.warmup_steps)]
-        files = trial_files(spec, config) if self.name == DS else {}
-        if removed:
-            files = {**files, CHANGES_FILE: "".join(line + "\n" for line in removed)}
-        return TrainerRun(program=program, launcher="torchrun", files=files,
-                          env=megatron_env(spec, config))
-
-
-class MegatronLMTrainer(_MegatronTrainer):
-    name = LM
-    tool = MEGATRON_LM_SOURCE
-    runtime = megatron_lm_runtime()  # its defaults: no overlap
-    runtime_name = "megatron"
-    export_formats = ("torchrun", "sbatch", LM)
-
-    def runtime_for(self, spec) -> ZeroEngine:
-        return megatron_lm_runtime(spec.trial.megatron.args if spec.trial.megatron else ())
-
-    def parse_log(self, text: str) -> LogMetrics:
-        return parse_megatron_log(text, read_tflops=True)
-
-
-class MegatronDeepSpeedTrainer(_MegatronTrainer):
-    name = DS
-    tool = MEGATRON_DEEPSPEED_SOURCE
-    runtime = MEGATRON_DEEPSPEED_RUNTIME
-    # `megatron` is the name older releases gave its flags' format.
-    export_formats = ("torchrun", "sbatch", DS, "megatron", "deepspeed")
-
-    def base_config_notes(self, spec, configs) -> list[str]:
-        return [f"trial.megatron.deepspeed_config: {line}"
-                for line in campaign_notes(spec, configs)]
-
-    def parse_log(self, text: str) -> LogMetrics:
-        return parse_megatron_log(text, read_tflops=False)

@@ -26,9 +26,10 @@ from __future__ import annotations
 import re
 
 from orchestrator.trainers.arguments import fill, placeholder_values
+from orchestrator.trainers.deepspeed.capabilities import refusal, space_problems
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
 from orchestrator.costmodel.zero_engine import ZeroEngine
-from orchestrator.trainers.deepspeed_config import campaign_notes, trial_files
+from orchestrator.trainers.deepspeed.config import TOOL, campaign_notes, trial_files
 
 THROUGHPUT = re.compile(
     r"global_step=(?P<step>\d+), RunningAvgSamplesPerSec=(?P<avg>[-\d.eE+]+), "
@@ -39,14 +40,29 @@ LOSS = re.compile(r"\bloss\s*[=:]\s*(?P<loss>[-\d.]+(?:[eE][-+]?\d+)?)")
 
 class DeepSpeedTrainer(TrainerAdapter):
     name = "deepspeed"
-    tool = "DeepSpeed 0.19.8"
+    tool = TOOL
     # DDP is DeepSpeed's engine without ZeRO: bf16 gradients reduced after the backward.
     runtime = ZeroEngine(ddp_engine="deepspeed")
     runtime_name = "deepspeed"
+    trial_keys = ("deepspeed",)
     export_formats = ("torchrun", "sbatch", "deepspeed")
 
     def base_config_notes(self, spec, configs) -> list[str]:
         return [f"trial.deepspeed.config: {line}" for line in campaign_notes(spec, configs)]
+
+    def exporters(self) -> dict:
+        from orchestrator.trainers.deepspeed.export import export_deepspeed  # imports export
+
+        return {"deepspeed": export_deepspeed}
+
+    def script(self, spec) -> tuple[str, str] | None:
+        return "trial.deepspeed.script", spec.trial.deepspeed.script
+
+    def check_spec(self, spec) -> list[str]:
+        return space_problems(spec)
+
+    def layout_refusal(self, spec, config) -> str | None:
+        return refusal(spec, config)
 
     def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
         section = spec.trial.deepspeed

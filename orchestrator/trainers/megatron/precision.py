@@ -1,5 +1,5 @@
 """A layout's precision, offload, overlap and bucket size as Megatron-LM's flags; the values it
-cannot run are refused first (spec/precision_layouts.py). Megatron-DeepSpeed takes these from
+cannot run are refused first (capabilities.py). Megatron-DeepSpeed takes these from
 its DeepSpeed config (deepspeed_config.py) and has no FP8, so it gets no flags here.
 
 Read in megatron-core 0.19.2 (megatron/core and the megatron/training it ships):

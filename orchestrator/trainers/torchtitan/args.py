@@ -19,7 +19,7 @@ torchtitan has no optimizer-only sharding); AMSP factors equal for parameters, g
 optimizer states over a group g < dp -> HSDP (shard g, replicate dp / g).
 
 Mixture of experts: an MoE campaign names one of torchtitan's MoE configs (deepseek_v3, qwen3's
-MoE ones, gpt_oss: spec/trainer_layouts.py) and gets the layout's
+MoE ones, gpt_oss: configs.py) and gets the layout's
 `--parallelism.expert-parallel-degree` over the config's own. Expert parallelism borrows the
 dp_shard x cp x tp ranks and has no expert tensor parallelism; with ep > 1 CUDA graphs are off,
 as Trainer.Config refuses them with the all-to-all token dispatcher (and with pipelines).
@@ -28,7 +28,7 @@ Context parallelism: `--parallelism.context-parallel-degree` on every layout and
 `--parallelism.context-parallel-load-balancer=headtail` (ParallelismConfig's default, stated:
 2 x cp chunks, an early and a late one per rank, the split ParaTune's layouts assume). torchtitan
 0.3 all-gathers keys and values (allgather; p2p and a2a are refused, as are its variable-length
-attention configs: spec/context_layouts.py). Its FSDP mesh is dp_shard x cp, so with cp > 1
+attention configs: capabilities.py). Its FSDP mesh is dp_shard x cp, so with cp > 1
 parameters are sharded over the cp ranks too, whatever the layout's ZeRO stage.
 
 Pipeline split: `--parallelism.pipeline-parallel-first-stage-less-layers` and
@@ -37,55 +37,31 @@ count as a layer each, torchtitan's default) and 0 with `even`, so torchtitan's 
 one the cost model priced (orchestrator/pipeline_split.py); the interleaved schedule names the
 layers of a model chunk.
 
-Precision and offload (torchtitan_precision.py): an FP8 layout names ParaTune's config
+Precision and offload (precision.py): an FP8 layout names ParaTune's config
 registry as `--module`, whose config function loads the campaign's config and runs torchtitan's
 Float8 or MX converters on its model; optimizer+params offload is
 `--training.enable-cpu-offload` (FSDP2's CPU offload), with CUDA graphs off.
-
-Log (torchtitan/components/metrics.py, MetricsProcessor.log; ANSI colours unless
-metrics.disable_color_printing; every rank logs its own line):
-
-    step:  2  loss:  7.95473  grad_norm:  1.2345  memory:  1.23GiB(3.10%)  tps: 12,345
-    tflops: 12.34  mfu: 1.25%
-
-`tps` is tokens per second per device (tokens of the rank's data-parallel replica / time /
-(tp x pp x cp)); `memory` is the peak reserved GiB of the rank's device, turned here into GB of
-1e9 bytes like every `peak_memory_gb` (jobs/ reports max_memory_allocated / 1e9). torchtitan's
-tflops and mfu follow its own FLOPs count (6N plus attention) and device peak table.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
 from orchestrator.common.errors import SpecError
-from orchestrator.costmodel.zero_engine import ZeroEngine
-from orchestrator.spec.trainer_layouts import layout_refusal
-from orchestrator.spec.trainer_layouts import torchtitan_data_parallel as data_parallel
+from orchestrator.trainers.torchtitan.capabilities import refusal
+from orchestrator.trainers.torchtitan.configs import torchtitan_data_parallel as data_parallel
 from orchestrator.spec.trial import TorchtitanTrainerSpec
 from orchestrator.trainers.arguments import fill, placeholder_values
-from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
-from orchestrator.trainers.torchtitan_precision import module_and_config, offload_args
+from orchestrator.trainers.torchtitan.precision import module_and_config, offload_args
 
 TOOL = "torchtitan 0.3.0"
 SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
-GIB_IN_GB = 2**30 / 1e9
-
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-STEP = re.compile(
-    r"step:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+grad_norm:\s*\S+\s+"
-    r"memory:\s*(?P<mem>[\d.]+)GiB\([\d.]+%\)\s+tps:\s*(?P<tps>[\d,]+)\s+"
-    r"tflops:\s*(?P<tflops>[\d,.]+)\s+mfu:\s*(?:(?P<mfu>[\d.]+)%|N/A)")
-EXCEPTION = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*?:\s")
-
-
 def _pipeline_split(config, num_layers: int) -> list[str]:
     """torchtitan's split of the layout's (orchestrator/pipeline_split.py): its stages hold
     layers_per_stage slots, less the first and last stages' less-layers (the embedding and the
     loss as a layer each: its default of 1; 0 for `even`). For `first_last`, every stage has
-    the busiest stage's slots and the ends fewer layers (1F1B only: pipeline_layouts.py)."""
+    the busiest stage's slots and the ends fewer layers (1F1B only: capabilities.py)."""
     if config.pipeline_split == "first_last":
         layers = config.stage_layers(num_layers)
         first, last = max(layers) - layers[0], max(layers) - layers[-1]
@@ -104,9 +80,9 @@ def layout_args(spec, config) -> list[str]:
     if config.recompute_num_layers is not None:
         raise SpecError("space.recompute_num_layers: torchtitan recomputes every block or none; "
                         "remove it, or use trainer builtin or megatron-lm")
-    refusal = layout_refusal("torchtitan", spec, config)
-    if refusal:
-        raise SpecError(f"layout {config.key()}: {refusal}")
+    reason = refusal(spec, config)
+    if reason:
+        raise SpecError(f"layout {config.key()}: {reason}")
     shard, replicate, reshard = data_parallel(config, spec.gpus_per_node)
     mbs, gas = config.micro_batch_size, config.grad_accum_steps
     local = mbs * gas if config.pp > 1 else mbs
@@ -160,54 +136,3 @@ def export_values(spec, config, trial_id: str) -> dict:
     """Placeholder values for a launch file: the spec's timed steps, run from the current folder."""
     here = SimpleNamespace(path=Path("."), deepspeed_config=Path("ds_config.json"))
     return placeholder_values(spec, config, trial_id, here, spec.trial.steps)
-
-
-class TorchtitanTrainer(TrainerAdapter):
-    name = "torchtitan"
-    tool = TOOL
-    measurement_args = ("--metrics.log-freq=1",)
-    # PyTorch's FSDP2 and DDP, reducing after every micro-batch, sharding over dp_shard x cp.
-    runtime = ZeroEngine(zero_engine="torch", grads_once_per_step=False, shards_over_cp=True)
-    runtime_name = "torchtitan"
-    export_formats = ("torchrun", "sbatch", "torchtitan")
-
-    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
-        values = placeholder_values(spec, config, trial_id, folder, steps)
-        trial = [f"--training.steps={values['total_steps']}", "--metrics.log-freq=1",
-                 f"--dump-folder={Path(folder.path) / 'outputs'}"]
-        program = ["-m", torchtitan_section(spec).entry,
-                   *torchtitan_args(spec, config, values, trial)]
-        return TrainerRun(program=program, launcher="torchrun")
-
-    def parse_log(self, text: str) -> LogMetrics:
-        metrics = LogMetrics()
-        steps: dict[int, list[re.Match]] = {}
-        for raw in text.splitlines():
-            line = ANSI.sub("", raw)
-            match = STEP.search(line)
-            if match:
-                steps.setdefault(int(match["step"]), []).append(match)
-            elif metrics.error is None and EXCEPTION.match(line):  # the first: the cause
-                metrics.error = line.strip()[:500]
-        for step in sorted(steps):
-            ranks = steps[step]  # one line per rank
-            metrics.tokens_per_s_per_gpu.append(
-                sum(float(m["tps"].replace(",", "")) for m in ranks) / len(ranks))
-            metrics.tflops_per_gpu.append(
-                sum(float(m["tflops"].replace(",", "")) for m in ranks) / len(ranks))
-            mfu = [float(m["mfu"]) / 100 for m in ranks if m["mfu"]]
-            if mfu:
-                metrics.mfu.append(sum(mfu) / len(mfu))
-            losses = [float(m["loss"]) for m in ranks if _number(m["loss"]) >= 0]
-            if losses:  # pipeline stages without the loss log -1
-                metrics.losses.append(losses[0])
-            peak = max(float(m["mem"]) for m in ranks) * GIB_IN_GB
-            metrics.peak_memory_gb = max(metrics.peak_memory_gb or 0.0, peak)
-        return metrics
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return -1.0

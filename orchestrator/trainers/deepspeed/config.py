@@ -37,6 +37,7 @@ from orchestrator.space import ShardingFactors, dp_mesh
 from orchestrator.trial.folder import DEEPSPEED_CHANGES_FILE, DEEPSPEED_CONFIG_FILE
 
 # Keys every trial's config gets from its layout, and why.
+TOOL = "DeepSpeed 0.19.8"  # the release whose config keys these are
 LAYOUT_KEYS = {
     "train_batch_size": "the layout's global batch (micro-batch x accumulation x dp)",
     "train_micro_batch_size_per_gpu": "the layout's micro-batch",

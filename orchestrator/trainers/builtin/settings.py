@@ -1,6 +1,5 @@
-"""The built-in trainer (`jobs/`): its settings for a layout, the same settings as command-line
-flags, and its adapter. The job reads RANK and WORLD_SIZE from its environment and writes its
-own result file, so it needs no log parsing.
+"""The built-in trainer's (`jobs/`) settings for a layout, and the same settings as command-line
+flags.
 
 Shared by the scheduling loop (to run trials) and by export (to write launch files that rerun
 a winner without ParaTune), so both always agree.
@@ -11,10 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.costmodel.zero_engine import PYTORCH
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
-from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
+from orchestrator.trainers.base import TrainerRun
 from orchestrator.trial.folder import SETTINGS_FILE, TrialFolder
 
 
@@ -48,17 +46,3 @@ def builtin_run(folder: TrialFolder, settings: dict[str, Any]) -> TrainerRun:
     settings = {**settings, "result_file": str(folder.result_file)}
     return TrainerRun(program=["-m", "jobs.train", "--config", str(folder.settings_file)],
                       launcher="rank-env", files={SETTINGS_FILE: json.dumps(settings, indent=2)})
-
-
-class BuiltinTrainer(TrainerAdapter):
-    name = "builtin"
-    tool = "ParaTune's trial job (jobs/)"
-    runtime = PYTORCH  # PyTorch's DDP, ZeroRedundancyOptimizer, FSDP2 (jobs/layout.py)
-    runtime_name = "pytorch"
-    export_formats = ("torchrun", "yaml", "sbatch")
-
-    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
-        return builtin_run(folder, job_settings(spec, config, trial_id, steps))
-
-    def parse_log(self, text: str) -> LogMetrics:
-        return LogMetrics()  # the job reports through its result file

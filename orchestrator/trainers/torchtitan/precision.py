@@ -32,6 +32,8 @@ between host and device inside the step, so an offloading layout also disables t
 
 from __future__ import annotations
 
+# The name launch files give `--module`: this module's path before it moved into torchtitan/,
+# which stays importable (common/legacy_paths.py), so recorded programs and exports still run.
 REGISTRY_MODULE = "orchestrator.trainers.torchtitan_precision"
 PRECISIONS = ("fp8-rowwise", "mxfp8")
 QUANTIZED_LINEARS = {"Float8Linear", "MXFP8Linear", "NVFP4Linear"}  # torchtitan's converters'

@@ -1,5 +1,5 @@
 """Context parallelism as Megatron-LM's and Megatron-DeepSpeed's flags; the layouts either tool
-cannot run are refused first (spec/context_layouts.py).
+cannot run are refused first (capabilities.py).
 
 Megatron-LM (megatron-core 0.19.2): `--context-parallel-size` (ModelParallelConfig's
 context_parallel_size, a generated flag) on every layout, so a base argument never outvotes the
