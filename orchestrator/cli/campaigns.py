@@ -40,6 +40,7 @@ from orchestrator.record.budget_change import change_budget
 from orchestrator.record.campaign import not_in_mlflow
 from orchestrator.record.campaign_choice import choose_campaign
 from orchestrator.record.journal import TrialRecord
+from orchestrator.record.slice_summary import layout_for_target
 from orchestrator.scheduling.controller import Controller
 from orchestrator.scheduling.signals import Detached, Interrupted
 from orchestrator.scheduling.slots import NoSlotLimit, ServiceSlots, TrialSlots
@@ -201,14 +202,13 @@ def best(campaign: Optional[str], fmt: str, output: Optional[Path], runs_dir: Op
         raise CampaignStateError(
             f"campaign {campaign!r} has no successful trial yet; see `paratune status {campaign}`"
         )
-    text = export(fmt, spec, summary.best.trial_id, summary.best.config,
-                  view.trial_dir(summary.best.trial_id))
-    note = unmeasured_note(fmt, spec)
-    if note:
+    config, at_target = layout_for_target(spec, summary.best)
+    text = export(fmt, spec, summary.best.trial_id, config, view.trial_dir(summary.best.trial_id))
+    for note in filter(None, (unmeasured_note(fmt, spec), at_target)):
         console.print(note, markup=False, highlight=False, soft_wrap=True)
     metric = spec.objective.metric
     deliver_launch_file(text, fmt, output, as_json, {
         "campaign": campaign, "trial_id": summary.best.trial_id,
-        "config": summary.best.config.to_dict(), metric: summary.best.result.metric(metric),
+        "config": config.to_dict(), metric: summary.best.result.metric(metric),
         "result": summary.best.result.to_dict()}, campaign_dir=view.dir,
         inputs=campaign_inputs(spec.trial))

@@ -15,6 +15,7 @@ from orchestrator.record.best import best_record
 from orchestrator.record.budget import executed, gpu_hours
 from orchestrator.record.journal import TARGET, TrialRecord
 from orchestrator.record.slice_prediction import predict_target
+from orchestrator.space import ParallelConfig
 from orchestrator.space.rescaled import scaled_config
 from orchestrator.spec import CampaignSpec
 from orchestrator.spec.slice_scale import slices_in_target
@@ -66,3 +67,20 @@ def slice_line(s: dict[str, Any], number) -> str:
             f"{s['gpu_hours_at_target']:,.0f} at the target, against about "
             f"{s['gpu_hours_same_trials_at_full_scale']:,.0f} for the slice's trials at full "
             "scale")
+
+
+def layout_for_target(spec: CampaignSpec, best: TrialRecord
+                      ) -> tuple[ParallelConfig, str | None]:
+    """The layout a production run at the target takes from the campaign's best, with a line
+    to say where it was not measured there: a slice campaign's best measured on the slice only
+    is moved to the target (its replicas and batch scaled up, each GPU's work kept)."""
+    if spec.scale.slice_nodes is None or best.phase == TARGET:
+        return best.config, None
+    moved = scaled_config(best.config, spec.scale.slice_nodes, spec.scale.nodes, "weak")
+    if moved is None:
+        return best.config, (f"note: campaign {spec.name!r} measured {best.trial_id} on a slice "
+                             "only, and its layout does not move to the target; this file runs "
+                             "it on the slice")
+    return moved, (f"note: campaign {spec.name!r} measured {best.trial_id} on a slice of "
+                   f"{spec.scale.slice_nodes} nodes only; this file runs its layout at the "
+                   f"target's {spec.scale.nodes} nodes ({moved.key()}), unconfirmed there")

@@ -73,6 +73,24 @@ def test_a_confirm_budget_below_one_target_trial_confirms_none_and_says_so(tmp_p
     assert "budget.confirm_gpu_hours: 0 of 20 GPU-hours" in summary.stop_reason
 
 
+def test_best_exports_the_target_layout_and_an_unconfirmed_one_says_so(tmp_path, budgeted, cli):
+    runs, spec, summary, _ = budgeted
+    code, out, err = cli("best", "sliced", "--runs-dir", str(runs), "--format", "yaml",
+                         "--json")
+    assert code == 0, err
+    assert json.loads(out)["config"]["dp"] == summary.best.config.dp  # measured at the target
+    assert "unconfirmed" not in err
+    unconfirmed = tmp_path / "runs"
+    _, lone = _run(unconfirmed, "budget.confirm_gpu_hours=20")
+    code, out, err = cli("best", "sliced", "--runs-dir", str(unconfirmed), "--format", "yaml",
+                         "--json")
+    assert code == 0, err
+    slices = TARGET_NODES // SLICE
+    assert json.loads(out)["config"]["dp"] == lone.best.config.dp * slices
+    assert f"measured {lone.best.trial_id} on a slice of {SLICE} nodes only" in err
+    assert "unconfirmed there" in err
+
+
 def test_without_a_confirm_budget_the_first_ranked_is_confirmed_and_resume_adds_none(tmp_path):
     runs = tmp_path / "runs"
     _, summary = _run(runs)
