@@ -4,20 +4,15 @@ Pure arithmetic, in bytes. Sources:
 - model states: AMSP (arXiv 2311.00257, §IV-D) `2Ψ/s_p + 2Ψ/s_g + 12Ψ/s_os` for mixed-precision
   Adam (ZeRO, arXiv 1910.02054, §3: K = 12 for fp32 master weights, momentum and variance). On
   CPU the built-in job trains in fp32: 4 + 4 + 8 bytes per parameter.
-- activations: Korthikanti et al. (arXiv 2205.05198), Table 2, 16-bit activations (doubled
-  for fp32). FlashAttention keeps no s×s scores, so the 5as/h term goes.
-- pipeline: GPipe keeps all m micro-batches in flight; 1F1B keeps p on the first stage;
-  interleaving adds a (p-1)/(p·v) share (Narayanan et al., arXiv 2104.04473, §2.2). The
-  busiest stage's layers with the first stage's embedding and micro-batches in flight: high
-  where the first stage holds fewer layers (orchestrator/pipeline_split.py).
+- activations and the micro-batches a pipeline keeps in flight: activations.py.
+- pipeline: the busiest stage's layers with the first stage's embedding: high where the first
+  stage holds fewer layers (orchestrator/pipeline_split.py).
 - temporaries: the optimizer step's fp32 gradient of the owned shard (4Ψ/s_os, as DeepSpeed
   and InternEvo allocate), two gathered layers of weights when weights are sharded (current
   and prefetched), fp32 logits and their gradient, two gradient buckets.
-- context parallelism: a rank's activations are those of seq_len/cp tokens, plus the K/V
-  buffers of its exchange (context_parallel.py).
+- context parallelism: the K/V buffers of its exchange (context_parallel.py).
 - reserve: FRAGMENTATION_RESERVE of the device for the caching allocator's fragmentation.
-- mixture of experts: experts.py (expert weights over ep x etp, ZeRO over expert-DP; the
-  router's, dispatch's and experts' activations in place of the dense MLP's).
+- mixture of experts: experts.py (expert weights over ep x etp, ZeRO over expert-DP).
 - offload (offload.py): the optimizer shard and its fp32 gradient (and with optimizer+params the
   weight shard) move to `host`, bounded by the rank's share of its node's host memory.
 - FP8 (precision.py): the cast weights of the layer in flight.
@@ -27,14 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from orchestrator.costmodel.activations import ACTIVATION_BYTES, activation_bytes
 from orchestrator.costmodel.context_parallel import gradient_group, kv_buffer_bytes
 from orchestrator.costmodel.experts import (
     dispatch_buffer_bytes,
     expert_factors,
     expert_params_per_rank,
     gathered_expert_bytes,
-    moe_activation_extra,
-    moe_layers_per_rank,
 )
 from orchestrator.costmodel.offload import offloads_optimizer, offloads_params
 from orchestrator.costmodel.precision import cast_weight_bytes
@@ -46,7 +40,6 @@ GB = 1e9
 
 # Bytes per parameter for (weights, gradients, optimizer states).
 DTYPE_BYTES = {"bf16-mixed": (2, 2, 12), "fp32": (4, 4, 8)}
-ACTIVATION_BYTES = {"bf16-mixed": 2, "fp32": 4}
 
 # Kept free: PyTorch's caching allocator loses 5-10% to fragmentation at peak; 8% is the middle.
 FRAGMENTATION_RESERVE = 0.08
@@ -81,47 +74,6 @@ def model_state_bytes(
     """ZeRO stage 0-3 over dp ranks. Ψ = 7.5e9, dp = 64: 120, 31.4, 16.6, 1.9 GB (ZeRO Fig. 1)."""
     factors = ShardingFactors.from_zero_stage(zero_stage, dp, 1)
     return model_state_bytes_sharded(num_params, factors, dtype)
-
-
-def activation_bytes_per_layer(
-    model: ModelShape,
-    micro_batch: int,
-    tp: int,
-    checkpointing: str,
-    dtype: str,
-    *,
-    sequence_parallel: bool = False,
-    flash_attention: bool = True,
-) -> float:
-    """Activations one transformer layer keeps for backward, for one micro-batch.
-
-    Korthikanti Table 2: no recompute sbh(10 + 24/t + 5as/(ht)), with sequence parallelism
-    (sbh/t)(34 + 5as/h); selective recompute drops the 5as/h term; full recompute keeps the
-    layer input, 2sbh (2sbh/t with sequence parallelism).
-    """
-    s, b, h, a = model.seq_len, micro_batch, model.hidden, model.num_heads
-    scale = ACTIVATION_BYTES[dtype] / 2
-    sbh = s * b * h
-    if checkpointing == "full":
-        return 2 * sbh / (tp if sequence_parallel else 1) * scale
-    keep_scores = checkpointing == "none" and not flash_attention
-    scores = 5 * a * s / h if keep_scores else 0.0
-    if sequence_parallel:
-        return sbh / tp * (34 + scores) * scale
-    return sbh * (10 + 24 / tp + scores / tp) * scale
-
-
-def in_flight_micro_batches(config: ParallelConfig) -> float:
-    """Micro-batches whose activations the first pipeline stage holds at its peak."""
-    p, m = config.pp, config.grad_accum_steps
-    if p == 1:
-        return 1.0
-    if config.pp_schedule == "gpipe":
-        return float(m)
-    held = float(min(p, m))
-    if config.pp_schedule == "interleaved":
-        held *= 1 + (p - 1) / (p * config.virtual_stages)
-    return held
 
 
 def params_on_first_stage(model: ModelShape, config: ParallelConfig) -> float:
@@ -241,36 +193,6 @@ def memory_per_device(
         host=on_host,
         host_capacity=host_capacity,
     )
-
-
-def activation_bytes(model: ModelShape, config: ParallelConfig, dtype: str,
-                     flash_attention: bool, imbalance: float = 1.0) -> float:
-    """Activations the first stage holds at its peak: each layer's, by its recompute, times
-    the micro-batches in flight; MoE layers keep their experts' instead of a dense MLP's."""
-    def per_layer(checkpointing: str) -> float:  # a rank holds seq_len/cp tokens
-        return activation_bytes_per_layer(
-            model, config.micro_batch_size, config.tp, checkpointing, dtype,
-            sequence_parallel=config.sequence_parallel, flash_attention=flash_attention,
-        ) / config.cp
-
-    layers = config.busiest_stage_layers(model.num_layers)
-    recomputed = config.recompute_fraction(model.num_layers) * layers
-    mode = "none" if config.activation_checkpointing == "full" else config.activation_checkpointing
-    kept = per_layer(mode)
-    stored = recomputed * per_layer("full") + (layers - recomputed) * kept
-    moe_layers = moe_layers_per_rank(model, config)
-    act_bytes = ACTIVATION_BYTES[dtype]
-    if moe_layers:
-        extra = moe_activation_extra(model, config, mode, act_bytes, imbalance)
-        stored += extra * moe_layers * (layers - recomputed) / layers
-    activations = stored * in_flight_micro_batches(config)
-    if recomputed:
-        # Backward recomputes one layer at a time; its full activations are live then.
-        activations += per_layer("none")
-        if moe_layers:
-            activations += max(0.0, moe_activation_extra(model, config, "none", act_bytes,
-                                                         imbalance))
-    return activations
 
 
 def buffer_bytes(model: ModelShape, config: ParallelConfig, dtype: str,

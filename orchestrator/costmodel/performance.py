@@ -45,7 +45,8 @@ from orchestrator.costmodel.experts import (
     expert_params_per_rank,
     moe_layers_per_rank,
 )
-from orchestrator.costmodel.memory import ACTIVATION_BYTES, params_on_first_stage
+from orchestrator.costmodel.activations import ACTIVATION_BYTES
+from orchestrator.costmodel.memory import params_on_first_stage
 from orchestrator.costmodel.moe_time import compute_seconds, exposed_dispatch, moe_tp_layers
 from orchestrator.costmodel.layout_terms import layout_coefficients, offloaded_params
 from orchestrator.costmodel.offload import offload_seconds, offloads_optimizer

@@ -10,7 +10,7 @@ import pytest
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.costmodel import CostModel, calibrate, model_state_bytes_sharded
 from orchestrator.costmodel.collectives import Fabric
-from orchestrator.costmodel.memory import activation_bytes_per_layer
+from orchestrator.costmodel.activations import activation_bytes_per_layer
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import TrialResult
 from orchestrator.space import InvalidConfig, ParallelConfig, ShardingFactors

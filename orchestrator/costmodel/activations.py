@@ -1,0 +1,92 @@
+"""Activation memory of one training layout on the busiest device: what each transformer layer
+keeps for backward, by its recompute, and how many micro-batches' worth a pipeline holds.
+
+Pure arithmetic, in bytes. Sources:
+- per layer: Korthikanti et al. (arXiv 2205.05198), Table 2, 16-bit activations (doubled
+  for fp32). FlashAttention keeps no s×s scores, so the 5as/h term goes.
+- pipeline: GPipe keeps all m micro-batches in flight; 1F1B keeps p on the first stage;
+  interleaving adds a (p-1)/(p·v) share (Narayanan et al., arXiv 2104.04473, §2.2). The
+  busiest stage's layers (orchestrator/pipeline_split.py).
+- context parallelism: a rank's activations are those of seq_len/cp tokens.
+- mixture of experts: the router's, dispatch's and experts' activations in place of the dense
+  MLP's (experts.py).
+"""
+
+from __future__ import annotations
+
+from orchestrator.costmodel.experts import moe_activation_extra, moe_layers_per_rank
+from orchestrator.presets import ModelShape
+from orchestrator.space import ParallelConfig
+
+ACTIVATION_BYTES = {"bf16-mixed": 2, "fp32": 4}
+
+
+def activation_bytes_per_layer(
+    model: ModelShape,
+    micro_batch: int,
+    tp: int,
+    checkpointing: str,
+    dtype: str,
+    *,
+    sequence_parallel: bool = False,
+    flash_attention: bool = True,
+) -> float:
+    """Activations one transformer layer keeps for backward, for one micro-batch.
+
+    Korthikanti Table 2: no recompute sbh(10 + 24/t + 5as/(ht)), with sequence parallelism
+    (sbh/t)(34 + 5as/h); selective recompute drops the 5as/h term; full recompute keeps the
+    layer input, 2sbh (2sbh/t with sequence parallelism).
+    """
+    s, b, h, a = model.seq_len, micro_batch, model.hidden, model.num_heads
+    scale = ACTIVATION_BYTES[dtype] / 2
+    sbh = s * b * h
+    if checkpointing == "full":
+        return 2 * sbh / (tp if sequence_parallel else 1) * scale
+    keep_scores = checkpointing == "none" and not flash_attention
+    scores = 5 * a * s / h if keep_scores else 0.0
+    if sequence_parallel:
+        return sbh / tp * (34 + scores) * scale
+    return sbh * (10 + 24 / tp + scores / tp) * scale
+
+
+def in_flight_micro_batches(config: ParallelConfig) -> float:
+    """Micro-batches whose activations the first pipeline stage holds at its peak."""
+    p, m = config.pp, config.grad_accum_steps
+    if p == 1:
+        return 1.0
+    if config.pp_schedule == "gpipe":
+        return float(m)
+    held = float(min(p, m))
+    if config.pp_schedule == "interleaved":
+        held *= 1 + (p - 1) / (p * config.virtual_stages)
+    return held
+
+
+def activation_bytes(model: ModelShape, config: ParallelConfig, dtype: str,
+                     flash_attention: bool, imbalance: float = 1.0) -> float:
+    """Activations the first stage holds at its peak: each layer's, by its recompute, times
+    the micro-batches in flight; MoE layers keep their experts' instead of a dense MLP's."""
+    def per_layer(checkpointing: str) -> float:  # a rank holds seq_len/cp tokens
+        return activation_bytes_per_layer(
+            model, config.micro_batch_size, config.tp, checkpointing, dtype,
+            sequence_parallel=config.sequence_parallel, flash_attention=flash_attention,
+        ) / config.cp
+
+    layers = config.busiest_stage_layers(model.num_layers)
+    recomputed = config.recompute_fraction(model.num_layers) * layers
+    mode = "none" if config.activation_checkpointing == "full" else config.activation_checkpointing
+    kept = per_layer(mode)
+    stored = recomputed * per_layer("full") + (layers - recomputed) * kept
+    moe_layers = moe_layers_per_rank(model, config)
+    act_bytes = ACTIVATION_BYTES[dtype]
+    if moe_layers:
+        extra = moe_activation_extra(model, config, mode, act_bytes, imbalance)
+        stored += extra * moe_layers * (layers - recomputed) / layers
+    activations = stored * in_flight_micro_batches(config)
+    if recomputed:
+        # Backward recomputes one layer at a time; its full activations are live then.
+        activations += per_layer("none")
+        if moe_layers:
+            activations += max(0.0, moe_activation_extra(model, config, "none", act_bytes,
+                                                         imbalance))
+    return activations
