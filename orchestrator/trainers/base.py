@@ -9,9 +9,12 @@ result is read there.
 Beside running and reading, an adapter answers for its trainer everywhere a stage needs a fact
 of it (each hook has a default, so a new trainer overrides only what differs): which layouts
 it refuses and why (`check_spec`, `layout_refusal`), how its code runs ZeRO for the cost model
-(`runtime`, `runtime_for`), its own launch-file formats and their writers (`export_formats`,
-`exporters`), and what a campaign changes in the user's base config (`base_config_notes`).
-The registry (registry.py) maps `trial.trainer` names to adapters.
+(`runtime`, `runtime_for`, `runtime_name`, `priced_as`, `runtime_assumed`), its own launch-file
+formats and their writers (`export_formats`, `exporters`, `script_formats`, `export_file`,
+`unmeasured_export_note`, `runs_a_program`), what a campaign changes in the user's base config
+(`base_config_notes`), the script preflight checks (`script`), the `trial` keys only it reads
+(`trial_keys`) and what it does with `trial.flash_attention` (`attention_kernel`). The
+registry (registry.py) maps `trial.trainer` names to adapters.
 """
 
 from __future__ import annotations
