@@ -1,5 +1,5 @@
-"""What many tests build, built one way: a layout, a spec, a CLI command's JSON, and the check
-that the CLI refused bad input in one line. A test states only what it changes from the defaults here, so the
+"""What many tests build, built one way: a layout, a spec (or the quickstart example's data), a
+CLI command's JSON, and the check that the CLI refused bad input in one line. A test states only what it changes from the defaults here, so the
 defaults are written once and read in one place."""
 
 from __future__ import annotations
@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import yaml
 
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec, spec_from_dict
@@ -40,17 +43,31 @@ def layout(*, ranks: int = RANKS, batch: int = BATCH, **fields) -> ParallelConfi
     return ParallelConfig(**fields)
 
 
-def make_spec(*layers: Mapping, trainer: str | None = None, **sections) -> CampaignSpec:
-    """The spec SPEC with each of `layers`, then `sections` (top-level keys), laid over it: a
-    dict merges into the section below it (one level deep), anything else replaces it.
-    `trainer` names trial.trainer."""
-    data = dict(SPEC)
-    for layer in (*layers, sections, {"trial": {"trainer": trainer}} if trainer else {}):
+QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml"
+
+
+def laid_over(data: Mapping, *layers: Mapping) -> dict:
+    """`data` with each layer's top-level keys laid over it in turn: a dict merges into the
+    section below it (one level deep), anything else replaces it."""
+    data = dict(data)
+    for layer in layers:
         for key, value in layer.items():
             below = data.get(key)
             data[key] = {**below, **value} if isinstance(value, Mapping) and \
                 isinstance(below, Mapping) else value
-    return spec_from_dict(data)
+    return data
+
+
+def make_spec(*layers: Mapping, trainer: str | None = None, **sections) -> CampaignSpec:
+    """The spec SPEC with each of `layers`, then `sections` (top-level keys), laid over it
+    (`laid_over`). `trainer` names trial.trainer."""
+    return spec_from_dict(laid_over(SPEC, *layers, sections,
+                                    {"trial": {"trainer": trainer}} if trainer else {}))
+
+
+def quickstart_data(**sections) -> dict:
+    """examples/quickstart.yaml as data, with `sections` laid over it (`laid_over`)."""
+    return laid_over(yaml.safe_load(QUICKSTART.read_text()), sections)
 
 
 def one_line_error(result: tuple[int, str, str] | subprocess.CompletedProcess, *words) -> str:

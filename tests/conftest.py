@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from builders import quickstart_data
 
 from orchestrator.cli import main
 
@@ -98,14 +99,8 @@ def spec_file(tmp_path):
 
 
 def write_spec(path: Path, **changes) -> Path:
-    """The quickstart spec with top-level sections replaced or merged."""
-    data = yaml.safe_load((EXAMPLES / "quickstart.yaml").read_text())
-    for key, value in changes.items():
-        if isinstance(value, dict) and isinstance(data.get(key), dict):
-            data[key] = {**data[key], **value}
-        else:
-            data[key] = value
-    path.write_text(yaml.safe_dump(data))
+    """The quickstart spec with top-level sections replaced or merged, written to `path`."""
+    path.write_text(yaml.safe_dump(quickstart_data(**changes)))
     return path
 
 

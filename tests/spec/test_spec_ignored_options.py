@@ -9,6 +9,7 @@ import logging
 
 import pytest
 import yaml
+from builders import quickstart_data
 from conftest import EXAMPLES, run_cli_process
 
 from orchestrator.common.errors import SpecError
@@ -27,13 +28,6 @@ def fresh_warnings():
     notices.forget()
 
 
-def quickstart(**sections) -> dict:
-    data = yaml.safe_load(QUICKSTART.read_text())
-    for key, value in sections.items():
-        data[key] = {**data.get(key, {}), **value}
-    return data
-
-
 def spec_warnings(caplog, data: dict, saved: bool = False) -> tuple[object, list[str]]:
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="orchestrator.spec"):
@@ -46,7 +40,7 @@ def spec_warnings(caplog, data: dict, saved: bool = False) -> tuple[object, list
 
 @pytest.mark.parametrize("algorithm", ["grid", "random", "optuna"])
 def test_stop_margin_is_refused_for_searchers_that_never_read_it(algorithm):
-    data = quickstart(search={"algorithm": algorithm, "stop_margin": 0.05})
+    data = quickstart_data(search={"algorithm": algorithm, "stop_margin": 0.05})
     with pytest.raises(SpecError) as err:
         spec_from_dict(data, source="s.yaml")
     line = str(err.value)
@@ -55,28 +49,28 @@ def test_stop_margin_is_refused_for_searchers_that_never_read_it(algorithm):
 
 
 def test_stop_margin_stays_with_cost_guided_a_zero_margin_and_a_saved_spec():
-    assert spec_from_dict(quickstart(search={"algorithm": "cost-guided", "stop_margin": 0.05}))
-    assert spec_from_dict(quickstart(search={"algorithm": "grid", "stop_margin": 0.0}))
-    saved = spec_from_dict(quickstart(search={"algorithm": "grid", "stop_margin": 0.05}),
+    assert spec_from_dict(quickstart_data(search={"algorithm": "cost-guided", "stop_margin": 0.05}))
+    assert spec_from_dict(quickstart_data(search={"algorithm": "grid", "stop_margin": 0.0}))
+    saved = spec_from_dict(quickstart_data(search={"algorithm": "grid", "stop_margin": 0.05}),
                            saved=True)
     assert saved.search.stop_margin == 0.05
 
 
 def test_ray_num_cpus_is_refused_with_an_address():
-    data = quickstart(backend={"kind": "ray", "address": "auto", "num_cpus": 8})
+    data = quickstart_data(backend={"kind": "ray", "address": "auto", "num_cpus": 8})
     with pytest.raises(SpecError) as err:
         spec_from_dict(data, source="s.yaml")
     line = str(err.value)
     assert line.startswith("s.yaml: backend.num_cpus: ") and "\n" not in line
     assert "address" in line and "remove num_cpus" in line
-    assert spec_from_dict(quickstart(backend={"kind": "ray", "num_cpus": 8})).backend.num_cpus == 8
-    assert spec_from_dict(quickstart(backend={"kind": "ray", "address": "auto"}))
+    assert spec_from_dict(quickstart_data(backend={"kind": "ray", "num_cpus": 8})).backend.num_cpus == 8
+    assert spec_from_dict(quickstart_data(backend={"kind": "ray", "address": "auto"}))
     assert spec_from_dict(data, saved=True).backend.num_cpus == 8
 
 
 def test_flash_attention_off_is_a_warned_cost_model_assumption_where_the_trainer_ignores_it(
         caplog):
-    spec, said = spec_warnings(caplog, quickstart(trial={"flash_attention": False}))
+    spec, said = spec_warnings(caplog, quickstart_data(trial={"flash_attention": False}))
     assert spec.trial.flash_attention is False  # still priced as asked
     assert len(said) == 1 and said[0].startswith("trial.flash_attention: ")
     assert "cost model" in said[0] and "SDPA" in said[0] and "\n" not in said[0]
@@ -88,12 +82,12 @@ def test_flash_attention_off_is_a_warned_cost_model_assumption_where_the_trainer
     {"trial": {"flash_attention": False, "trainer": "megatron-lm"}, "space": {"zero_stage": [0, 1]}},
 ])
 def test_flash_attention_is_quiet_where_it_is_followed_or_moot(caplog, sections):
-    _, said = spec_warnings(caplog, quickstart(**sections))
+    _, said = spec_warnings(caplog, quickstart_data(**sections))
     assert said == []
 
 
 def test_flash_attention_is_quiet_for_a_saved_spec(caplog):
-    _, said = spec_warnings(caplog, quickstart(trial={"flash_attention": False}), saved=True)
+    _, said = spec_warnings(caplog, quickstart_data(trial={"flash_attention": False}), saved=True)
     assert said == []
 
 
@@ -175,7 +169,7 @@ def test_every_plain_entry_of_the_table_names_a_key_the_spec_lacks():
 
 
 def command_spec(caplog, *argv: str, **sections):
-    data = quickstart(trial={"command": ["python", "train.py", *argv]}, **sections)
+    data = quickstart_data(trial={"command": ["python", "train.py", *argv]}, **sections)
     return spec_warnings(caplog, data)
 
 
@@ -222,13 +216,13 @@ def test_listed_layouts_and_saved_specs_are_not_pinned(caplog):
     layouts = {"kind": "list", "configs": [{"zero_stage": 0}, {"zero_stage": 1}]}
     spec, said = command_spec(caplog, "--steps={steps}", space=layouts)
     assert len(spec.candidates()) == 2 and said == []
-    data = quickstart(trial={"command": ["python", "train.py"]})
+    data = quickstart_data(trial={"command": ["python", "train.py"]})
     spec, said = spec_warnings(caplog, data, saved=True)
     assert spec.space.zero_stage == [0, 1, 2, 3] and said == []
 
 
 def test_the_warning_reaches_stderr_through_the_cli(tmp_path):
-    data = quickstart(trial={"command": ["python", "train.py", "--mbs={micro_batch_size}",
+    data = quickstart_data(trial={"command": ["python", "train.py", "--mbs={micro_batch_size}",
                                          "--ac={activation_checkpointing}"]})
     path = tmp_path / "command.yaml"
     path.write_text(yaml.safe_dump(data))

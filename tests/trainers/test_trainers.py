@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from builders import quickstart_data
 from conftest import EXAMPLES
 
 from orchestrator.common.errors import SpecError
@@ -16,12 +17,6 @@ MEASURE = Measure(world_size=2, seq_len=128, tokens_per_step=8 * 128, model_flop
                   peak_tflops=1.0, warmup_steps=1)
 
 
-def quickstart(**trial) -> dict:
-    data = yaml.safe_load((EXAMPLES / "quickstart.yaml").read_text())
-    data["trial"].update(trial)
-    return data
-
-
 @pytest.mark.parametrize("trial,name", [
     ({}, "builtin"), ({"command": ["train.py"]}, "command"),
     ({"trainer": "deepspeed", "deepspeed": {"script": "train.py"}}, "deepspeed"),
@@ -29,8 +24,8 @@ def quickstart(**trial) -> dict:
     ({"trainer": "megatron-deepspeed"}, "megatron-deepspeed"),
 ])
 def test_each_trainer_has_its_adapter(trial, name):
-    spec = spec_from_dict(quickstart(**trial) if name != "megatron-lm" else
-                          {**quickstart(**trial), "space": {"zero_stage": [0, 1]}})
+    spec = spec_from_dict(quickstart_data(trial=trial) if name != "megatron-lm" else
+                          {**quickstart_data(trial=trial), "space": {"zero_stage": [0, 1]}})
     assert spec.trial.trainer == name and trainer_for(spec).name == name
 
 
@@ -44,7 +39,7 @@ def test_each_trainer_has_its_adapter(trial, name):
 ])
 def test_trainer_mistakes_are_one_line_errors(trial, message):
     with pytest.raises(SpecError) as err:
-        spec_from_dict(quickstart(**trial))
+        spec_from_dict(quickstart_data(trial=trial))
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
