@@ -1,5 +1,5 @@
-"""What many tests build, built one way: a layout, a spec (or the quickstart example's data), a
-CLI command's JSON, and the check that the CLI refused bad input in one line. A test states only what it changes from the defaults here, so the
+"""What many tests build, built one way: a layout, a spec (or the quickstart example's data, or
+a cost-guided campaign of the frontier example), a CLI command's JSON, and the check that the CLI refused bad input in one line. A test states only what it changes from the defaults here, so the
 defaults are written once and read in one place."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec, spec_from_dict
+from orchestrator.spec import CampaignSpec, load_spec, spec_from_dict
 
 RANKS = 16
 """Two nodes of eight GPUs: the default spec's scale, on which the default layout runs."""
@@ -43,7 +43,8 @@ def layout(*, ranks: int = RANKS, batch: int = BATCH, **fields) -> ParallelConfi
     return ParallelConfig(**fields)
 
 
-QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+QUICKSTART = EXAMPLES / "quickstart.yaml"
 
 
 def laid_over(data: Mapping, *layers: Mapping) -> dict:
@@ -68,6 +69,14 @@ def make_spec(*layers: Mapping, trainer: str | None = None, **sections) -> Campa
 def quickstart_data(**sections) -> dict:
     """examples/quickstart.yaml as data, with `sections` laid over it (`laid_over`)."""
     return laid_over(yaml.safe_load(QUICKSTART.read_text()), sections)
+
+
+def frontier_campaign(runs: Path, name: str, *sets: str) -> CampaignSpec:
+    """examples/frontier-175b.yaml (a simulated backend) searched by cost-guided, recorded as
+    `name` under `runs` without MLflow, with `sets` (KEY=VALUE, as --set takes them) after."""
+    return load_spec(EXAMPLES / "frontier-175b.yaml", [
+        f"name={name}", f"tracking.runs_dir={runs}", "tracking.enabled=false",
+        "search.algorithm=cost-guided", *sets])
 
 
 def one_line_error(result: tuple[int, str, str] | subprocess.CompletedProcess, *words) -> str:

@@ -7,27 +7,21 @@ from __future__ import annotations
 import json
 
 import pytest
-from builders import one_line_error
+from builders import frontier_campaign, one_line_error
 from conftest import EXAMPLES
 
 from orchestrator.record.budget import gpu_hours
 from orchestrator.record.campaign import CampaignView
 from orchestrator.record.journal import TARGET
-from orchestrator.spec import load_spec
 
 SLICE, TARGET_NODES = 16, 128
-
-
-def _spec(runs, *sets):
-    return load_spec(EXAMPLES / "frontier-175b.yaml", [
-        "name=sliced", f"tracking.runs_dir={runs}", "tracking.enabled=false",
-        "backend.noise=0.03", "backend.seed=1", "search.algorithm=cost-guided",
-        "search.seed=1", f"scale.slice_nodes={SLICE}", *sets])
+SLICED = ("backend.noise=0.03", "backend.seed=1", "search.seed=1",
+          f"scale.slice_nodes={SLICE}")
 
 
 def _run(runs, *sets, resume=False):
     from orchestrator.scheduling.controller import Controller
-    spec = _spec(runs, *sets)
+    spec = frontier_campaign(runs, "sliced", *SLICED, *sets)
     return spec, Controller(spec).run(resume=resume)
 
 

@@ -4,29 +4,23 @@ the nodes they span, to the model; a source of the same size calibrates every te
 
 from __future__ import annotations
 
-from conftest import EXAMPLES
+from builders import frontier_campaign
 
-from orchestrator.spec import load_spec
 from orchestrator.spec.planning import cost_model_for
 
-
-def frontier_spec(runs, name, *sets):
-    return load_spec(EXAMPLES / "frontier-175b.yaml", [
-        f"name={name}", f"tracking.runs_dir={runs}", "tracking.enabled=false",
-        "backend.noise=0.05", "backend.seed=3", "search.algorithm=cost-guided",
-        "search.seed=3", *sets])
+SEEDED = ("backend.noise=0.05", "backend.seed=3", "search.seed=3")
 
 
 def _source(runs, *sets):
     from orchestrator.scheduling.controller import Controller
-    Controller(frontier_spec(runs, "source", "budget.max_trials=8", *sets)).run()
+    Controller(frontier_campaign(runs, "source", *SEEDED, "budget.max_trials=8", *sets)).run()
 
 
 def test_a_smaller_source_leaves_the_data_parallel_terms_to_the_model(tmp_path):
     from orchestrator.scheduling.warm_start import warm_start
     runs = tmp_path / "runs"
     _source(runs, "scale.nodes=16", "scale.global_batch_size=192")
-    target = frontier_spec(runs, "target", "search.warm_start=source")
+    target = frontier_campaign(runs, "target", *SEEDED, "search.warm_start=source")
     base = cost_model_for(target)
     model, prior = warm_start(target, "source", base)
     c, stock = model.coefficients, base.coefficients
@@ -43,7 +37,7 @@ def test_a_source_of_the_same_size_calibrates_as_its_own_campaign_would(tmp_path
     from orchestrator.scheduling.warm_start import source_results, warm_start
     runs = tmp_path / "runs"
     _source(runs)
-    target = frontier_spec(runs, "target", "search.warm_start=source")
+    target = frontier_campaign(runs, "target", *SEEDED, "search.warm_start=source")
     model, _ = warm_start(target, "source", cost_model_for(target))
     view = CampaignView.open(runs, "source")
     own = calibrate(cost_model_for(view.spec), source_results(view))
