@@ -38,6 +38,8 @@ from orchestrator.common.errors import SpecError
 from orchestrator.trainers.megatron.capabilities import ds_refusal, lm_refusal
 from orchestrator.trainers.megatron.context import context_args
 from orchestrator.trainers.megatron.flags import (
+    DS,
+    LM,
     MEGATRON_DEEPSPEED_FLAGS,
     MEGATRON_DEEPSPEED_SOURCE,
     MEGATRON_LM_FLAGS,
@@ -48,8 +50,6 @@ from orchestrator.trainers.megatron.moe import ffn_hidden, moe_args
 from orchestrator.trainers.megatron.precision import precision_args
 from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE
 
-LM = "megatron-lm"
-DS = "megatron-deepspeed"
 
 
 @dataclass(frozen=True)

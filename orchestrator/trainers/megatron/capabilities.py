@@ -46,9 +46,8 @@ from orchestrator.trainers.deepspeed.capabilities import (
     zero_offload_refusal,
 )
 from orchestrator.trainers.megatron.precision import FP8_FLAGS
+from orchestrator.trainers.megatron.flags import DS, LM
 
-LM = "megatron-lm"
-DS = "megatron-deepspeed"
 LM_FP8_SOURCE = "megatron-core's --fp8-recipe"
 DS_FP8_SOURCE = "Megatron-DeepSpeed trains in bf16 or fp16 only"
 LM_OFFLOADS = ("optimizer",)

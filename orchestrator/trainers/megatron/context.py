@@ -18,8 +18,8 @@ context parallelism, a2a), on every layout; its parser places it beside TP and P
 """
 
 from __future__ import annotations
+from orchestrator.trainers.megatron.flags import LM
 
-LM = "megatron-lm"
 # ParaTune's cp_comm_type -> the name Megatron-Core hands TransformerEngine.
 MEGATRON_CP_COMM_TYPES = {"p2p": "p2p", "a2a": "a2a", "allgather": "all_gather"}
 

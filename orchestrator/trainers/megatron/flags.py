@@ -22,6 +22,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# The two tools' trainer names (registry.py), the keys of every table here that differs by tool.
+LM = "megatron-lm"
+DS = "megatron-deepspeed"
+
 MEGATRON_LM_REPO = "NVIDIA/Megatron-LM"
 MEGATRON_LM_COMMIT = "000c4ac24f61159c138b0975def722c65245983c"
 MEGATRON_LM_SOURCE = f"{MEGATRON_LM_REPO}@{MEGATRON_LM_COMMIT} (megatron/training/arguments.py)"

@@ -23,8 +23,8 @@ other patterns are refused).
 from __future__ import annotations
 
 from orchestrator.layout import expert_tp
+from orchestrator.trainers.megatron.flags import LM
 
-LM = "megatron-lm"
 
 
 def moe_layer_pattern(model) -> list[int]:

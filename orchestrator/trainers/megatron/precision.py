@@ -32,8 +32,8 @@ Read in megatron-core 0.19.2 (megatron/core and the megatron/training it ships):
 from __future__ import annotations
 
 from orchestrator.common.errors import SpecError
+from orchestrator.trainers.megatron.flags import LM
 
-LM = "megatron-lm"
 # ParaTune's precision -> (--fp8-format, --fp8-recipe).
 FP8_FLAGS = {"fp8-tensorwise": ("hybrid", "tensorwise"), "fp8-delayed": ("hybrid", "delayed"),
              "fp8-blockwise": ("e4m3", "blockwise"), "mxfp8": ("e4m3", "mxfp8")}
