@@ -57,7 +57,8 @@ def code_in(data: dict[str, Any], client_workdir: str | None) -> list[str]:
     tracking, trial, backend = (_section(data, k) for k in ("tracking", "trial", "backend"))
     if tracking.get("uri"):
         found.append("tracking.uri")
-    for key in ("workdir", *trainer_keys()):
+    # A program to run first (trial.command), then where trials run, then trainers' sections.
+    for key in ("command", "workdir", *[k for k in trainer_keys() if k != "command"]):
         if trial.get(key):
             found.append(f"trial.{key}")
     trainer = trial.get("trainer")
