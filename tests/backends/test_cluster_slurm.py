@@ -25,6 +25,7 @@ from cluster_harness import (
     two_node_cluster,
 )
 from conftest import ROOT, builtin_request, wait_for_result, write_spec
+from local_slurm import slurm_backend
 
 from orchestrator.spec import load_spec
 
@@ -45,13 +46,6 @@ def reference(tmp_path_factory):
     """The losses of one process on the same model and global batch (16 = 1 x 2 x 8)."""
     return single_process_losses(tmp_path_factory.mktemp("single"),
                                  {"micro_batch_size": 2, "grad_accum_steps": 8}, steps=2)
-
-
-def backend(**spec):
-    from orchestrator.backends.slurm import SlurmBackend
-    from orchestrator.spec import SlurmBackendSpec
-
-    return SlurmBackend(SlurmBackendSpec(**{"time_limit_min": 5, **spec}), gpus_per_node=2)
 
 
 def world4(tmp_path, name, timeout_s=400, env=None):
@@ -84,7 +78,7 @@ def test_the_cluster_has_two_nodes_of_two_cpus(cluster):
 def test_builtin_trial_on_two_nodes_trains_like_one_process(cluster, reference, tmp_path):
     """World size 4, 2 ranks a node (a Slurm task each), gloo across the namespaces."""
     start = time.time()
-    handle = backend().submit(world4(tmp_path, "two-nodes"))
+    handle = slurm_backend().submit(world4(tmp_path, "two-nodes"))
     result = wait_for_result(handle)
     assert result.status == "ok", result.error
     assert result.world_size == 4
@@ -107,7 +101,7 @@ def test_external_trainer_on_two_nodes_with_torchrun_rendezvous(cluster, referen
         "bash", str(SCRIPTS / "srun_torchrun.sh"), "2", sys.executable, *request.run.program])
     request = dataclasses.replace(request, run=run, trainer=CommandTrainer())
     start = time.time()
-    handle = backend().submit(request)
+    handle = slurm_backend().submit(request)
     result = wait_for_result(handle)
     assert result.status == "ok", result.error
     assert result.world_size == 4
@@ -157,7 +151,7 @@ def test_slurm_time_limit_ends_the_trial_as_timeout(cluster, tmp_path):
     minute between sacct calls."""
     from orchestrator.backends.slurm import STATE_REFRESH_S
 
-    handle = backend(sbatch_args={"time": "1"}).submit(
+    handle = slurm_backend(sbatch_args={"time": "1"}).submit(
         world4(tmp_path, "limit", timeout_s=900, env={"PARATUNE_INJECT_FAULT": "hang"}))
     result = wait_for_result(handle, limit=200)
     seen = time.time()
@@ -175,7 +169,7 @@ def test_killed_slurmd_ends_the_trial_as_node_failure(cluster, tmp_path):
     """node2's slurmd dies while a 2-node trial runs: slurmctld marks the node down and the
     job NODE_FAIL; with max_requeues=0 the trial is recorded failed with that state. Last in
     this module: node2 stays down, and what the job left there ends with the cluster."""
-    handle = backend(max_requeues=0).submit(
+    handle = slurm_backend(max_requeues=0).submit(
         world4(tmp_path, "nodefail", timeout_s=900, env={"PARATUNE_INJECT_FAULT": "hang"}))
     deadline = time.time() + 120
     while time.time() < deadline and not (tmp_path / "nodefail" / "rank3.log").exists():

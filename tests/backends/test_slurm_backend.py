@@ -5,7 +5,6 @@ printed, where no Slurm answers."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,19 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, builtin_request, journal_events, wait_for_result, write_spec
+from local_slurm import slurm_backend, slurm_missing
 from test_failures_and_external import TINY, processes_naming
 
 
-def _slurm_up() -> str | None:
-    if not shutil.which("sinfo"):
-        return "no Slurm commands here (run tests/slurm/start_local_slurm.sh as root)"
-    probe = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True)
-    if probe.returncode != 0 or not probe.stdout.strip():
-        return f"Slurm does not answer: {probe.stderr.strip()[:200]}"
-    return None
-
-
-reason = _slurm_up()
+reason = slurm_missing()
 pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
 ENV = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
@@ -38,14 +29,6 @@ def request(tmp_path: Path, name: str, timeout_s: float = 300, env: dict | None 
                                 "grad_accum_steps": 2, "steps": 2, "warmup_steps": 1, **settings},
         timeout_s=timeout_s, env={**ENV, **(env or {})},
     )
-
-
-def backend():
-    from orchestrator.backends.slurm import SlurmBackend
-    from orchestrator.spec import SlurmBackendSpec
-
-    return SlurmBackend(SlurmBackendSpec(time_limit_min=5), gpus_per_node=2)
-
 
 
 def sacct_state(job_id: str) -> str:
@@ -76,7 +59,7 @@ def test_campaign_on_slurm_with_two_tasks_per_trial(tmp_path, runs_dir, cli):
 
 
 def test_cancel_ends_the_job_and_its_ranks(tmp_path):
-    handle = backend().submit(request(tmp_path, "hang", env={"PARATUNE_INJECT_FAULT": "hang"}))
+    handle = slurm_backend().submit(request(tmp_path, "hang", env={"PARATUNE_INJECT_FAULT": "hang"}))
     deadline = time.time() + 60
     while time.time() < deadline and not processes_naming(str(tmp_path / "hang")):
         time.sleep(0.5)
@@ -93,7 +76,7 @@ def test_cancel_ends_the_job_and_its_ranks(tmp_path):
 
 
 def test_trial_timeout_inside_the_job(tmp_path):
-    handle = backend().submit(request(tmp_path, "slow", timeout_s=8,
+    handle = slurm_backend().submit(request(tmp_path, "slow", timeout_s=8,
                                       env={"PARATUNE_INJECT_FAULT": "hang"}))
     result = wait_for_result(handle)
     assert result.status == "timeout" and "timeout_s=8" in result.error, result.error
@@ -119,7 +102,7 @@ class _EndedJob:
 def test_slurm_states_map_to_statuses(tmp_path, state, status):
     from orchestrator.backends.slurm import SlurmHandle
 
-    slurm = backend()
+    slurm = slurm_backend()
     slurm.spec = slurm.spec.model_copy(update={"max_requeues": 0})
     req = request(tmp_path, "x")
     req.folder.path.mkdir()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, write_spec
+from local_slurm import slurm_missing
 from ports import free_port
 from screenshots import CHROMIUM, keep_screenshot
 
@@ -23,6 +23,7 @@ TOOLS = {"yaml": "PyTorch 2.", "torchrun": "PyTorch 2.", "sbatch": "PyTorch 2.",
          "deepspeed": "DeepSpeed 0.19.8", "megatron-lm": "NVIDIA/Megatron-LM",
          "megatron-deepspeed": "Megatron-DeepSpeed", "megatron": "Megatron-DeepSpeed",
          "torchtitan": "torchtitan 0.3.0"}
+SLURM_MISSING = slurm_missing()
 
 
 @pytest.fixture(scope="module")
@@ -105,13 +106,8 @@ def test_every_launch_format_for_the_quickstart_winner(quickstart, tmp_path, cli
         assert subprocess.run(["bash", "-n", str(tmp_path / script)]).returncode == 0
 
 
-def _slurm_up() -> bool:
-    return bool(shutil.which("sbatch")) and subprocess.run(
-        ["sinfo", "-h"], capture_output=True).returncode == 0
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _slurm_up(), reason="no local Slurm (tests/slurm/start_local_slurm.sh)")
+@pytest.mark.skipif(SLURM_MISSING is not None, reason=SLURM_MISSING or "")
 def test_exported_sbatch_script_runs_on_slurm(quickstart, tmp_path, cli):
     script = tmp_path / "launch.sbatch"
     assert cli("best", "quickstart", "--format", "sbatch", "-o", str(script),
@@ -136,7 +132,7 @@ def test_exported_sbatch_script_runs_on_slurm(quickstart, tmp_path, cli):
     assert json.loads(line.split(" ", 1)[1])["status"] == "ok"
 
 
-@pytest.mark.skipif(not _slurm_up(), reason="no local Slurm (tests/slurm/start_local_slurm.sh)")
+@pytest.mark.skipif(SLURM_MISSING is not None, reason=SLURM_MISSING or "")
 def test_sbatch_takes_the_trials_cpus_and_the_specs_own_options(tmp_path):
     """Slurm's own sbatch accepts the script's directives: the CPUs the trials' one task per
     rank had, given to the node's one task, and sbatch_args replacing an option it sets."""

@@ -78,22 +78,16 @@ def sound_finished(original: list[bytes], changed: list[bytes]) -> set[str]:
             if b'"finished"' in line and line in kept}
 
 
-def run(args: list[str], capsys) -> tuple[int, str, str]:
-    code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 @settings(max_examples=EXAMPLES, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
-def test_random_damage_never_costs_more_than_the_damaged_lines(campaign, capsys, data):
+def test_random_damage_never_costs_more_than_the_damaged_lines(campaign, cli, data):
     runs, journal, sound = campaign
     original = sound.splitlines()
     lines, _ = damaged(original, data)
     journal.write_bytes(b"\n".join(lines) + b"\n")
     try:
-        code, out, err = run(["status", "f", "--json", "--runs-dir", str(runs)], capsys)
+        code, out, err = cli("status", "f", "--json", "--runs-dir", str(runs))
         assert "Traceback" not in out + err
         if code == 2:
             assert len(err.strip().splitlines()) == 1 and err.strip() == one_line(err.strip())
@@ -103,7 +97,7 @@ def test_random_damage_never_costs_more_than_the_damaged_lines(campaign, capsys,
             done = sum(v for k, v in report["counts"].items() if k not in ("unfinished",
                                                                            "running"))
             assert done >= len(sound_finished(original, lines))
-        code, out, err = run(["best", "f", "--runs-dir", str(runs)], capsys)
+        code, out, err = cli("best", "f", "--runs-dir", str(runs))
         assert code in (0, 2) and "Traceback" not in out + err, err
         if code == 2:
             assert len(err.strip().splitlines()) == 1
