@@ -26,12 +26,13 @@ job refuses, each with its one-line reason, and the measured TFLOPs (hence MFU) 
 
 from __future__ import annotations
 
+from functools import partial
 
 import pytest
 from loss_checks import swapped, worst_relative_difference
 import torch
 
-from test_modes import run_modes
+from test_modes import case, run_modes
 
 MODEL = {"num_layers": 4, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "vocab_size": 256,
          "seq_len": 32}
@@ -39,33 +40,32 @@ GLOBAL_BATCH = 8
 STEPS = 5
 TOLERANCE = 1e-5  # relative, per step: float32 sums in another order (see the docstring)
 COMMS = ("allgather", "a2a", "p2p")
-
-
-def case(dp: int, cp: int, comm: str = "p2p", tp: int = 1, pp: int = 1, mbs: int = 1,
-         **extra) -> dict:
-    gas = GLOBAL_BATCH // (mbs * dp)
-    return {"model": MODEL, "dp": dp, "cp": cp, "cp_comm_type": comm, "tp": tp, "pp": pp,
-            "micro_batch_size": mbs, "grad_accum_steps": gas, "steps": STEPS - 1,
-            "warmup_steps": 1, "lr": 0.01, **extra}
+cp_case = partial(case, model=MODEL)
 
 
 # name: (settings, fraction of the parameters and of the optimizer state rank 0 holds, or None)
 WORLD_4 = {
-    **{f"cp2_{comm}": (case(2, 2, comm), (1.0, 1.0)) for comm in COMMS},
-    **{f"cp4_{comm}": (case(1, 4, comm, mbs=2), (1.0, 1.0)) for comm in COMMS},
-    "cp2_zero1": (case(2, 2, "allgather", zero_stage=1), (1.0, 0.25)),
-    "cp2_fsdp": (case(2, 2, "p2p", zero_stage=3), (0.25, 0.25)),
-    "cp4_fsdp_over_cp": (case(1, 4, "allgather", mbs=2, zero_stage=3), (0.25, 0.25)),
-    "cp2_tp2": (case(1, 2, "a2a", tp=2, mbs=2), None),
-    "cp2_tp2_sequence_parallel": (case(1, 2, "p2p", tp=2, mbs=2, sequence_parallel=True), None),
-    "cp2_pp2": (case(1, 2, "p2p", pp=2, mbs=2), None),
-    "cp2_full_recompute": (case(2, 2, "a2a", activation_checkpointing="full"), (1.0, 1.0)),
+    **{f"cp2_{comm}": (cp_case(2, cp=2, cp_comm_type=comm), (1.0, 1.0)) for comm in COMMS},
+    **{f"cp4_{comm}": (cp_case(1, cp=4, cp_comm_type=comm, mbs=2), (1.0, 1.0)) for comm in COMMS},
+    "cp2_zero1": (cp_case(2, cp=2, cp_comm_type="allgather", zero_stage=1), (1.0, 0.25)),
+    "cp2_fsdp": (cp_case(2, cp=2, cp_comm_type="p2p", zero_stage=3), (0.25, 0.25)),
+    "cp4_fsdp_over_cp": (cp_case(1, cp=4, cp_comm_type="allgather", mbs=2,
+                                 zero_stage=3), (0.25, 0.25)),
+    "cp2_tp2": (cp_case(1, cp=2, cp_comm_type="a2a", tp=2, mbs=2), None),
+    "cp2_tp2_sequence_parallel": (cp_case(1, cp=2, cp_comm_type="p2p", tp=2, mbs=2,
+                                          sequence_parallel=True), None),
+    "cp2_pp2": (cp_case(1, cp=2, cp_comm_type="p2p", pp=2, mbs=2), None),
+    "cp2_full_recompute": (cp_case(2, cp=2, cp_comm_type="a2a",
+                                   activation_checkpointing="full"), (1.0, 1.0)),
 }
 BROKEN = {
-    "cp2_allgather_local_mask": case(2, 2, "allgather", patch="test_cp_job:local_mask"),
-    "cp2_p2p_local_mask": case(2, 2, "p2p", patch="test_cp_job:local_mask"),
-    "cp2_a2a_contiguous_chunks": case(2, 2, "a2a", patch="test_cp_job:contiguous_chunks"),
-    "cp2_allgather_local_rope": case(2, 2, "allgather", patch="test_cp_job:local_rope"),
+    "cp2_allgather_local_mask": cp_case(2, cp=2, cp_comm_type="allgather",
+                                        patch="test_cp_job:local_mask"),
+    "cp2_p2p_local_mask": cp_case(2, cp=2, cp_comm_type="p2p", patch="test_cp_job:local_mask"),
+    "cp2_a2a_contiguous_chunks": cp_case(2, cp=2, cp_comm_type="a2a",
+                                         patch="test_cp_job:contiguous_chunks"),
+    "cp2_allgather_local_rope": cp_case(2, cp=2, cp_comm_type="allgather",
+                                        patch="test_cp_job:local_rope"),
 }
 
 
@@ -96,7 +96,7 @@ def local_rope():
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> tuple[list[float], dict]:
-    single = run_modes(tmp_path_factory.mktemp("single"), 1, {"single": case(1, 1, mbs=2)})
+    single = run_modes(tmp_path_factory.mktemp("single"), 1, {"single": cp_case(1, cp=1, mbs=2)})
     assert single["single"]["status"] == "ok", single
     cases = {**{name: settings for name, (settings, _) in WORLD_4.items()}, **BROKEN}
     return single["single"]["losses"], run_modes(tmp_path_factory.mktemp("world4"), 4, cases)

@@ -23,12 +23,13 @@ TFLOPs (hence MFU) counting activated parameters only.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 from loss_checks import swapped, worst_relative_difference
 import torch
 
-from test_modes import run_modes
+from test_modes import case, run_modes
 
 MODEL = {"num_layers": 4, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "vocab_size": 256,
          "seq_len": 32, "num_experts": 8, "experts_per_token": 2, "moe_ffn_hidden": 64,
@@ -36,32 +37,27 @@ MODEL = {"num_layers": 4, "hidden": 64, "num_heads": 4, "ffn_hidden": 128, "voca
 GLOBAL_BATCH = 8
 STEPS = 5
 TOLERANCE = 1e-5  # relative, per step: float32 sums in another order (see the docstring)
-
-
-def case(dp: int, ep: int = 1, tp: int = 1, pp: int = 1, mbs: int = 1, **extra) -> dict:
-    gas = GLOBAL_BATCH // (mbs * dp)
-    return {"model": MODEL, "dp": dp, "tp": tp, "pp": pp, "ep": ep, "etp": 1,
-            "micro_batch_size": mbs, "grad_accum_steps": gas, "steps": STEPS - 1,
-            "warmup_steps": 1, "lr": 0.01, **extra}
+moe_case = partial(case, model=MODEL, etp=1)  # whole experts on each expert-parallel rank
 
 
 HSDP = {"s0p": 2, "s1p": 1, "s0g": 2, "s1g": 1, "s0os": 2, "s1os": 1}
 WORLD_4 = {
-    **{f"ep{ep}_{mode}": case(4, ep=ep, zero_stage=zero)
+    **{f"ep{ep}_{mode}": moe_case(4, ep=ep, zero_stage=zero)
        for ep in (1, 2, 4) for mode, zero in (("ddp", 0), ("zero1", 1), ("fsdp", 3))},
-    "ep2_tp2": case(2, ep=2, tp=2, mbs=2),
-    "ep2_tp2_sequence_parallel": case(2, ep=2, tp=2, mbs=2, sequence_parallel=True),
-    "ep2_tp2_fsdp": case(2, ep=2, tp=2, mbs=2, zero_stage=3),
-    "ep4_tp2": case(2, ep=4, tp=2, mbs=2),
-    "ep2_pp2": case(2, ep=2, pp=2),
-    "ep2_pp2_interleaved": case(2, ep=2, pp=2, pp_schedule="interleaved", virtual_stages=2),
-    "ep2_pp2_fsdp": case(2, ep=2, pp=2, zero_stage=3),
-    "ep2_hsdp": case(4, ep=2, **HSDP),
-    "ep2_full_recompute": case(4, ep=2, activation_checkpointing="full"),
+    "ep2_tp2": moe_case(2, ep=2, tp=2, mbs=2),
+    "ep2_tp2_sequence_parallel": moe_case(2, ep=2, tp=2, mbs=2, sequence_parallel=True),
+    "ep2_tp2_fsdp": moe_case(2, ep=2, tp=2, mbs=2, zero_stage=3),
+    "ep4_tp2": moe_case(2, ep=4, tp=2, mbs=2),
+    "ep2_pp2": moe_case(2, ep=2, pp=2),
+    "ep2_pp2_interleaved": moe_case(2, ep=2, pp=2, pp_schedule="interleaved", virtual_stages=2),
+    "ep2_pp2_fsdp": moe_case(2, ep=2, pp=2, zero_stage=3),
+    "ep2_hsdp": moe_case(4, ep=2, **HSDP),
+    "ep2_full_recompute": moe_case(4, ep=2, activation_checkpointing="full"),
 }
 BROKEN = {
-    "ep2_misrouted_combine": case(4, ep=2, patch="test_moe_job:misrouted_combine"),
-    "ep2_dispatch_without_gradient": case(4, ep=2, patch="test_moe_job:dispatch_without_gradient"),
+    "ep2_misrouted_combine": moe_case(4, ep=2, patch="test_moe_job:misrouted_combine"),
+    "ep2_dispatch_without_gradient": moe_case(4, ep=2,
+                                              patch="test_moe_job:dispatch_without_gradient"),
 }
 
 
@@ -101,7 +97,7 @@ def expected_held(settings: dict) -> float | None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> tuple[list[float], dict]:
-    single = run_modes(tmp_path_factory.mktemp("single"), 1, {"single": case(1, mbs=2)})
+    single = run_modes(tmp_path_factory.mktemp("single"), 1, {"single": moe_case(1, mbs=2)})
     assert single["single"]["status"] == "ok", single
     out = run_modes(tmp_path_factory.mktemp("world4"), 4, {**WORLD_4, **BROKEN})
     return single["single"]["losses"], out

@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from test_job import run_job
 from test_modes import case, run_modes
-from test_moe_job import case as moe_case
+from test_moe_job import moe_case
 
 TOLERANCE = 1e-6  # relative, per step: the same float32 AdamW on the host (see the docstring)
 STEPS = 5

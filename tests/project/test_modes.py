@@ -25,9 +25,12 @@ GLOBAL_BATCH = 8
 TOLERANCE = 1e-5
 
 
-def case(dp: int, tp: int = 1, pp: int = 1, mbs: int = 1, **extra) -> dict:
+def case(dp: int, tp: int = 1, pp: int = 1, mbs: int = 1, *, model: dict = MODEL,
+         **extra) -> dict:
+    """A job's settings for the tiny `model` on dp x tp x pp ranks (times any cp or ep in
+    `extra`): the accumulation steps its global batch of 8 leaves, a warm-up step and 4 more."""
     gas = GLOBAL_BATCH // (mbs * dp)
-    return {"model": MODEL, "dp": dp, "tp": tp, "pp": pp, "micro_batch_size": mbs,
+    return {"model": model, "dp": dp, "tp": tp, "pp": pp, "micro_batch_size": mbs,
             "grad_accum_steps": gas, "steps": 4, "warmup_steps": 1, "lr": 0.01, **extra}
 
 
