@@ -108,7 +108,7 @@ def check_experts_feasible(config: JobConfig) -> None:
     if config.cp > 1:
         raise Infeasible(f"cp({config.cp}) with MoE layers: experts laid out over context-"
                          "parallel ranks are not implemented")
-    etp = tp if config.etp is None else config.etp
+    etp = config.dims.expert_tp
     if etp != 1:
         unset = ", tp's when unset" if config.etp is None else ""
         raise Infeasible(f"etp({etp}{unset}): experts split over tensor-parallel ranks are "
