@@ -16,7 +16,9 @@ def placeholder_values(spec, config, trial_id: str, folder, steps: int) -> dict[
     values: dict[str, Any] = dict(config.to_params())
     values["etp"] = expert_tp(values)
     values.update({
-        "world_size": config.world_size, "nodes": spec.scale.nodes,
+        # The trial's own nodes: a slice campaign's search trials and a scaling study's runs
+        # span fewer or more than the spec's scale.nodes.
+        "world_size": config.world_size, "nodes": -(-config.world_size // spec.gpus_per_node),
         "gpus_per_node": spec.gpus_per_node, "global_batch_size": config.global_batch_size(),
         "seq_len": spec.model.seq_len, "steps": steps, "warmup_steps": spec.trial.warmup_steps,
         "total_steps": steps + spec.trial.warmup_steps, "trial_id": trial_id,

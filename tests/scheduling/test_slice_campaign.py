@@ -157,3 +157,17 @@ def test_slice_trials_run_side_by_side_no_more_than_the_target_holds(tmp_path):
     on_slice = [r for r in records if r.phase != TARGET and r.submitted_at and r.finished_at]
     assert len(on_slice) >= 4
     assert max_overlap([(r.submitted_at, r.finished_at) for r in on_slice]) == 2
+
+
+def test_a_slice_trial_s_program_is_told_the_slice_s_nodes():
+    from orchestrator.space.rescaled import scaled_config
+    from orchestrator.spec import load_spec
+    from orchestrator.trainers.arguments import placeholder_values
+    from orchestrator.trial.folder import TrialFolder
+
+    spec = load_spec(EXAMPLES / "frontier-175b.yaml", [f"scale.slice_nodes={SLICE}"])
+    target = next(c for c in spec.candidates() if scaled_config(c, TARGET_NODES, SLICE, "weak"))
+    on_slice = scaled_config(target, TARGET_NODES, SLICE, "weak")
+    folder = TrialFolder(EXAMPLES / "t0001")
+    assert placeholder_values(spec, on_slice, "t0001", folder, 3)["nodes"] == SLICE
+    assert placeholder_values(spec, target, "t0002", folder, 3)["nodes"] == TARGET_NODES
