@@ -145,6 +145,37 @@ def test_profile_on_two_nodes_measures_the_network_between_them(cluster, tmp_pat
     assert median_error(profiled) < 0.6 * median_error(stock)
 
 
+def test_slice_trials_run_side_by_side_on_disjoint_nodes(cluster, tmp_path, runs_dir, cli):
+    """A slice campaign of one-node slices of the two-node target: its two search trials are
+    Slurm jobs of a node each, on different nodes at the same time; its confirmation takes
+    both nodes."""
+    from conftest import journal_events
+
+    spec = write_spec(tmp_path / "s.yaml", name="slices",
+                      backend={"kind": "slurm", "time_limit_min": 5}, search={"algorithm": "grid"},
+                      scale={"nodes": 2, "slice_nodes": 1, "gpus_per_node": 2,
+                             "global_batch_size": 8},
+                      budget={"max_trials": 2, "max_concurrent": 2},
+                      space={"zero_stage": [0, 1], "micro_batch_size": [2],
+                             "activation_checkpointing": ["none"]},
+                      trial={"steps": 2, "warmup_steps": 1, "timeout_s": 300, "env": ENV})
+    code, _, err = cli("run", str(spec))
+    assert code == 0, err
+    events = journal_events(runs_dir / "slices")
+    jobs = {e["trial_id"]: (e["handle"]["slurm_job"], e.get("fidelity"))
+            for e in events if e["event"] == "submitted"}
+    on_slice = [job for job, fidelity in jobs.values() if fidelity != "target"]
+    at_target = [job for job, fidelity in jobs.values() if fidelity == "target"]
+    assert len(on_slice) == 2 and len(at_target) == 1
+    assert sorted(sacct(job, "NodeList") for job in on_slice) == ["node1", "node2"]
+    starts = [sacct(job, "Start") for job in on_slice]
+    ends = [sacct(job, "End") for job in on_slice]
+    assert max(starts) < min(ends), (starts, ends)  # ISO times: each began before either ended
+    assert sacct(at_target[0], "NodeList") == "node[1-2]"
+    finished = [e for e in events if e["event"] == "finished"]
+    assert [e["result"]["status"] for e in finished] == ["ok", "ok", "ok"]
+
+
 def test_slurm_time_limit_ends_the_trial_as_timeout(cluster, tmp_path):
     """The trial's own timeout is far; Slurm's 1-minute limit ends it (state TIMEOUT), and the
     handle sees the end within seconds, though submitit's own watcher would by then wait a
@@ -179,34 +210,3 @@ def test_killed_slurmd_ends_the_trial_as_node_failure(cluster, tmp_path):
     result = wait_for_result(handle, limit=200)
     assert sacct(handle.job.job_id, "State") == "NODE_FAIL"
     assert result.status == "failed" and "NODE_FAIL" in result.error
-
-
-def test_slice_trials_run_side_by_side_on_disjoint_nodes(cluster, tmp_path, runs_dir, cli):
-    """A slice campaign of one-node slices of the two-node target: its two search trials are
-    Slurm jobs of a node each, on different nodes at the same time; its confirmation takes
-    both nodes."""
-    from conftest import journal_events
-
-    spec = write_spec(tmp_path / "s.yaml", name="slices",
-                      backend={"kind": "slurm", "time_limit_min": 5}, search={"algorithm": "grid"},
-                      scale={"nodes": 2, "slice_nodes": 1, "gpus_per_node": 2,
-                             "global_batch_size": 8},
-                      budget={"max_trials": 2, "max_concurrent": 2},
-                      space={"zero_stage": [0, 1], "micro_batch_size": [2],
-                             "activation_checkpointing": ["none"]},
-                      trial={"steps": 2, "warmup_steps": 1, "timeout_s": 300, "env": ENV})
-    code, _, err = cli("run", str(spec))
-    assert code == 0, err
-    events = journal_events(runs_dir / "slices")
-    jobs = {e["trial_id"]: (e["handle"]["slurm_job"], e.get("fidelity"))
-            for e in events if e["event"] == "submitted"}
-    on_slice = [job for job, fidelity in jobs.values() if fidelity != "target"]
-    at_target = [job for job, fidelity in jobs.values() if fidelity == "target"]
-    assert len(on_slice) == 2 and len(at_target) == 1
-    assert sorted(sacct(job, "NodeList") for job in on_slice) == ["node1", "node2"]
-    starts = [sacct(job, "Start") for job in on_slice]
-    ends = [sacct(job, "End") for job in on_slice]
-    assert max(starts) < min(ends), (starts, ends)  # ISO times: each began before either ended
-    assert sacct(at_target[0], "NodeList") == "node[1-2]"
-    finished = [e for e in events if e["event"] == "finished"]
-    assert [e["result"]["status"] for e in finished] == ["ok", "ok", "ok"]
