@@ -6,7 +6,6 @@ the target, which adds what the target's collectives cost)."""
 from __future__ import annotations
 
 import html
-import statistics
 from typing import Any
 
 from dashboards.report_tables import number
@@ -14,8 +13,7 @@ from orchestrator.common.objective import Objective
 from orchestrator.record.budget import executed
 from orchestrator.record.journal import TARGET, TrialRecord
 from orchestrator.record.slice_prediction import predict_target
-from orchestrator.record.slice_summary import slice_line
-from orchestrator.space.rescaled import scaled_config
+from orchestrator.record.slice_summary import slice_line, value_on_slice
 from orchestrator.spec import CampaignSpec
 from orchestrator.spec.slice_scale import slices_in_target
 
@@ -33,12 +31,10 @@ def slice_points(spec: CampaignSpec, records: list[TrialRecord], objective: Obje
     for r in ran:
         if r.phase != TARGET:
             continue
-        image = scaled_config(r.config, spec.scale.nodes, spec.scale.slice_nodes, "weak")
-        values = [v for s in on_slice if s.config == image
-                  if (v := objective.value(s.result)) is not None]
+        measured = value_on_slice(spec, on_slice, r.config, objective)
         points.append({"trial_id": r.trial_id, "key": r.config.key(),
-                       "slice_scaled": (statistics.fmean(values) * slices_in_target(spec)
-                                        if values else None),
+                       "slice_scaled": (measured * slices_in_target(spec)
+                                        if measured is not None else None),
                        "predicted": predicted.get(r.config),
                        "measured": objective.value(r.result)})
     return points

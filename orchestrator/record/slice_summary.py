@@ -36,11 +36,8 @@ def slice_summary(spec: CampaignSpec, records: list[TrialRecord], objective: Obj
     found: dict[str, Any] = {"metric": objective.metric, "slice_nodes": slice_nodes,
                              "target_nodes": nodes, "layout": layout and layout.key()}
     if layout is not None:
-        image = scaled_config(layout, nodes, slice_nodes, "weak")
-        values = [objective.value(r.result) for r in on_slice if r.config == image]
-        values = [v for v in values if v is not None]
         predicted = {p.config: p.value for p in predict_target(spec, on_slice, objective)}
-        found.update(on_slice=statistics.fmean(values) if values else None,
+        found.update(on_slice=value_on_slice(spec, on_slice, layout, objective),
                      predicted_at_target=predicted.get(layout),
                      measured_at_target=confirmed and objective.value(confirmed.result),
                      trial_id=confirmed.trial_id if confirmed else None)
@@ -49,6 +46,16 @@ def slice_summary(spec: CampaignSpec, records: list[TrialRecord], objective: Obj
                  gpu_hours_at_target=sum(gpu_hours(r) for r in ran if r.phase == TARGET),
                  gpu_hours_same_trials_at_full_scale=slice_hours * slices_in_target(spec))
     return found
+
+
+def value_on_slice(spec: CampaignSpec, on_slice: list[TrialRecord], layout: ParallelConfig,
+                   objective: Objective) -> float | None:
+    """The mean of what a target layout's slice image measured on the slice; None if it was
+    not measured there."""
+    image = scaled_config(layout, spec.scale.nodes, spec.scale.slice_nodes, "weak")
+    values = [v for r in on_slice if r.config == image
+              if (v := objective.value(r.result)) is not None]
+    return statistics.fmean(values) if values else None
 
 
 def slice_line(s: dict[str, Any], number) -> str:
