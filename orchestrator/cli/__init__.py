@@ -3,7 +3,7 @@
 Each command is a plain function in one of the command modules (campaigns, cost_model,
 calibrate, reports, and remote: the ones that may go through the campaign service); this
 module registers them on the Typer app. `status`, `best`, `plan`, `estimate`, `calibrate`,
-`submit`, `ls` and `cancel` take `--json` and then print exactly one JSON object on stdout.
+`submit`, `ls`, `cancel` and `trainers` take `--json` and then print exactly one JSON object on stdout.
 An interrupt exits with 130, a controller detached by SIGTERM with 143 (128 + the signal, as a
 shell reports it).
 """
@@ -25,6 +25,7 @@ from orchestrator.cli import (
     remote,
     reports,
     service_grants,
+    trainers,
 )
 from orchestrator.cli.common import console
 from orchestrator.cli.service import server_app
@@ -45,7 +46,8 @@ app = typer.Typer(
 )
 for command in (campaigns.run, campaigns.resume, remote.status, remote.best,
                 cost_model.plan, cost_model.estimate, calibrate.calibrate, profile.profile,
-                reports.report, reports.ui, remote.submit, remote.ls, remote.cancel, remote.logs):
+                reports.report, reports.ui, remote.submit, remote.ls, remote.cancel, remote.logs,
+                trainers.trainers):
     app.command()(command)
 server_app.command("grant")(service_grants.grant)
 server_app.command("member")(service_grants.member)
