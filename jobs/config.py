@@ -45,7 +45,7 @@ class JobConfig:
 
     @property
     def global_batch_size(self) -> int:
-        return self.micro_batch_size * self.grad_accum_steps * self.dp
+        return self.dims.samples_per_step(self.micro_batch_size, self.grad_accum_steps)
 
     @property
     def dims(self) -> ParallelDims:

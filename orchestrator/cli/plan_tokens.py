@@ -57,9 +57,9 @@ def largest_micro_batch(cost: CostModel, best: Estimate, global_batch_size: int)
     """The largest micro-batch that fits with the pick's other knobs (the batch permitting)."""
     config, largest = best.config, best.config.micro_batch_size
     size = largest * 2
-    while global_batch_size % (size * config.dp) == 0:
-        bigger = dataclasses.replace(config, micro_batch_size=size,
-                                     grad_accum_steps=global_batch_size // (size * config.dp))
+    while global_batch_size % config.dims.samples_per_micro_batch(size) == 0:
+        steps = global_batch_size // config.dims.samples_per_micro_batch(size)
+        bigger = dataclasses.replace(config, micro_batch_size=size, grad_accum_steps=steps)
         if not cost.estimate(bigger).fits:
             break
         largest, size = size, size * 2

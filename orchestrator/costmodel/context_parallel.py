@@ -45,9 +45,7 @@ def gradient_group(config: ParallelConfig, gpus_per_node: int = 1,
 
 def cp_mesh(config: ParallelConfig, gpus_per_node: int) -> tuple[int, int]:
     """(ranks in a node, nodes) of a cp group: its ranks are tp apart."""
-    per_node = max(1, gpus_per_node // config.tp)
-    p0 = min(config.cp, per_node)
-    return p0, -(-config.cp // p0)
+    return config.dims.node_split("cp", gpus_per_node)
 
 
 def kv_width(model: ModelShape) -> int:

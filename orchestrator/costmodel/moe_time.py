@@ -74,11 +74,7 @@ def compute_seconds(cluster: Cluster, model: ModelShape, config: ParallelConfig,
 
 def ep_mesh(config: ParallelConfig, gpus_per_node: int) -> tuple[int, int]:
     """(EP ranks in a node, nodes) of an EP group: ep ranks etp apart, consecutive blocks."""
-    per_node = max(1, gpus_per_node // expert_tp(config))
-    p0 = min(config.ep, per_node)
-    while config.ep % p0:
-        p0 -= 1
-    return p0, config.ep // p0
+    return config.dims.even_node_split("ep", gpus_per_node)
 
 
 def off_node_copies(model: ModelShape, nodes: int) -> float:
@@ -114,8 +110,7 @@ def dispatch_comm(model: ModelShape, config: ParallelConfig, fabric: Fabric,
     buffer = routed * model.hidden * act_bytes
     per_call = dispatch_call(model, config, fabric, gpus_per_node, buffer, per_node)
     if etp > 1 and config.sequence_parallel:  # all-gather in, reduce-scatter out
-        in_node = min(etp, gpus_per_node)
-        per_call += fabric.all_gather(buffer * etp, in_node, -(-etp // in_node))
+        per_call += fabric.all_gather(buffer * etp, *config.dims.node_split("etp", gpus_per_node))
     calls = 4 + 2 * config.recompute_fraction(model.num_layers)
     return moe_layers_per_rank(model, config) * config.grad_accum_steps * calls * per_call
 

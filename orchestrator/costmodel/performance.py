@@ -172,11 +172,10 @@ def model_parallel_comm(
     # A cp rank's activations are those of seq_len/cp tokens.
     layer_io = config.micro_batch_size * model.seq_len * model.hidden * act_bytes / config.cp
     tp_calls = 4 + 2 * config.recompute_fraction(model.num_layers)
-    tp_nodes = -(-config.tp // gpus_per_node)
     tp_comm = 0.0
     if config.tp > 1:
         tp_comm = tp_calls * moe_tp_layers(model, config) * m * (
-            fabric.all_reduce(layer_io, min(config.tp, gpus_per_node), tp_nodes) + tp_call_s)
+            fabric.all_reduce(layer_io, *config.dims.node_split("tp", gpus_per_node)) + tp_call_s)
     pp_comm = 0.0
     if p > 1:
         crosses = config.dims.stage_ranks >= gpus_per_node

@@ -54,7 +54,7 @@ def layout(row: RowText, cost: CostModel, gpus: int, framework: Framework,
     elif row.text("vp") == "" and framework.family == "megatron":
         row.assumptions.append("virtual stages not published: 1, no interleaving (Megatron's "
                                "default)")
-    micro, accum = _batch(row, dp, pp, framework)
+    micro, accum = _batch(row, filled, pp, framework)
     zero = _zero_stage(row, framework)
     recompute = _recompute(row, framework)
     schedule, vp = _schedule(row, pp, vp, framework)
@@ -94,8 +94,10 @@ def _least_recompute_that_fits(row: RowText, cost: CostModel,
     return replace(config, activation_checkpointing=choice)
 
 
-def _batch(row: RowText, dp: int, pp: int, framework: Framework) -> tuple[int, int]:
+def _batch(row: RowText, dims: ParallelDims, pp: int, framework: Framework
+           ) -> tuple[int, int]:
     """(micro_batch_size, grad_accum_steps), derived where one is not published."""
+    dp = dims.dp
     micro_text = row.text("micro_batch")
     micro, accum = row.count("micro_batch"), row.count("grad_accum")
     global_batch = row.count("global_batch")
@@ -112,23 +114,24 @@ def _batch(row: RowText, dp: int, pp: int, framework: Framework) -> tuple[int, i
             return local // pp, pp
         return local, 1
     if micro is not None and accum is not None:
-        if global_batch is not None and micro * accum * dp != global_batch:
+        if global_batch is not None and dims.samples_per_step(micro, accum) != global_batch:
             raise NotPriced(f"micro_batch {micro} x grad_accum {accum} x dp {dp} is not "
                              f"global_batch {global_batch}")
         return micro, accum
     if global_batch is None:
         raise NotPriced("global_batch: not published (nor micro_batch and grad_accum)")
     if micro is not None:
-        if global_batch % (micro * dp):
+        if global_batch % dims.samples_per_micro_batch(micro):
             raise NotPriced(f"global_batch {global_batch} is not a multiple of "
                              f"micro_batch {micro} x dp {dp}")
-        return micro, global_batch // (micro * dp)
+        return micro, global_batch // dims.samples_per_micro_batch(micro)
     if accum is not None:
-        if global_batch % (accum * dp):
+        one_sample_micro_batches = dims.samples_per_step(1, accum)  # grad_accum x dp
+        if global_batch % one_sample_micro_batches:
             raise NotPriced(f"global_batch {global_batch} is not a multiple of "
                              f"grad_accum {accum} x dp {dp}")
         row.assumptions.append("micro_batch derived: global_batch / (grad_accum x dp)")
-        return global_batch // (accum * dp), accum
+        return global_batch // one_sample_micro_batches, accum
     if global_batch % dp:
         raise NotPriced(f"global_batch {global_batch} is not a multiple of dp {dp}")
     row.assumptions.append("micro_batch not published: 1 (Megatron's default)")

@@ -1,8 +1,9 @@
 """`ParallelDims`: the one place a layout's sizes are derived from its degrees (after
 torchtitan's ParallelDims): the world, the ranks a model copy spans, the group gradients
 average over, the experts' groups, what a sequence length must divide by, and the order ranks
-are laid out in. The search space, the spec, the cost model and the trial job ask it rather
-than multiplying degrees themselves.
+are laid out in, the share of a node each group takes, and the samples a step consumes. The
+search space, the spec, the cost model and the trial job ask it rather than multiplying (or
+dividing) degrees themselves.
 
 Ranks are numbered tp fastest, then cp, then dp, then pp (`RANK_ORDER`, outermost first), as
 the trial job's device mesh and Megatron-Core's default order lay them out: a tp group is
@@ -49,7 +50,7 @@ class ParallelDims:
         spans = cls(**{**degrees, "dp": 1})
         if world_size % spans.model_parallel:
             return None
-        return cls(**{**degrees, "dp": world_size // spans.model_parallel})
+        return cls(**{**degrees, "dp": spans.copies_in(world_size)})
 
     @property
     def world(self) -> int:
@@ -60,6 +61,11 @@ class ParallelDims:
     def model_parallel(self) -> int:
         """The ranks one data-parallel copy of the model spans: tp x pp x cp."""
         return self.tp * self.pp * self.cp
+
+    def copies_in(self, ranks: int) -> int:
+        """The whole model copies (tp x pp x cp ranks each) that `ranks` ranks hold: the dp that
+        fills a world of that many, rounded down where it does not divide."""
+        return ranks // self.model_parallel
 
     @property
     def gradient_group(self) -> int:
@@ -122,3 +128,42 @@ class ParallelDims:
         for dim in inner:
             span *= self.size(dim)
         return span
+
+    def _group(self, name: str) -> tuple[int, int]:
+        """(size, stride) of one `name` group: its ranks sit `stride` apart, the ranks laid out
+        inside it. ep's ranks are etp apart (inside ep x etp consecutive ranks), etp's
+        consecutive."""
+        if name == "ep":
+            return self.ep, self.expert_tp
+        if name == "etp":
+            return self.expert_tp, 1
+        return self.size(name), self.span(name) // self.size(name)
+
+    def node_split(self, name: str, gpus_per_node: int) -> tuple[int, int]:
+        """(ranks in a node, nodes) of one `name` group on nodes of `gpus_per_node`: a node
+        holds gpus_per_node / stride of its ranks (at least one, at most the group), and the
+        group spans as many nodes as that takes, the last maybe partly."""
+        size, stride = self._group(name)
+        in_node = min(size, max(1, gpus_per_node // stride))
+        return in_node, -(-size // in_node)
+
+    def even_node_split(self, name: str, gpus_per_node: int) -> tuple[int, int]:
+        """(ranks in a node, nodes) of one `name` group with every node holding the same share:
+        `node_split`'s share lowered to a divisor of the group, as a two-level collective (the
+        AMSP and hierarchical ZeRO factors) needs in-node x nodes = the group."""
+        size = self._group(name)[0]
+        in_node = self.node_split(name, gpus_per_node)[0]
+        while size % in_node:
+            in_node -= 1
+        return in_node, size // in_node
+
+    def samples_per_micro_batch(self, micro_batch_size: int) -> int:
+        """The samples one micro-batch takes across the data-parallel copies (each copy a
+        micro-batch of its own; the tp, pp and cp ranks of a copy share its samples): what a
+        global batch must be a multiple of, and its grad_accum_steps once divided by."""
+        return micro_batch_size * self.dp
+
+    def samples_per_step(self, micro_batch_size: int, grad_accum_steps: int) -> int:
+        """The global batch: the samples one optimizer step consumes, grad_accum_steps
+        micro-batches on each data-parallel copy."""
+        return self.samples_per_micro_batch(micro_batch_size) * grad_accum_steps

@@ -83,7 +83,7 @@ class ParallelConfig:
         return self.dims.world
 
     def global_batch_size(self) -> int:
-        return self.micro_batch_size * self.grad_accum_steps * self.dp
+        return self.dims.samples_per_step(self.micro_batch_size, self.grad_accum_steps)
 
     def factors(self, gpus_per_node: int, zero_engine: str = "deepspeed") -> ShardingFactors:
         """The AMSP factors of this layout: explicit, or those of its ZeRO stage run on

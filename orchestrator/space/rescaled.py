@@ -25,10 +25,12 @@ def scaled_config(config: ParallelConfig, base_nodes: int, nodes: int, study: st
         return None
     gas = config.grad_accum_steps
     if study == "strong":
-        total = config.micro_batch_size * config.grad_accum_steps * config.dp
-        if total % (config.micro_batch_size * dp):
+        total = config.global_batch_size()
+        per_micro_batch = dataclasses.replace(config.dims, dp=dp).samples_per_micro_batch(
+            config.micro_batch_size)
+        if total % per_micro_batch:
             return None
-        gas = total // (config.micro_batch_size * dp)
+        gas = total // per_micro_batch
     sharding = config.sharding
     if sharding is not None and nodes != base_nodes:
         sharding = None  # AMSP factors belong to one mesh; the scaled run uses the ZeRO stage

@@ -75,11 +75,11 @@ class SearchSpace:
                 continue
             if self._split_listed_before(values):
                 continue
-            dp = filled.dp
-            if self.global_batch_size % (mbs * dp):
+            dp, per_micro_batch = filled.dp, filled.samples_per_micro_batch(mbs)
+            if self.global_batch_size % per_micro_batch:
                 continue
             layers = values["recompute_num_layers"]
-            base = dict(values, dp=dp, grad_accum_steps=self.global_batch_size // (mbs * dp),
+            base = dict(values, dp=dp, grad_accum_steps=self.global_batch_size // per_micro_batch,
                         recompute_num_layers=None if layers == FIT else layers)
             for sharding in self._shardings(dp, values["tp"]):
                 valid = self._valid(base, sharding, refused)
@@ -103,10 +103,10 @@ class SearchSpace:
         found = []
         for index, entry in enumerate(self.ranges.configs):
             fields = dict(entry)
-            model_ranks = ParallelDims.of(fields).model_parallel
-            mbs = fields.get("micro_batch_size", 1)
-            fields.setdefault("dp", max(1, self.world_size // model_ranks))
-            fields.setdefault("grad_accum_steps", max(1, self.global_batch_size // (mbs * fields["dp"])))
+            fields.setdefault("dp", max(1, ParallelDims.of(fields).copies_in(self.world_size)))
+            per_micro_batch = ParallelDims.of(fields).samples_per_micro_batch(
+                fields.get("micro_batch_size", 1))
+            fields.setdefault("grad_accum_steps", max(1, self.global_batch_size // per_micro_batch))
             try:
                 config = ParallelConfig(**fields)
                 config.validate(

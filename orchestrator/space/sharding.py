@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from orchestrator.layout import ParallelDims
 from orchestrator.space.errors import InvalidConfig
 
 SCHEMES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "mics", "hsdp", "zero++")
@@ -136,10 +137,6 @@ class ShardingFactors:
 
 
 def dp_mesh(dp: int, tp: int, gpus_per_node: int) -> tuple[int, int]:
-    """(s0dp, s1dp): ranks are laid out tp fastest, so a node holds gpus_per_node // tp of a DP
-    group (at most dp of them) and the group spans the remaining factor in nodes."""
-    per_node = max(1, gpus_per_node // tp)
-    s0dp = min(dp, per_node)
-    while dp % s0dp:
-        s0dp -= 1
-    return s0dp, dp // s0dp
+    """(s0dp, s1dp): a DP group's ranks are tp apart (ranks are laid out tp fastest), so a
+    node holds gpus_per_node // tp of them (at most dp), evenly: `ParallelDims.even_node_split`."""
+    return ParallelDims(dp=dp, tp=tp).even_node_split("dp", gpus_per_node)

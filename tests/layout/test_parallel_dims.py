@@ -120,3 +120,102 @@ def test_a_rule_that_sees_the_models_shape_runs_when_a_model_is_given():
     assert layout_problems(values, Shape()) == [
         "cp(4) splits a sequence into 2 x cp = 8 chunks: 2 x cp must divide seq_len(36)"]
     assert layout_problems(values | {"cp": 2}, Shape()) == []  # 36 splits into 4 chunks
+
+
+power = st.sampled_from([1, 2, 4, 8])  # ranks split over nodes evenly only at powers of two
+
+
+@st.composite
+def power_dims(draw) -> ParallelDims:
+    return ParallelDims(tp=draw(power), pp=draw(power), cp=draw(power), dp=draw(power),
+                        ep=draw(power), etp=draw(st.none() | power))
+
+
+def expert_groups(d: ParallelDims, name: str) -> list[list[int]]:
+    """The ep (or etp) groups of the first stage's ranks: ep x etp consecutive ranks, etp
+    fastest (MoE Parallel Folding), repeated expert_dp times."""
+    shape = (d.expert_dp, d.ep, d.expert_tp)
+    ranks = {c: r for r, c in enumerate(itertools.product(*map(range, shape)))}
+    return groups_along(ranks, 1 if name == "ep" else 2)
+
+
+def groups_along(ranks: dict[tuple[int, ...], int], along: int) -> list[list[int]]:
+    """Every group of ranks whose coordinates agree but at index `along`."""
+    groups: dict[tuple, list[int]] = {}
+    for coord, rank in ranks.items():
+        groups.setdefault(coord[:along] + coord[along + 1:], []).append(rank)
+    return list(groups.values())
+
+
+@FAST
+@given(power_dims(), st.sampled_from([1, 2, 4, 8, 16, 72]),
+       st.sampled_from(["tp", "cp", "dp", "pp", "ep", "etp"]))
+def test_a_groups_node_split_is_where_its_ranks_land_on_the_nodes(d, gpus_per_node, name):
+    if name in ("ep", "etp"):
+        if not d.experts_fit:
+            return
+        groups = expert_groups(d, name)
+    else:
+        groups = groups_along(ranks_by_coordinate(d), RANK_ORDER.index(name))
+    if gpus_per_node == 72 and any(max(g) >= 72 for g in groups):
+        return  # 72 is no power of two: groups past the first node straddle nodes unevenly
+    for members in groups:
+        nodes = [rank // gpus_per_node for rank in members]
+        in_node, spanned = d.node_split(name, gpus_per_node)
+        assert in_node == max(nodes.count(n) for n in nodes)
+        assert spanned == len(set(nodes))
+        assert d.even_node_split(name, gpus_per_node) == (in_node, spanned)
+
+
+SPLITS = [  # (dims, group, gpus_per_node, node_split, even_node_split), worked by hand
+    (ParallelDims(dp=12), "dp", 8, (8, 2), (6, 2)),  # 8 + 4 ranks; evenly 6 + 6
+    (ParallelDims(dp=6), "dp", 8, (6, 1), (6, 1)),
+    (ParallelDims(dp=3, tp=4), "dp", 8, (2, 2), (1, 3)),  # 4 apart: 2 a node, 2 + 1
+    (ParallelDims(cp=3, tp=4), "cp", 8, (2, 2), (1, 3)),
+    (ParallelDims(tp=16), "tp", 8, (8, 2), (8, 2)),
+    (ParallelDims(tp=2, cp=2, dp=2, pp=4), "pp", 8, (1, 4), (1, 4)),  # stages 8 apart
+    (ParallelDims(ep=6, etp=2, dp=12), "ep", 8, (4, 2), (3, 2)),  # 2 apart: 4 a node
+    (ParallelDims(ep=4, tp=4), "ep", 8, (2, 2), (2, 2)),  # etp unset: tp's 4
+    (ParallelDims(ep=2, etp=16), "etp", 8, (8, 2), (8, 2)),
+    (ParallelDims(tp=3), "tp", 72, (3, 1), (3, 1)),
+]
+
+
+def test_node_splits_worked_by_hand():
+    for d, name, gpus_per_node, split, even in SPLITS:
+        assert d.node_split(name, gpus_per_node) == split, (d, name)
+        assert d.even_node_split(name, gpus_per_node) == even, (d, name)
+
+
+@FAST
+@given(dims(), st.integers(1, 96), st.sampled_from(["tp", "cp", "dp", "pp", "ep", "etp"]))
+def test_an_even_split_is_the_largest_divisor_the_node_holds(d, gpus_per_node, name):
+    size = d.expert_tp if name == "etp" else getattr(d, name)
+    most = d.node_split(name, gpus_per_node)[0]
+    largest = max(k for k in range(1, size + 1) if size % k == 0 and k <= most)
+    assert d.even_node_split(name, gpus_per_node) == (largest, size // largest)
+
+
+@FAST
+@given(dims(), st.integers(1, 8), st.integers(1, 8))
+def test_a_step_takes_the_samples_of_every_data_parallel_copy(d, micro_batch_size, accum):
+    """The samples a step sees: ranks that share a dp coordinate (a model copy's tp, pp and
+    cp ranks) share its samples, and each copy runs `accum` micro-batches."""
+    dp_axis = RANK_ORDER.index("dp")
+    seen = {(coord[dp_axis], step, i) for coord in ranks_by_coordinate(d)
+            for step in range(accum) for i in range(micro_batch_size)}
+    assert d.samples_per_step(micro_batch_size, accum) == len(seen)
+    assert d.samples_per_micro_batch(micro_batch_size) == len(seen) // accum
+    global_batch = len(seen)
+    assert global_batch % d.samples_per_micro_batch(micro_batch_size) == 0
+    assert global_batch // d.samples_per_micro_batch(micro_batch_size) == accum
+
+
+@FAST
+@given(dims(), st.integers(1, 600))
+def test_the_copies_some_ranks_hold_are_the_most_whole_model_copies_that_fit(d, ranks):
+    fits = [n for n in range(ranks + 1) if ParallelDims(tp=d.tp, pp=d.pp, cp=d.cp, dp=n).world
+            <= ranks]
+    assert d.copies_in(ranks) == max(fits)
+    assert d.copies_in(d.world) == d.dp == len({c[RANK_ORDER.index("dp")]
+                                                for c in ranks_by_coordinate(d)})
