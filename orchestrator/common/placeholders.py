@@ -26,3 +26,15 @@ PLACEHOLDERS = tuple(dict.fromkeys(CONFIG_FIELDS + (
 def placeholders_in(item: str) -> list[str]:
     """The names of the {placeholders} in one command item, in order."""
     return PLACEHOLDER_PATTERN.findall(item)
+
+
+def check_placeholders(items: list[str]) -> list[str]:
+    """`items` (argument templates) as given, or a ValueError naming each unknown placeholder
+    and the ones allowed: the spec's validators (a trainer's section, a command) call it."""
+    unknown = sorted({name for item in items for name in placeholders_in(item)} - set(PLACEHOLDERS))
+    if unknown:
+        raise ValueError(
+            f"unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
+            f"allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+        )
+    return items

@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from orchestrator.server.db import Campaign, CodeGrant, Database, ProjectMember, User
 from orchestrator.server.trial_env import TUNING_ENV
-from orchestrator.trainers.registry import adapter, names
+from orchestrator.trainers.registry import adapter, names, sections
 
 USER, PROJECT = "user", "project"
 REDACTED = "<redacted>"
@@ -74,7 +74,8 @@ def trainer_keys() -> list[str]:
     """The `trial` keys a trainer reads its program, config or arguments from (sections such
     as trial.deepspeed, a command's trial.command), every registered trainer's."""
     keys = [key for name in names() for key in adapter(name).trial_keys[:1]]
-    return list(dict.fromkeys(keys + [name.replace("-", "_") for name in names()]))
+    named = [name.replace("-", "_") for name in names()]
+    return list(dict.fromkeys(keys + list(sections()) + named))
 
 
 def _section(data: dict[str, Any], key: str) -> dict[str, Any]:

@@ -30,17 +30,11 @@ from orchestrator.spec.sections import (
     TrackingSpec,
 )
 from orchestrator.spec.space_section import SpaceSpec
-from orchestrator.spec.trial import (
-    DeepSpeedTrainerSpec,
-    MegatronTrainerSpec,
-    TorchtitanTrainerSpec,
-    TrialSpec,
-)
+from orchestrator.spec.trial import TrialSpec
 
 __all__ = [
     "BACKEND_MODELS", "SPEC_FILE", "BackendSpec", "BudgetSpec", "CampaignSpec",
     "FidelitySpec", "LocalBackendSpec", "ObjectiveSpec", "RayBackendSpec", "ScaleSpec",
     "SearchSpec", "SimulatedBackendSpec", "SlurmBackendSpec", "SpaceSpec", "TrackingSpec",
-    "TrialSpec", "DeepSpeedTrainerSpec", "MegatronTrainerSpec",
-    "TorchtitanTrainerSpec", "apply_override", "load_campaign_spec", "load_cluster", "load_spec", "spec_from_dict",
+    "TrialSpec", "apply_override", "load_campaign_spec", "load_cluster", "load_spec", "spec_from_dict",
 ]

@@ -1,12 +1,12 @@
 """The spec's `trial` section: how long a trial runs, and which trainer it runs, with that
 trainer's base config (the user's own script, config or arguments that ParaTune fills per layout).
 
-`trial.trainer` is a name the trainer registry holds (orchestrator/trainers/registry.py: builtin,
-deepspeed, torchtitan, megatron-lm, megatron-deepspeed, command and any trainer registered);
-it defaults to command when `trial.command` is given, else builtin. Each trainer but the
-built-in one reads its own section (`trial.deepspeed`, `trial.torchtitan`, `trial.megatron`); a
-section of another trainer is an error. A command's code is not seen, so `trial.runtime` tells
-the cost model which engine it runs; every other trainer's runtime is its own.
+`trial.trainer` is a name the trainer registry holds (orchestrator/trainers/registry.py); it
+defaults to the command trainer when `trial.command` is given, else to the registry's default.
+A trainer that reads a section of its own declares it in its folder (its section.py, a
+`TrainerSection`), and `TrialSpec` is built from every registered folder's section; a section of
+another trainer is an error. A command's code is not seen, so `trial.runtime` tells the cost
+model which engine it runs; every other trainer's runtime is its own.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
 from orchestrator.common.errors import excerpt
-from orchestrator.common.placeholders import PLACEHOLDERS, placeholders_in
+from orchestrator.common.placeholders import check_placeholders
 from orchestrator.spec.sections import MAX_COUNT, Strict
 from orchestrator.spec.strings import check_env_name
+from orchestrator.trainers.registry import sections
 
 # The result fields a user's regex may read from a `command` trainer's log.
 LOG_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
@@ -41,84 +42,9 @@ def is_shell_variable(name: str) -> bool:
     return name in SHELL_ENV or name.startswith(SHELL_FUNCTION_PREFIX)
 
 
-def check_placeholders(items: list[str]) -> list[str]:
-    unknown = sorted({name for item in items for name in placeholders_in(item)} - set(PLACEHOLDERS))
-    if unknown:
-        raise ValueError(
-            f"unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
-            f"allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
-        )
-    return items
+class _TrialFields(Strict):
+    """The keys every trainer shares; TrialSpec adds each registered trainer's own section."""
 
-
-class DeepSpeedTrainerSpec(Strict):
-    """A user's DeepSpeed training script, launched by torchrun with a DeepSpeed config that
-    ParaTune writes per layout (batch split, ZeRO stage) over the user's base config."""
-
-    script: str = Field(description="the training script (path), run by torchrun")
-    args: list[str] = Field(default_factory=list, description="its arguments; {placeholders}")
-    config: str | None = Field(default=None, description="base ds_config JSON (path)")
-    config_arg: str = Field(default="--deepspeed_config", description="flag that takes the config")
-
-    @field_validator("args")
-    @classmethod
-    def _known_placeholders(cls, args: list[str]) -> list[str]:
-        return check_placeholders(args)
-
-
-class TorchtitanTrainerSpec(Strict):
-    """torchtitan's own model family and config, with the user's overrides; ParaTune adds the
-    layout's parallelism, batch and checkpointing overrides after them (so the layout wins)."""
-
-    module: str = Field(default="llama3", description="torchtitan --module")
-    config: str = Field(default="llama3_debugmodel", description="torchtitan --config")
-    entry: str = Field(default="torchtitan.train", description="the module torchrun runs (-m)")
-    overrides: list[str] = Field(default_factory=list, description="more flags; {placeholders}")
-
-    @field_validator("overrides")
-    @classmethod
-    def _overrides(cls, overrides: list[str]) -> list[str]:
-        for item in overrides:
-            if item in ("--module", "--config") or item.startswith(
-                    ("activation-checkpoint:", "--module=", "--config=")):
-                raise ValueError(
-                    f"{item!r}: ParaTune sets activation checkpointing from the layout and "
-                    "--module/--config from trial.torchtitan.module and .config; drop it")
-        return check_placeholders(overrides)
-
-
-class MegatronTrainerSpec(Strict):
-    """Megatron-LM's or Megatron-DeepSpeed's pretraining script with the user's base arguments
-    (data, tokenizer, optimizer); ParaTune adds the model shape and the layout's flags."""
-
-    script: str = Field(default="pretrain_gpt.py", description="the pretraining script (path)")
-    args: list[str] = Field(default_factory=list, description="base arguments; {placeholders}")
-    deepspeed_config: str | None = Field(default=None, description="base ds_config (megatron-deepspeed)")
-
-    @field_validator("args")
-    @classmethod
-    def _known_placeholders(cls, args: list[str]) -> list[str]:
-        return check_placeholders(args)
-
-
-class MegatronBridgeTrainerSpec(Strict):
-    """A Megatron-Bridge recipe run by its run_recipe.py; ParaTune adds the model shape and the
-    layout as overrides after the user's (orchestrator/trainers/megatron_bridge/section.py)."""
-
-    script: str = Field(default="scripts/training/run_recipe.py", description="run_recipe.py (path)")
-    recipe: str = Field(default="llama3_8b_pretrain_config", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    dataset: str = Field(default="mock", pattern=r"^[A-Za-z0-9_.-]+$")
-    overrides: list[str] = Field(default_factory=list, description="KEY=VALUE; {placeholders}")
-
-    @field_validator("overrides")
-    @classmethod
-    def _overrides(cls, overrides: list[str]) -> list[str]:
-        from orchestrator.trainers.megatron_bridge.section import check_overrides  # imports spec
-
-        return check_placeholders(check_overrides(overrides))
-
-
-class TrialSpec(Strict):
     steps: int = Field(default=10, gt=0, le=MAX_COUNT, description="timed steps after warm-up")
     warmup_steps: int = Field(default=2, ge=0, le=MAX_COUNT)
     timeout_s: float = Field(default=600.0, gt=0, le=1e8)
@@ -128,10 +54,6 @@ class TrialSpec(Strict):
     # their attention kernel by it; the others choose their own (spec/notices.py warns).
     flash_attention: bool = True
     trainer: str | None = Field(default=None, description="a registered trainer; default: builtin")
-    deepspeed: DeepSpeedTrainerSpec | None = None
-    torchtitan: TorchtitanTrainerSpec | None = None
-    megatron: MegatronTrainerSpec | None = None
-    megatron_bridge: MegatronBridgeTrainerSpec | None = None
     # trainer `command`: an argv list (never run through a shell) whose items may hold
     # {placeholders}; it starts its own ranks.
     command: list[str] | None = None
@@ -210,7 +132,7 @@ class TrialSpec(Strict):
         return text
 
     @model_validator(mode="after")
-    def _trainer_and_its_section(self) -> "TrialSpec":
+    def _trainer_and_its_section(self) -> "_TrialFields":
         """Each trainer's own keys (its section; a command's program, regexes and runtime)
         go with that trainer only, as the registry says which trainer reads which."""
         from orchestrator.trainers.registry import DEFAULT, readers_of
@@ -252,13 +174,16 @@ def _section_of(annotation) -> type[Strict] | None:
     return None
 
 
+TrialSpec = create_model(
+    "TrialSpec", __base__=_TrialFields, __module__=__name__,
+    __doc__="The spec's `trial`: the shared keys, then each registered trainer's own section.",
+    **{key: (section | None, None) for key, section in sections().items()})
+
+
 def campaign_inputs(trial: TrialSpec) -> tuple[Path, ...]:
     """The files a campaign's trials read (base DeepSpeed configs, training scripts), resolved
     against its working folder: an export must never be written over one of them."""
-    named = []
-    if trial.deepspeed is not None:
-        named += [trial.deepspeed.script, trial.deepspeed.config]
-    if trial.megatron is not None:
-        named += [trial.megatron.script, trial.megatron.deepspeed_config]
+    named = [name for key in sections() if getattr(trial, key, None) is not None
+             for name in getattr(trial, key).input_files()]
     root = Path(trial.workdir or ".")
     return tuple(root / name for name in named if name)

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-import importlib
+from orchestrator.common.lazy_exports import lazy_exports
 
 _WHERE = {
     "LogMetrics": "base", "Measure": "base", "TrainerAdapter": "base", "TrainerRun": "base",
@@ -27,10 +27,6 @@ def base_config_notes(spec, configs) -> list[str]:
     return trainer_for(spec).base_config_notes(spec, configs)
 
 
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-
+__getattr__ = lazy_exports(__name__, _WHERE)
 
 __all__ = [*sorted(_WHERE), "base_config_notes"]

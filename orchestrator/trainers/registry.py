@@ -10,12 +10,17 @@ A trainer is one folder, `orchestrator/trainers/<tool>/`, holding a `TrainerAdap
 The class is imported the first time its trainer is asked for, so the spec (which the adapters
 read) can ask the registry without an import cycle. A plugin outside this package, or a test,
 registers at run time instead: `register("my-trainer", MyTrainer)` (a class or a
-"module:Class" path); the spec accepts the name from then on.
+"module:Class" path); the spec accepts the name from then on. A folder that reads a `trial`
+section of its own holds it in its section.py (`SECTION`, a trainers/section.py
+`TrainerSection`); the spec's `trial` is built from the sections registered when it is read.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+from pathlib import Path
 
 from orchestrator.costmodel.zero_engine import ZeroEngine
 from orchestrator.trainers.base import TrainerAdapter
@@ -34,7 +39,16 @@ TRAINERS: dict[str, str | type[TrainerAdapter]] = {
 
 
 def register(name: str, adapter: str | type[TrainerAdapter]) -> None:
-    """Make `name` a trainer the spec accepts, run by `adapter` (a class or "module:Class")."""
+    """Make `name` a trainer the spec accepts, run by `adapter` (a class or "module:Class").
+    A trainer whose folder brings a section of its own registers before the spec is read:
+    the spec's `trial` is built from the sections registered by then."""
+    trial = sys.modules.get("orchestrator.spec.trial")
+    folder = _folder_of(adapter)
+    if trial is not None and folder is not None:
+        section = getattr(importlib.import_module(f"{folder}.section"), "SECTION", None)
+        if section is not None and section.trial_key not in trial.TrialSpec.model_fields:
+            raise ValueError(f"trainer {name!r}: its section trial.{section.trial_key} must be "
+                             "registered before the spec is read (register it first)")
     TRAINERS[name] = adapter
 
 
@@ -75,6 +89,36 @@ def runtimes() -> dict[str, ZeroEngine]:
         if cls.runtime_name is not None:
             found.setdefault(cls.runtime_name, cls.runtime)
     return found
+
+
+def sections() -> dict[str, type]:
+    """Every registered trainer folder's own `trial` section (its section.py's `SECTION`), by
+    the key it sits under; two trainers of one folder share theirs. Only the section modules
+    are imported, not the adapters (which read the spec these sections make up)."""
+    found: dict[str, type] = {}
+    for entry in TRAINERS.values():
+        folder = _folder_of(entry)
+        if folder is None:
+            continue
+        section = getattr(importlib.import_module(f"{folder}.section"), "SECTION", None)
+        if section is not None:
+            found.setdefault(section.trial_key, section)
+    return found
+
+
+def _folder_of(entry: str | type[TrainerAdapter]) -> str | None:
+    """The package of a trainer's folder when it holds a section.py, else None."""
+    module = entry.partition(":")[0] if isinstance(entry, str) else entry.__module__
+    try:
+        found = importlib.util.find_spec(module)
+        is_package = bool(found and found.submodule_search_locations)
+        package = module if is_package else module.rpartition(".")[0]
+        found = importlib.util.find_spec(package) if found and package else None
+    except (ImportError, ValueError):  # a module without a spec (__main__, a test's own)
+        return None
+    locations = (found.submodule_search_locations if found else None) or []
+    has_section = any((Path(place) / "section.py").is_file() for place in locations)
+    return package if has_section else None
 
 
 def readers_of(key: str) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.trainers.base import LogMetrics
-from orchestrator.trainers.megatron_log import MEMORY, parse_megatron_log
+from orchestrator.trainers.megatron.log import MEMORY, parse_megatron_log
 
 # Searched after MEMORY from its end, as megatron_log.py does, so a long line stays linear.
 MAX_ALLOCATED_GB = re.compile(

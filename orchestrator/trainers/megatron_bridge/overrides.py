@@ -39,8 +39,8 @@ The fields, read in megatron-bridge 0.6.2 and the megatron-core 0.19.2 it builds
 from __future__ import annotations
 
 from orchestrator.layout import expert_tp
-from orchestrator.trainers.megatron_context import MEGATRON_CP_COMM_TYPES
-from orchestrator.trainers.megatron_moe import moe_layer_pattern
+from orchestrator.trainers.megatron.context import MEGATRON_CP_COMM_TYPES
+from orchestrator.trainers.megatron.moe import moe_layer_pattern
 
 # ParaTune's precision -> Megatron-Bridge's mixed-precision recipe.
 MIXED_PRECISION = {"bf16": "bf16_mixed",

@@ -14,7 +14,7 @@ overlapped TP communication and CP assume.
 from __future__ import annotations
 
 from orchestrator.common.errors import SpecError
-from orchestrator.spec.trial import MegatronBridgeTrainerSpec
+from orchestrator.trainers.megatron_bridge.section import MegatronBridgeSection
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.base import TrainerRun
 from orchestrator.trainers.megatron import megatron_env
@@ -22,12 +22,12 @@ from orchestrator.trainers.megatron_bridge.capabilities import refusal
 from orchestrator.trainers.megatron_bridge.overrides import bridge_overrides, trial_overrides
 
 
-def bridge_section(spec) -> MegatronBridgeTrainerSpec:
+def bridge_section(spec) -> MegatronBridgeSection:
     """The spec's `trial.megatron_bridge`, or its defaults where the spec gives none."""
-    return spec.trial.megatron_bridge or MegatronBridgeTrainerSpec()
+    return spec.trial.megatron_bridge or MegatronBridgeSection()
 
 
-def recipe_args(section: MegatronBridgeTrainerSpec) -> list[str]:
+def recipe_args(section: MegatronBridgeSection) -> list[str]:
     """run_recipe.py's own options: the recipe, pretraining, and the data."""
     return ["--recipe", section.recipe, "--mode", "pretrain", "--dataset", section.dataset]
 

@@ -51,7 +51,7 @@ from types import SimpleNamespace
 from orchestrator.common.errors import SpecError
 from orchestrator.trainers.torchtitan.capabilities import refusal
 from orchestrator.trainers.torchtitan.configs import torchtitan_data_parallel as data_parallel
-from orchestrator.spec.trial import TorchtitanTrainerSpec
+from orchestrator.trainers.torchtitan.section import TorchtitanSection
 from orchestrator.trainers.arguments import fill, placeholder_values
 from orchestrator.trainers.torchtitan.precision import module_and_config, offload_args
 
@@ -118,9 +118,9 @@ def layout_args(spec, config) -> list[str]:
     return args
 
 
-def torchtitan_section(spec) -> TorchtitanTrainerSpec:
+def torchtitan_section(spec) -> TorchtitanSection:
     """The spec's `trial.torchtitan`, or its defaults for a campaign tuned with another trainer."""
-    return spec.trial.torchtitan or TorchtitanTrainerSpec()
+    return spec.trial.torchtitan or TorchtitanSection()
 
 
 def torchtitan_args(spec, config, values: dict, trial_args: list[str] = ()) -> list[str]:
