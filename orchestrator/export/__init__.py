@@ -3,11 +3,8 @@
 Formats: `yaml` (the built-in trainer's config, `python -m jobs.train --config FILE`),
 `torchrun` (a shell script) and `sbatch` (a Slurm batch script: srun + torchrun), both of the
 program the campaign measured, whichever trainer it was; and each trainer's own, written by its
-folder (orchestrator/trainers/<tool>/export.py): `deepspeed` (a DeepSpeed config JSON),
-`megatron-lm` and `megatron-deepspeed` (a bash array of the tool's flags, rendered by the same
-code as the trials; `megatron` is the old name of `megatron-deepspeed`), `torchtitan` (a
-torchrun script with torchtitan 0.3.0's arguments) and `command` (a campaign's own
-`trial.command`, as its trials ran it). Each names the campaign and trial it came from;
+folder (orchestrator/trainers/<tool>/export.py, described in its README.md; `paratune
+trainers` lists them). Each names the campaign and trial it came from;
 the scripts (scripts.py) run where the trials ran, with their environment, and the configs
 (configs.py) are the tools' own. A trainer names its own formats (`export_formats`, the default
 first) and may bring writers of formats of its own (`exporters`), so a registered trainer's
@@ -25,12 +22,9 @@ from orchestrator.space import ParallelConfig
 from orchestrator.spec import CampaignSpec
 from orchestrator.trainers.registry import adapter, names, trainer_for
 
-# The formats the README documents, in its order: ParaTune's own (yaml, torchrun, sbatch) and
-# the built-in trainers' (each written by its folder's exporters; `megatron`, the name older
-# releases used, stays another name of `megatron-deepspeed`). `formats()` adds any other
-# registered trainer's.
-FORMATS = ("yaml", "torchrun", "sbatch", "deepspeed", "megatron-lm", "megatron-deepspeed",
-           "megatron", "torchtitan", "command")
+# ParaTune's own formats: its job's config and the scripts of whatever program was measured.
+# Every other format is a registered trainer's (its folder's `exporters`); `formats()` lists all.
+OWN_FORMATS = ("yaml", "torchrun", "sbatch")
 SCRIPT_FORMATS = ("torchrun", "sbatch")  # written executable, with each trainer's own scripts
 
 # The scripts that run whatever program a campaign measured; a trainer's own writer of one
@@ -50,8 +44,8 @@ def own_format(spec: CampaignSpec) -> str:
 
 def formats() -> tuple[str, ...]:
     """Every format `export` writes: ParaTune's and each registered trainer's own."""
-    extra = [fmt for name in names() for fmt in adapter(name).exporters() if fmt not in FORMATS]
-    return FORMATS + tuple(dict.fromkeys(extra))
+    extra = [fmt for name in names() for fmt in adapter(name).exporters() if fmt not in OWN_FORMATS]
+    return OWN_FORMATS + tuple(dict.fromkeys(extra))
 
 
 def script_formats() -> tuple[str, ...]:

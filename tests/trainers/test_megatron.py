@@ -17,7 +17,7 @@ from builders import make_spec
 from conftest import EXAMPLES
 
 from orchestrator.common.errors import SpecError
-from orchestrator.export import FORMATS, export
+from orchestrator.export import export, formats
 from orchestrator.space import ParallelConfig
 from orchestrator.spec import load_spec
 from orchestrator.spec.trainer_layouts import runnable
@@ -199,7 +199,7 @@ def test_megatron_deepspeed_writes_its_deepspeed_config(tmp_path):
 
 
 def test_export_formats_name_the_tool_and_commit_and_keep_the_old_name():
-    assert {"megatron-lm", "megatron-deepspeed", "megatron"} <= set(FORMATS)
+    assert {"megatron-lm", "megatron-deepspeed", "megatron"} <= set(formats())
     spec = megatron_spec(trainer="megatron-lm", model=LLAMA_GQA)
     config = ParallelConfig(tp=8, pp=8, dp=1)
     lm = export("megatron-lm", spec, "t7", config)

@@ -15,9 +15,6 @@ FOLDER = {"megatron-lm": "megatron", "megatron-deepspeed": "megatron",
           "torchtitan": "torchtitan", "megatron-bridge": "megatron_bridge"}
 # Where a trainer's name is another thing's name, and why it stays there.
 ELSEWHERE = {
-    # The launch-file formats the README documents, in its order; a format is named for the
-    # tool whose file it is, and each trainer's folder writes its own (its `exporters`).
-    "orchestrator/export/__init__.py": {"megatron-lm", "megatron-deepspeed", "torchtitan"},
     # Published measurements name the framework they ran (torchtitan's paper rows): the cost
     # model prices that framework, and it imports no adapter.
     "orchestrator/costmodel/published_rows.py": {"torchtitan"},
