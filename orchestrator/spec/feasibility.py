@@ -31,7 +31,7 @@ def explain_empty(space: SearchSpace) -> str:
                 "> 1 and pp > 1, the other schedules virtual_stages 1")
     batch = space.global_batch_size
     fitting = [d for d in pipelines
-               if any(batch % (mbs * d.dp) == 0 for mbs in s.micro_batch_size)]
+               if any(batch % d.samples_per_micro_batch(mbs) == 0 for mbs in s.micro_batch_size)]
     if not fitting:
         dps = sorted({d.dp for d in pipelines})
         return (f"scale.global_batch_size {batch} is not a multiple of micro_batch_size × dp for "

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.layout import ParallelDims
 from orchestrator.pipeline_split import split_problem
 from orchestrator.presets import Cluster, ModelShape
 
@@ -45,7 +46,7 @@ def _pipeline_depths(model: ModelShape, world_size: int) -> tuple[list[int], boo
     whether any needs first and last stages sized to the middle ones."""
     depths, first_last = [], False
     for pp in range(1, model.num_layers // 2 + 1):
-        if world_size % pp:
+        if ParallelDims.filling(world_size, pp=pp) is None:
             continue
         if split_problem(model.num_layers, pp, 1, "even") is None:
             depths.append(pp)

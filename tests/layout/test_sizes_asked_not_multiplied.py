@@ -168,17 +168,8 @@ def test_the_check_finds_each_way_a_share_or_a_batch_is_written(tmp_path):
     assert sorted({int(line.split(":")[1]) for line in found}) == [3, 4, 5, 6, 7, 8, 9, 10]
 
 
-# The spec's own two, left for a change of that package: "pp divides the world" is
-# `ParallelDims.filling(world_size, pp=pp)`, "mbs x dp divides the batch" is
-# `d.samples_per_micro_batch(mbs)`. Drop each entry as its site asks.
-NOT_YET_ASKED = {("orchestrator/spec/feasibility.py", "mbs * d.dp"),
-                 ("orchestrator/spec/full_space.py", "world_size % pp")}
-
-
 def test_no_module_takes_a_share_of_a_node_or_the_world_or_a_batch_by_hand():
-    found = [line for line in hand_shares(ROOT)
-             if (line.split(":")[0], line.split(": ", 1)[1]) not in NOT_YET_ASKED]
-    assert found == []
+    assert hand_shares(ROOT) == []
 
 
 BEFORE = "2699ea7"  # the last commit before ParallelDims
