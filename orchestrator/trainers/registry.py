@@ -5,7 +5,7 @@ A trainer is one folder, `orchestrator/trainers/<tool>/`, holding a `TrainerAdap
 (base.py) whose hooks declare everything about it. It registers with ONE line, an entry of
 `TRAINERS` below naming where its adapter class lives:
 
-    "megatron-bridge": "orchestrator.trainers.megatron_bridge.adapter:MegatronBridgeTrainer",
+    "my-trainer": "orchestrator.trainers.my_trainer.adapter:MyTrainer",
 
 The class is imported the first time its trainer is asked for, so the spec (which the adapters
 read) can ask the registry without an import cycle. A plugin outside this package, or a test,
