@@ -76,7 +76,7 @@ def cases(world: int):
                 yield f"cp{cp}-{comm}-local_mask", cp, comm, 2, "local_mask"
 
 
-def main(out_path: str) -> None:
+def check_cp_cases(out_path: str) -> None:
     from jobs import context_parallel as cp_mod
     from jobs.shutdown import leave
 
@@ -106,4 +106,4 @@ def main(out_path: str) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    main(sys.argv[1])
+    check_cp_cases(sys.argv[1])

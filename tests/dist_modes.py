@@ -40,7 +40,7 @@ def fault(patch: str | None):
     return getattr(importlib.import_module(module), name)()
 
 
-def main(cases_path: str, out_path: str) -> None:
+def train_mode_cases(cases_path: str, out_path: str) -> None:
     cases = json.load(open(cases_path))
     dist.init_process_group("gloo")
     device = pick_device()
@@ -74,4 +74,4 @@ def main(cases_path: str, out_path: str) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    main(sys.argv[1], sys.argv[2])
+    train_mode_cases(sys.argv[1], sys.argv[2])

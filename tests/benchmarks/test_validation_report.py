@@ -33,12 +33,12 @@ def test_the_page_is_the_json_rendered(computed):
     assert validate_costmodel.MD_PATH.read_text() == validation_report.render(computed), RERUN
 
 
-def _figures(value) -> set[str]:
+def _printable_numbers(value) -> set[str]:
     """Every number of the JSON as the page may print it."""
     if isinstance(value, dict):
-        return set().union(*map(_figures, value.values())) if value else set()
+        return set().union(*map(_printable_numbers, value.values())) if value else set()
     if isinstance(value, list):
-        return set().union(*map(_figures, value)) if value else set()
+        return set().union(*map(_printable_numbers, value)) if value else set()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return set()
     return {validation_report.pct(value), validation_report.num(value)}
@@ -46,7 +46,7 @@ def _figures(value) -> set[str]:
 
 def test_every_figure_in_the_pages_tables_comes_from_the_json():
     published = json.loads(validate_costmodel.JSON_PATH.read_text())
-    known = _figures(published)
+    known = _printable_numbers(published)
     page = validate_costmodel.MD_PATH.read_text()
     cells = [cell.strip() for line in page.splitlines() if line.startswith("| ")
              for cell in line.strip("|").split("|")]

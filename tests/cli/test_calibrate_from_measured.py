@@ -51,7 +51,7 @@ def dlperf_split(tmp_path_factory):
                            held_out=held_out, profile=profile)
 
 
-def _figures(held_out: list[PricedRow], cost_of) -> tuple[float, Figures]:
+def _held_out_figures(held_out: list[PricedRow], cost_of) -> tuple[float, Figures]:
     """The held-out rows priced by `cost_of(row)`: the Spearman correlation of predicted with
     measured throughput per GPU over the rows (the acceptance criterion), and the figures
     docs/validation.md gives (over distinct layouts)."""
@@ -74,8 +74,8 @@ def test_calibrate_from_a_sources_csv_writes_a_profile_a_spec_prices_with(dlperf
     assert len(dlperf_split.held_out) == 6
     assert all(isinstance(p, PricedRow) for p in dlperf_split.held_out)
     # Priced with the profile, the held-out rows' predictions move (the fit is used).
-    _, stock = _figures(dlperf_split.held_out, lambda p: p.cost)
-    _, calibrated = _figures(dlperf_split.held_out, lambda p: _on(p, profile))
+    _, stock = _held_out_figures(dlperf_split.held_out, lambda p: p.cost)
+    _, calibrated = _held_out_figures(dlperf_split.held_out, lambda p: _on(p, profile))
     assert calibrated.median_abs_error != stock.median_abs_error
 
 
@@ -101,8 +101,8 @@ def test_a_profile_fitted_on_other_landscapes_ranks_a_held_out_landscape_better(
     the written profile (as a spec's `cluster: FILE` prices) than with the stock v100-16g
     preset. Median |error| and the regret of the pick are quoted beside it."""
     profile = dlperf_split.profile
-    stock_rho, stock = _figures(dlperf_split.held_out, lambda p: p.cost)
-    rho, calibrated = _figures(dlperf_split.held_out, lambda p: _on(p, profile))
+    stock_rho, stock = _held_out_figures(dlperf_split.held_out, lambda p: p.cost)
+    rho, calibrated = _held_out_figures(dlperf_split.held_out, lambda p: _on(p, profile))
     quoted = "; ".join(
         f"{label}: Spearman {r:.2f}, layout pairs ordered right {f.pairs_right} of {f.pairs}, "
         f"median |step error| {f.median_abs_error:.1%}, regret {f.regret:.1%}"

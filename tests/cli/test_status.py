@@ -16,7 +16,7 @@ from orchestrator.common.locks import LOCK_FILE
 from orchestrator.record.journal import Journal
 
 
-def simulated(tmp_path, cli, name: str, trials: int = 2) -> None:
+def run_simulated_campaign(tmp_path, cli, name: str, trials: int = 2) -> None:
     spec = write_spec(tmp_path / f"{name}.yaml", name=name, budget={"max_trials": trials},
                       backend={"kind": "simulated"}, tracking={"enabled": False})
     assert cli("run", str(spec))[0] == 0
@@ -31,7 +31,7 @@ def leave_a_trial_unfinished(runs_dir, name: str) -> None:
 
 
 def test_a_finished_campaign_says_why_its_search_stopped(tmp_path, runs_dir, cli):
-    simulated(tmp_path, cli, "done")
+    run_simulated_campaign(tmp_path, cli, "done")
     report = cli_json(cli, "status", "done")
     assert report["state"] == "finished" and report["stop_reason"] == "max_trials 2 reached"
     text = cli("status", "done")[1]
@@ -39,7 +39,7 @@ def test_a_finished_campaign_says_why_its_search_stopped(tmp_path, runs_dir, cli
 
 
 def test_a_stopped_campaign_names_its_unfinished_trials_and_the_resume(tmp_path, runs_dir, cli):
-    simulated(tmp_path, cli, "cut")
+    run_simulated_campaign(tmp_path, cli, "cut")
     leave_a_trial_unfinished(runs_dir, "cut")
     report = cli_json(cli, "status", "cut")
     assert report["state"] == "stopped" and report["counts"].get("unfinished") == 1
@@ -48,7 +48,7 @@ def test_a_stopped_campaign_names_its_unfinished_trials_and_the_resume(tmp_path,
 
 
 def test_a_campaign_whose_controller_lives_is_running(tmp_path, runs_dir, cli):
-    simulated(tmp_path, cli, "live")
+    run_simulated_campaign(tmp_path, cli, "live")
     leave_a_trial_unfinished(runs_dir, "live")
     (runs_dir / "live" / LOCK_FILE).write_text(json.dumps(
         {"pid": os.getpid(), "host": socket.gethostname()}))
@@ -57,7 +57,7 @@ def test_a_campaign_whose_controller_lives_is_running(tmp_path, runs_dir, cli):
 
 
 def test_a_broken_campaign_folder_does_not_hide_the_others(tmp_path, runs_dir, cli):
-    simulated(tmp_path, cli, "good")
+    run_simulated_campaign(tmp_path, cli, "good")
     (runs_dir / "broken").mkdir()
     (runs_dir / "broken" / "spec.yaml").write_text(yaml.safe_dump({"name": "broken"}))
     code, out, err = cli("status")

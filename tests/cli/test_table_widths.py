@@ -111,7 +111,7 @@ def test_plan(monkeypatch, spec, ranking, width):
     check_whole(text, width, words | {"tokens/s", "MFU"})
 
 
-def summary_records(ranking) -> list[TrialRecord]:
+def seven_digit_records(ranking) -> list[TrialRecord]:
     """Measured trials over the plan's layouts (throughputs of seven digits), an OOM, a trial
     still running and two pruned layouts."""
     top, risky = [e.config for e in ranking.top], [e.config for e in ranking.risky]
@@ -137,7 +137,7 @@ def summary_records(ranking) -> list[TrialRecord]:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_run_summary(spec, ranking, width):
-    records = summary_records(ranking)
+    records = seven_digit_records(ranking)
     summary = CampaignSummary(spec.name, records, best=records[0])
     text = render(width, lambda console: CampaignProgress(console, spec).print_summary(
         console, summary))
@@ -219,7 +219,7 @@ def test_plan_compare(monkeypatch, capsys, width):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_run_progress_lines(spec, width):
     """The line each trial prints as it ends, while `run` runs: its layout's key whole."""
-    records = summary_records(ranking=common.rank_spec(spec, 8))[:7]
+    records = seven_digit_records(ranking=common.rank_spec(spec, 8))[:7]
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     with CampaignProgress(console, spec) as progress:
         for record in records:

@@ -61,7 +61,7 @@ def check_readable(text: str, width: int, one_line: str = "export it:") -> None:
     assert max(map(len, table)) <= width, text
 
 
-def table_rows(text: str) -> list[list[str]]:
+def terminal_rows(text: str) -> list[list[str]]:
     """The cells of the table's body: the lines after its header rule, split on spaces."""
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if set(line.strip()) == {"─"})
@@ -95,7 +95,8 @@ def summary_spec(tmp_path: Path):
     return load_spec(path)
 
 
-def summary_records() -> list[TrialRecord]:
+def mixed_records() -> list[TrialRecord]:
+    """Three measured layouts, an OOM, a trial still running and 68 pruned layouts."""
     layouts = [dict(zero_stage=2, micro_batch_size=4, grad_accum_steps=1, activation_checkpointing=ac)
                for ac in ("none", "selective", "full")]
     measured = [(layouts[0], 41_250.5), (layouts[1], 53_170.25), (layouts[2], 47_009.0)]
@@ -125,7 +126,7 @@ def summary_records() -> list[TrialRecord]:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_summary(tmp_path, width):
     spec = summary_spec(tmp_path)
-    records = summary_records()
+    records = mixed_records()
     summary = CampaignSummary("tables", records, best=records[1])
 
     def draw(console: Console) -> None:
@@ -133,7 +134,7 @@ def test_summary(tmp_path, width):
 
     text = render(width, draw)
     check_readable(text, width)
-    rows = table_rows(text)
+    rows = terminal_rows(text)
     assert [cells[0] for cells in rows] == ["t0002", "t0003", "t0001", "t0004", "t0005"], text
     check_layouts_whole(rows, [records[i].config for i in (1, 2, 0, 3, 4)])
     assert {"none", "selective", "full"} <= {cell for cells in rows for cell in cells}
@@ -198,7 +199,7 @@ def test_ranking(monkeypatch, width, command, top_k):
 
     text = render(width, draw)
     check_readable(text, width)
-    rows = table_rows(text)
+    rows = terminal_rows(text)
     assert [cells[0] for cells in rows] == [str(i) for i in range(1, top_k + 1)], text
     assert [float(cells[-4].replace(",", "")) for cells in rows] == sorted(
         (float(number(e.tokens_per_s).replace(",", "")) for e in ranking.top), reverse=True)
@@ -212,7 +213,7 @@ def test_a_min_objective_ranks_the_fastest_step_first(monkeypatch):
     ranking = common.rank_spec(spec, 6)
     text = render(200, lambda console: (monkeypatch.setattr(common, "out", console),
                                         common.print_ranking(spec, ranking)))
-    steps = [float(cells[-5]) for cells in table_rows(text)]
+    steps = [float(cells[-5]) for cells in terminal_rows(text)]
     assert steps == sorted(steps), text
 
 

@@ -27,7 +27,7 @@ from orchestrator.space import ParallelConfig  # noqa: E402
 BATCH = {"micro_batch_size": 2, "grad_accum_steps": 2}  # x dp=4: a global batch of 16
 
 
-def run(address: str, folder: Path, fault: str = "") -> dict:
+def run_ray_trial(address: str, folder: Path, fault: str = "") -> dict:
     env = {"OMP_NUM_THREADS": "1", **({"PARATUNE_INJECT_FAULT": "hang"} if fault else {})}
     request = builtin_request(folder, folder.name, {"model": TINY, "dp": 4, **BATCH, "steps": 2,
                                                     "warmup_steps": 1},
@@ -54,7 +54,7 @@ def run(address: str, folder: Path, fault: str = "") -> dict:
 if __name__ == "__main__":
     address, command = sys.argv[1], sys.argv[2]
     if command == "run":
-        out = run(address, Path(sys.argv[3]) / "trial", *sys.argv[4:5])
+        out = run_ray_trial(address, Path(sys.argv[3]) / "trial", *sys.argv[4:5])
     else:
         RayBackend(address=address)
         out = {"actors": [a for a in ray.util.list_named_actors(all_namespaces=True)

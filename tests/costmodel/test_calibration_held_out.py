@@ -17,7 +17,7 @@ TRUTH = COST.with_coefficients(COST.coefficients.with_(scale_compute=1.4,
                                                        scale_model_parallel_latency=20.0))
 
 
-def measured(slower: dict[int, float] | None = None) -> list:
+def held_out_trials(slower: dict[int, float] | None = None) -> list:
     """Trials of the planted model; trial i `slower[i]` times slower than it."""
     out = []
     for i, config in enumerate(CONFIGS):
@@ -29,7 +29,7 @@ def measured(slower: dict[int, float] | None = None) -> list:
 
 
 def test_a_model_that_explains_the_trials_predicts_each_from_the_others():
-    errors = held_out_errors(COST, measured())
+    errors = held_out_errors(COST, held_out_trials())
     assert errors is not None and len(errors) == len(CONFIGS)
     assert max(abs(e) for e in errors) < 1e-3
 
@@ -37,7 +37,7 @@ def test_a_model_that_explains_the_trials_predicts_each_from_the_others():
 def test_a_trial_the_others_do_not_explain_shows_its_whole_miss_only_held_out():
     """One trial 30% slower than the planted model: the full fit bends toward it, so its
     in-sample error understates the miss; held out, the others predict it 1.3x fast."""
-    trials = measured(slower={4: 1.3})
+    trials = held_out_trials(slower={4: 1.3})
     in_sample = calibrate(COST, trials).trials[4].error
     held_out = held_out_errors(COST, trials)[4]
     assert held_out == pytest.approx(0.3, abs=0.02)
@@ -45,8 +45,8 @@ def test_a_trial_the_others_do_not_explain_shows_its_whole_miss_only_held_out():
 
 
 def test_too_few_trials_to_leave_one_out():
-    assert held_out_errors(COST, measured()[:3]) is None
-    failed = [(tid, c, TrialResult(status="oom", error="x")) for tid, c, _ in measured()]
+    assert held_out_errors(COST, held_out_trials()[:3]) is None
+    failed = [(tid, c, TrialResult(status="oom", error="x")) for tid, c, _ in held_out_trials()]
     assert held_out_errors(COST, failed) is None
 
 

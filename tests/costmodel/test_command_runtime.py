@@ -31,7 +31,7 @@ def spec_data(trial: dict, space: dict = LAYOUT, **extra) -> dict:
             "trial": trial, **extra}
 
 
-def priced(trial: dict, space: dict = LAYOUT):
+def priced_layout(trial: dict, space: dict = LAYOUT):
     """The cost model's estimate of the spec's one layout, as a campaign prices it."""
     spec = spec_from_dict(spec_data(trial, space), source="test")
     [config] = fitted_candidates(spec)
@@ -45,11 +45,11 @@ def same_pricing(a, b) -> None:
 
 
 def test_a_command_with_runtime_megatron_is_priced_as_the_megatron_lm_trainer():
-    command = priced({"command": COMMAND, "runtime": "megatron"})
-    megatron = priced({"trainer": "megatron-lm"})
+    command = priced_layout({"command": COMMAND, "runtime": "megatron"})
+    megatron = priced_layout({"trainer": "megatron-lm"})
     same_pricing(command, megatron)
     # Not the default's price: the key changed what the model assumed.
-    default = priced({"command": COMMAND})
+    default = priced_layout({"command": COMMAND})
     assert command.step_time_s != pytest.approx(default.step_time_s, rel=1e-6)
 
 
@@ -65,9 +65,9 @@ RUNTIMES = [
 
 @pytest.mark.parametrize("runtime,trainer,space", RUNTIMES, ids=[r[0] for r in RUNTIMES])
 def test_each_runtime_is_priced_as_its_trainer(runtime, trainer, space):
-    command = priced({"command": COMMAND, "runtime": runtime}, space)
-    same_pricing(command, priced(trainer, space))
-    default = priced({"command": COMMAND}, space)
+    command = priced_layout({"command": COMMAND, "runtime": runtime}, space)
+    same_pricing(command, priced_layout(trainer, space))
+    default = priced_layout({"command": COMMAND}, space)
     assert (command.step_time_s, command.memory.as_gb()) != (default.step_time_s,
                                                             default.memory.as_gb())
 

@@ -46,7 +46,7 @@ def figure_rows() -> list[tuple[str, str, str, str]]:
 
 
 @lru_cache(maxsize=None)
-def run(command: str) -> dict:
+def json_of_command(command: str) -> dict:
     args = shlex.split(command)[1:]
     if "--json" not in args:
         args.append("--json")
@@ -73,14 +73,15 @@ def select(data, path: str):
 
 def value_of(command: str, field: str):
     terms = [t.strip() for t in field.split(" / ")]
-    values = [float(t) if re.fullmatch(r"[\d.]+", t) else select(run(command), t) for t in terms]
+    values = [float(t) if re.fullmatch(r"[\d.]+", t) else select(json_of_command(command), t)
+              for t in terms]
     result = values[0]
     for v in values[1:]:
         result /= v
     return result
 
 
-def shown(value, like: str) -> str:
+def as_printed(value, like: str) -> str:
     if isinstance(value, dict):
         return "(" + ",".join(str(value[k]) for k in FACTORS) + ")"
     if like.endswith("%"):
@@ -99,7 +100,7 @@ def test_the_doc_has_figures_with_commands():
 
 @pytest.mark.parametrize("what,written,command,field", ROWS, ids=[f"{r[0]}|{r[3]}" for r in ROWS])
 def test_each_figure_matches_its_command(what, written, command, field):
-    assert shown(value_of(command, field), written) == written, f"{what}: {command} → {field}"
+    assert as_printed(value_of(command, field), written) == written, f"{what}: {command} → {field}"
 
 
 def table(header_start: str) -> list[list[str]]:
@@ -168,7 +169,7 @@ def test_every_range_row_is_recomputed():
 def test_each_range_matches_what_its_test_computes(row):
     figure_id, _, _, favourable, least_favourable = row[0].strip("`"), *row[1:5]
     computed = ranges()[figure_id]()
-    assert (shown(computed[0], favourable), shown(computed[1], least_favourable)) == \
+    assert (as_printed(computed[0], favourable), as_printed(computed[1], least_favourable)) == \
         (favourable, least_favourable)
 
 
@@ -178,4 +179,4 @@ def test_the_expert_overlap_range_matches_what_the_test_computes():
     [row] = table("| figure | published | constant | at 0 |") or [["missing"]]
     assert row[:3] == ["`deepseek-v3-mfu`", "38.6%", "`overlap_expert_comm`"]
     computed = [deepseek_v3_mfu(x) for x in (0.0, None, 1.0)]
-    assert [shown(v, written) for v, written in zip(computed, row[3:])] == row[3:]
+    assert [as_printed(v, written) for v, written in zip(computed, row[3:])] == row[3:]

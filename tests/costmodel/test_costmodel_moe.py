@@ -48,7 +48,7 @@ def mixtral(**changes) -> ParallelConfig:
     return ParallelConfig(**{**base, **changes})
 
 
-def estimate(model, config, runtime=MEGATRON, cluster=H100):
+def estimate_of(model, config, runtime=MEGATRON, cluster=H100):
     return CostModel(model, cluster, 8, runtime=runtime).estimate(config)
 
 
@@ -88,7 +88,7 @@ def test_dense_estimates_are_unchanged(model, cluster, gpn, layout, trainer, mem
 
 def test_expert_weights_halve_when_ep_doubles():
     """Experts split over ep ranks; the weights outside them do not move."""
-    four, eight = estimate(MIXTRAL, mixtral(ep=4)), estimate(MIXTRAL, mixtral(ep=8))
+    four, eight = estimate_of(MIXTRAL, mixtral(ep=4)), estimate_of(MIXTRAL, mixtral(ep=8))
     experts4 = expert_params_per_rank(MIXTRAL, mixtral(ep=4))
     experts8 = expert_params_per_rank(MIXTRAL, mixtral(ep=8))
     assert experts8 == pytest.approx(experts4 / 2)
@@ -105,7 +105,7 @@ def test_expert_optimizer_states_shard_over_expert_dp_not_dp():
     optimizer_bytes = DTYPE_BYTES["bf16-mixed"][2]
     outside = params_on_first_stage(MIXTRAL, config)
     experts = expert_params_per_rank(MIXTRAL, config)
-    assert estimate(MIXTRAL, config).memory.optimizer == pytest.approx(
+    assert estimate_of(MIXTRAL, config).memory.optimizer == pytest.approx(
         optimizer_bytes * (outside / 8 + experts / 2))
 
 
@@ -185,12 +185,13 @@ def test_expert_gradients_reduce_over_expert_dp():
                            grad_accum_steps=8)
     half = dataclasses.replace(whole, ep=8)
     assert expert_dp(whole) == 1 and expert_dp(half) == 2
-    assert estimate(QWEN2, half).time.dp_comm.total > estimate(QWEN2, whole).time.dp_comm.total
+    assert (estimate_of(QWEN2, half).time.dp_comm.total
+            > estimate_of(QWEN2, whole).time.dp_comm.total)
 
 
 def test_dispatch_is_exposed_unless_the_trainer_overlaps_it():
-    plain = estimate(MIXTRAL, mixtral())
-    overlapped = estimate(MIXTRAL, mixtral(), megatron_lm_runtime(
+    plain = estimate_of(MIXTRAL, mixtral())
+    overlapped = estimate_of(MIXTRAL, mixtral(), megatron_lm_runtime(
         ["--overlap-moe-expert-parallel-comm"]))
     assert plain.time.ep_comm_s > 0
     assert overlapped.time.ep_comm_s < plain.time.ep_comm_s
@@ -223,7 +224,7 @@ def test_moe_layers_keep_their_experts_activations():
 
 
 def test_estimate_reports_moe_mfu_both_ways():
-    e = estimate(MIXTRAL, mixtral())
+    e = estimate_of(MIXTRAL, mixtral())
     assert e.fits and 0 < e.mfu_causal < e.mfu == e.hfu < 1
     assert 0.5 < e.compute_efficiency < H100.compute_efficiency
 

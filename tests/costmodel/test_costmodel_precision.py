@@ -30,7 +30,7 @@ PUBLISHED_OFFLOAD_ITERATION_S = (25.7 + 26.8) / 2
 PUBLISHED_OFFLOAD_TFLOPS = 41.0
 
 
-def estimate(example: str, *overrides: str) -> dict:
+def estimate_example(example: str, *overrides: str) -> dict:
     return run_json("estimate", str(EXAMPLES / example),
                     *[arg for o in overrides for arg in ("--set", o)])
 
@@ -40,7 +40,7 @@ def test_torchtitan_float8_gain_on_llama3_8b_is_within_10_percent(figure_id):
     """On the published layout (FSDP, local batch 2, selective recompute), which must fit:
     the model's memory says it does not (120 GB of 96), so this is a documented miss."""
     check(figure_id)
-    runs = {p: estimate("torchtitan-float8.yaml", f"space.precision=[{p}]")
+    runs = {p: estimate_example("torchtitan-float8.yaml", f"space.precision=[{p}]")
             for p in ("bf16", "fp8-tensorwise")}
     assert all(run["fits"] for run in runs.values())
     gain = runs["fp8-tensorwise"]["tokens_per_s_per_gpu"] / runs["bf16"]["tokens_per_s_per_gpu"]
@@ -54,7 +54,7 @@ def test_zero_offload_10b_iteration_on_one_v100_is_within_15_percent(figure_id):
     puts it at 33.9 GB of 32, as the tutorial's activation checkpoints on the host
     (`cpu_checkpointing`) are not a knob, so this is a documented miss."""
     check(figure_id)
-    iteration = estimate("zero-offload-10b.yaml")
+    iteration = estimate_example("zero-offload-10b.yaml")
     assert iteration["fits"]
     assert iteration["step_time_s"] == pytest.approx(PUBLISHED_OFFLOAD_ITERATION_S, rel=0.15)
 
@@ -62,13 +62,13 @@ def test_zero_offload_10b_iteration_on_one_v100_is_within_15_percent(figure_id):
 @pytest.mark.parametrize("figure_id", [published("zero-offload-10b-tflops")])
 def test_zero_offload_10b_tflops_at_batch_510_is_within_15_percent(figure_id):
     check(figure_id)
-    big_batch = estimate("zero-offload-10b.yaml", "scale.global_batch_size=510")
+    big_batch = estimate_example("zero-offload-10b.yaml", "scale.global_batch_size=510")
     assert big_batch["fits"]
     assert big_batch["hfu"] * 125 == pytest.approx(PUBLISHED_OFFLOAD_TFLOPS, rel=0.15)
 
 
 def test_the_zero_offload_iteration_prices_its_offload():
-    iteration = estimate("zero-offload-10b.yaml")
+    iteration = estimate_example("zero-offload-10b.yaml")
     assert iteration["time"]["offload_s"] > 0.1 * iteration["step_time_s"]
 
 

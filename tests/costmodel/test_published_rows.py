@@ -20,7 +20,7 @@ import measured_corpus  # noqa: E402
 ROWS = {(r.file, r.number): r.values for r in measured_corpus.rows()}
 
 
-def priced(file: str, number: int) -> PricedRow:
+def published_row(file: str, number: int) -> PricedRow:
     row = price_row(ROWS[(file, number)])
     assert isinstance(row, PricedRow), row
     return row
@@ -29,7 +29,7 @@ def priced(file: str, number: int) -> PricedRow:
 def test_a_dlperf_row_is_its_published_layout_on_the_v100_cluster():
     # Row 1: GPT 498M (16 x 1536, 16 heads, seq 2048) on 1 V100-SXM2-16GB, tp 1 pp 1 dp 1,
     # micro-batch 2 of global 2, full recompute, Megatron-LM of 2020: 464.12 ms.
-    row = priced("dlperf_gpt_v100.csv", 1)
+    row = published_row("dlperf_gpt_v100.csv", 1)
     c = row.config
     assert (c.tp, c.pp, c.dp, c.micro_batch_size, c.grad_accum_steps) == (1, 1, 1, 2, 1)
     assert c.activation_checkpointing == "full" and c.zero_stage == 0
@@ -46,7 +46,7 @@ def test_a_v100_row_in_fp16_is_named_fp16_and_priced_as_the_16_bit_layout():
     # DLPerf row 1 publishes fp16 (a V100 has no BF16 cores): its landscape says fp16, and
     # the model prices it as its one 16-bit layout (precision knob "bf16": the dense 16-bit
     # peak, 2-byte values), so the same row published as bf16 predicts the same step.
-    row = priced("dlperf_gpt_v100.csv", 1)
+    row = published_row("dlperf_gpt_v100.csv", 1)
     assert "v100-16g | fp16 |" in row.landscape and "bf16" not in row.landscape
     assert row.config.precision == "bf16"
     as_bf16 = price_row({**ROWS[("dlperf_gpt_v100.csv", 1)], "precision": "bf16"})
@@ -58,11 +58,11 @@ def test_a_v100_row_in_fp16_is_named_fp16_and_priced_as_the_16_bit_layout():
 def test_a_dlperf_data_parallel_row_and_its_memory():
     # Row 7: the same model data-parallel over 32 GPUs (4 nodes of 8), 2 a GPU, global 64:
     # 683.51 ms. Row 8 (OneFlow) reports 12,208 MiB.
-    row = priced("dlperf_gpt_v100.csv", 7)
+    row = published_row("dlperf_gpt_v100.csv", 7)
     assert (row.config.dp, row.config.tp, row.config.global_batch_size()) == (32, 1, 64)
     assert row.cost.gpus_per_node == 8
     assert row.measured_step_s == pytest.approx(0.68351)
-    oneflow = priced("dlperf_gpt_v100.csv", 8)
+    oneflow = published_row("dlperf_gpt_v100.csv", 8)
     assert oneflow.measured_memory_gb == pytest.approx(12208 * 1.048576 / 1000)
     assert oneflow.landscape != row.landscape  # another framework, another landscape
     assert oneflow.landscape.replace("OneFlow", "") != oneflow.series
@@ -72,7 +72,7 @@ def test_tokens_per_gpu_become_a_step_time():
     # llm-foundry row 1: MPT-70b on 512 H100s, global batch 4,096 of 2,048 tokens, micro-batch
     # 8, FSDP FULL_SHARD, full checkpointing: 1,007 tokens/s/GPU, so a step is
     # 4096 x 2048 / (1007 x 512) = 16.270 s.
-    row = priced("llmfoundry_mpt.csv", 1)
+    row = published_row("llmfoundry_mpt.csv", 1)
     assert row.measured_step_s == pytest.approx(4096 * 2048 / (1007 * 512))
     assert 16.26 < row.measured_step_s < 16.28
     c = row.config
@@ -84,7 +84,7 @@ def test_tokens_per_gpu_become_a_step_time():
 def test_grad_accum_is_derived_from_the_global_batch():
     # Megatron-Bridge row 7: Qwen3-30B-A3B on 8 GB300, tp 1 pp 1 ep 8, micro-batch 8 of global
     # 512, MXFP8: dp 8, so 512 / (8 x 8) = 8 micro-batches; 44,544 tokens/s/GPU at seq 4,096.
-    row = priced("nemo_megatron_bridge_perf_summary.csv", 7)
+    row = published_row("nemo_megatron_bridge_perf_summary.csv", 7)
     c = row.config
     assert (c.dp, c.ep, c.micro_batch_size, c.grad_accum_steps) == (8, 8, 8, 8)
     assert c.precision == "mxfp8" and c.zero_stage == 1  # the distributed optimizer
@@ -95,7 +95,7 @@ def test_grad_accum_is_derived_from_the_global_batch():
 
 def test_torchtitan_memory_in_gib_and_its_unpublished_sequence():
     # torchtitan row 1: Llama 3.1 8B on 8 Grand Teton H100s (96 GB), FSDP 8, 82.4 GiB.
-    row = priced("torchtitan_benchmarks.csv", 1)
+    row = published_row("torchtitan_benchmarks.csv", 1)
     assert row.measured_memory_gb == pytest.approx(82.4 * 1.073741824)
     assert row.cost.cluster.memory_gb == 96
     assert row.cost.model.seq_len == 8192
@@ -141,7 +141,7 @@ def test_a_lora_row_is_not_priced_as_training(file, number):
 
 def test_full_fine_tuning_stays_priced_as_training():
     # NeMo 24.07 row 13: SFT of Llama 2 7B on 8 H100s, every weight trained.
-    row = priced("nemo_24.07_perf_summary.csv", 13)
+    row = published_row("nemo_24.07_perf_summary.csv", 13)
     assert ROWS[("nemo_24.07_perf_summary.csv", 13)]["task"] == "SFT"
     assert row.cost.model.name == "llama-7b" and row.config.dp == 8
 
@@ -165,7 +165,7 @@ def test_unpublished_recompute_is_the_least_the_model_says_fits():
     # the attention scores that flash attention never stores, so it does not fit either.
     # Full keeps 2·s·b·h a layer (21.5 GB) plus one layer's working set, and the model states
     # are sharded 64 ways: it fits. The row was priced without recompute at 425 GB.
-    row = priced("nemo_megatron_bridge_perf_summary.csv", 77)
+    row = published_row("nemo_megatron_bridge_perf_summary.csv", 77)
     assert row.config.activation_checkpointing == "full"
     assert "recompute not published: the least the model says fits, full" in row.assumptions
     assert row.cost.fits(row.config)
@@ -175,14 +175,14 @@ def test_unpublished_recompute_is_the_least_the_model_says_fits():
     # NeMo 24.07 row 13: Llama 2 7B on 8 H100s, micro-batch 1 at seq 4,096, no TP/PP: 32
     # layers x 34·s·b·h = 18.3 GB of activations, and 6.7B weights and gradients of 2 bytes
     # with the optimizer's 12 bytes sharded 8 ways: about 55 GB, so none fits.
-    small = priced("nemo_24.07_perf_summary.csv", 13)
+    small = published_row("nemo_24.07_perf_summary.csv", 13)
     assert small.config.activation_checkpointing == "none"
     assert "recompute not published: the least the model says fits, none" in small.assumptions
 
 
 def test_published_memory_settings_are_told_apart():
     # DLPerf row 1 publishes its recompute and micro-batch; NeMo's long-sequence rows neither.
-    assert priced("dlperf_gpt_v100.csv", 1).unpublished_memory_settings == ()
+    assert published_row("dlperf_gpt_v100.csv", 1).unpublished_memory_settings == ()
     long_sequence = [price_row(v) for (f, _), v in ROWS.items()
                      if f == "nemo_long_sequence_cp.csv"]
     assert {r.unpublished_memory_settings for r in long_sequence
@@ -199,6 +199,6 @@ def test_a_submission_config_without_recompute_publishes_none():
     # turns recompute off: published, so no rule chooses it.
     values = ROWS[("mlperf_training_llm.csv", 1)]
     assert values["recompute"] == "null" and "ACT_CKPT_GRANULARITY=null" in values["config_kv"]
-    row = priced("mlperf_training_llm.csv", 1)
+    row = published_row("mlperf_training_llm.csv", 1)
     assert row.config.activation_checkpointing == "none"
     assert row.unpublished_memory_settings == ()

@@ -9,13 +9,13 @@ import re
 import statistics
 
 import pytest
-from test_report_contents import CLEAN, simulated, table_headers, table_rows
+from test_report_contents import CLEAN, simulated_campaign, table_headers, html_rows
 
 from dashboards.report import render
 from dashboards.report_data import report_data
 
 
-def measured(text: str) -> float:
+def number_in(text: str) -> float:
     return float(text.replace(",", ""))
 
 
@@ -29,7 +29,7 @@ def percent(page: str, against: str) -> float:
                                        {"metric": "step_time_s", "mode": "min"}])
 def test_the_answer_comes_first_with_gains_from_the_trial_table(tmp_path, runs_dir, cli,
                                                                 objective):
-    view = simulated(tmp_path, cli, "answer", CLEAN, 8, objective=objective)
+    view = simulated_campaign(tmp_path, cli, "answer", CLEAN, 8, objective=objective)
     page = render(report_data(view))
     answer, launch = page.index("id='answer'"), page.index("id='launch'")
     assert answer < launch < page.index('id="trial-table"')
@@ -41,11 +41,11 @@ def test_the_answer_comes_first_with_gains_from_the_trial_table(tmp_path, runs_d
     value_at = headers.index(f"{objective['metric']} measured")
     layouts: dict[tuple, list[float]] = {}
     trial_layout = {}
-    for row in table_rows(page, "trial-table"):
+    for row in html_rows(page, "trial-table"):
         key = tuple(row[1:1 + len(knobs)])
         trial_layout[row[0]] = key
         if row[headers.index("status")] == "ok":
-            layouts.setdefault(key, []).append(measured(row[value_at]))
+            layouts.setdefault(key, []).append(number_in(row[value_at]))
     means = {key: statistics.fmean(v) for key, v in layouts.items()}
     winner_trial = re.search(r"Winner: <b>[^<]+</b> \(trial (t\d{4})\)", page).group(1)
     winner = means[trial_layout[winner_trial]]
@@ -61,16 +61,16 @@ def test_the_answer_comes_first_with_gains_from_the_trial_table(tmp_path, runs_d
     assert 1 + percent(page, "worst") / 100 == pytest.approx(over_worst, rel=0.006, abs=0.001)
     assert over_worst > 1  # the worst layout is not the winner
 
-    hours = sum(measured(r[headers.index("GPU-hours")]) for r in table_rows(page, "trial-table"))
+    hours = sum(number_in(r[headers.index("GPU-hours")]) for r in html_rows(page, "trial-table"))
     shown = re.search(r"<b id='gpu-hours'>([\d,.]+) sim</b>", page)
-    assert shown and measured(shown.group(1)) == pytest.approx(hours, rel=0.01)
+    assert shown and number_in(shown.group(1)) == pytest.approx(hours, rel=0.01)
     assert "counted against no quota" in page
     assert re.search(r"<li id='trust'>Trust: <b>(good|low)</b>: its predictions were off by a "
                      r"median [\d.]+% over \d+ measured trials", page)
 
 
 def test_a_report_with_one_layout_says_there_is_nothing_to_compare(tmp_path, runs_dir, cli):
-    view = simulated(tmp_path, cli, "single", {**CLEAN, "tp": [1], "zero_stage": [1]}, 1)
+    view = simulated_campaign(tmp_path, cli, "single", {**CLEAN, "tp": [1], "zero_stage": [1]}, 1)
     page = render(report_data(view))
     assert "Only one layout was measured" in page and "id='gains'" not in page
     assert "Trust: <b>low</b>: no calibration; fewer than 3 trials succeeded" in page

@@ -27,7 +27,7 @@ from orchestrator.space import ParallelConfig
 WARNING = "id='calibration-warning'><b>Warning: the cost model's ranking did not match"
 
 
-def simulated(tmp_path, cli, name: str, space: dict, trials: int, **extra) -> CampaignView:
+def simulated_campaign(tmp_path, cli, name: str, space: dict, trials: int, **extra) -> CampaignView:
     """A finished simulated campaign of llama-7b on 64 H100s; `extra` replaces spec keys."""
     data = {"name": name, "model": "llama-7b", "cluster": "h100-80g",
             "scale": {"nodes": 8, "global_batch_size": 512}, "space": space,
@@ -52,12 +52,12 @@ CLEAN = {"tp": [1, 2, 4, 8], "zero_stage": [1, 3], "micro_batch_size": [2],
 
 def mixed(tmp_path, cli, objective: dict | None = None) -> CampaignView:
     failing = {"kind": "simulated", "seed": 5, "noise": 0.05, "failure_rate": 0.3}
-    return simulated(tmp_path, cli, "mixed", MIXED, 12, backend=failing,
-                     cluster={"preset": "h100-80g", "memory_gb": 48},
-                     objective=objective or {"metric": "tokens_per_s", "mode": "max"})
+    return simulated_campaign(tmp_path, cli, "mixed", MIXED, 12, backend=failing,
+                              cluster={"preset": "h100-80g", "memory_gb": 48},
+                              objective=objective or {"metric": "tokens_per_s", "mode": "max"})
 
 
-def table_rows(page: str, table_id: str) -> list[list[str]]:
+def html_rows(page: str, table_id: str) -> list[list[str]]:
     """The body rows of the page's table `table_id`, as cell texts."""
     body = re.search(rf'<table id="{table_id}">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
     return [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)]
@@ -86,7 +86,7 @@ def test_the_trial_table_lists_every_trial_that_ran_best_first(tmp_path, runs_di
     assert headers == ["trial", "tp", "dp", "zero_stage", "micro_batch_size", "grad_accum_steps",
                        "status", "phase", f"{metric} measured", f"{metric} predicted",
                        "peak memory GB measured", "memory GB predicted", "GPU-hours", "error"]
-    rows = table_rows(page, "trial-table")
+    rows = html_rows(page, "trial-table")
     assert sorted(row[0] for row in rows) == sorted(r.trial_id for r in ran)
     ok = [row[0] for row in rows if results[row[0]].status == "ok"]
     values = [results[t].metric(metric) for t in ok]
@@ -116,10 +116,10 @@ def test_a_long_error_is_cut_to_one_line_of_about_120_characters(tmp_path, runs_
         return result
 
     monkeypatch.setattr(SimulatedBackend, "run", crashing)
-    view = simulated(tmp_path, cli, "crashes", CLEAN, 8)
+    view = simulated_campaign(tmp_path, cli, "crashes", CLEAN, 8)
     page = render(report_data(view))
     headers = table_headers(page, "trial-table")
-    errors = [row[-1] for row in table_rows(page, "trial-table")
+    errors = [row[-1] for row in html_rows(page, "trial-table")
               if row[headers.index("status")] == "failed"]
     assert len(errors) == 2
     assert all(e.startswith("RuntimeError: NCCL error x") and len(e) <= 120 for e in errors)
@@ -138,11 +138,11 @@ def estimate_json(cli, spec_file: str, config: ParallelConfig) -> dict:
 
 def test_memory_shows_the_measured_peak_beside_what_paratune_estimate_predicts(
         tmp_path, runs_dir, cli):
-    view = simulated(tmp_path, cli, "clean", CLEAN, 8)
+    view = simulated_campaign(tmp_path, cli, "clean", CLEAN, 8)
     data = report_data(view)
     page = render(data)
     headers = table_headers(page, "trial-table")
-    rows = {row[0]: row for row in table_rows(page, "trial-table")}
+    rows = {row[0]: row for row in html_rows(page, "trial-table")}
     spec_file = str(tmp_path / "clean.yaml")
     for record in view.records()[:3]:
         total = estimate_json(cli, spec_file, record.config)["memory"]["total_gb"]
@@ -163,7 +163,7 @@ def test_memory_shows_the_measured_peak_beside_what_paratune_estimate_predicts(
 
 
 def test_a_weak_calibration_is_flagged_and_a_good_one_is_not(tmp_path, runs_dir, cli):
-    view = simulated(tmp_path, cli, "clean", CLEAN, 8)
+    view = simulated_campaign(tmp_path, cli, "clean", CLEAN, 8)
     data = report_data(view)
     assert data.calibration["trials"] >= FEW_TRIALS
     assert data.calibration["spearman"] >= WEAK_SPEARMAN
@@ -182,17 +182,17 @@ def test_a_weak_calibration_is_flagged_and_a_good_one_is_not(tmp_path, runs_dir,
 
 
 def test_too_few_trials_to_trust_the_ranking_are_flagged(tmp_path, runs_dir, cli):
-    four = simulated(tmp_path, cli, "four", CLEAN, 4)
+    four = simulated_campaign(tmp_path, cli, "four", CLEAN, 4)
     page = render(report_data(four))
     assert WARNING in page and f"checked on 4 trials, fewer than {FEW_TRIALS}" in page
-    two = simulated(tmp_path, cli, "two", CLEAN, 2)
+    two = simulated_campaign(tmp_path, cli, "two", CLEAN, 2)
     data = report_data(two)
     assert data.calibration is None
     assert "too few to calibrate the cost model at all" in render(data)
 
 
 def test_the_winner_is_set_beside_the_runner_up_by_time_component(tmp_path, runs_dir, cli):
-    view = simulated(tmp_path, cli, "clean", CLEAN, 8)
+    view = simulated_campaign(tmp_path, cli, "clean", CLEAN, 8)
     data = report_data(view)
     ranked = sorted(view.records(), key=lambda r: -r.result.tokens_per_s)
     winner, second = ranked[0], ranked[1]
@@ -205,7 +205,7 @@ def test_the_winner_is_set_beside_the_runner_up_by_time_component(tmp_path, runs
     headers = table_headers(page, "runner-up")
     assert headers[1:] == [f"winner ({winner.trial_id})", f"runner-up ({second.trial_id})",
                            "runner-up − winner"]
-    rows = {row[0]: row[1:] for row in table_rows(page, "runner-up")}
+    rows = {row[0]: row[1:] for row in html_rows(page, "runner-up")}
     assert rows["layout"][:2] == [winner.config.key(), second.config.key()]
     assert rows["tokens_per_s measured"][:2] == [f"{winner.result.tokens_per_s:,.0f}",
                                                  f"{second.result.tokens_per_s:,.0f}"]
@@ -216,7 +216,7 @@ def test_the_winner_is_set_beside_the_runner_up_by_time_component(tmp_path, runs
 
 
 def test_one_successful_layout_has_no_runner_up(tmp_path, runs_dir, cli):
-    view = simulated(tmp_path, cli, "one", CLEAN, 1)
+    view = simulated_campaign(tmp_path, cli, "one", CLEAN, 1)
     data = report_data(view)
     assert data.winner is not None and data.runner_up is None
     assert "no runner-up to compare" in render(data)
@@ -227,7 +227,7 @@ CONFIGS = [ParallelConfig(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,
                           grad_accum_steps=8 // m) for t in (1, 2, 4) for m in (1, 2)]
 
 
-def _trials(peak: bool) -> list:
+def _estimated_trials(peak: bool) -> list:
     out = []
     for i, config in enumerate(CONFIGS):
         est = COST.estimate(config)
@@ -238,15 +238,15 @@ def _trials(peak: bool) -> list:
 
 
 def test_calibration_says_memory_was_not_measured_but_prunes_as_before():
-    unmeasured = calibrate(COST, _trials(peak=False))
+    unmeasured = calibrate(COST, _estimated_trials(peak=False))
     assert unmeasured.to_dict()["memory_scale"] is None
     assert unmeasured.memory_scale == 1.0  # what pruning multiplies by: no correction
-    measured = calibrate(COST, _trials(peak=True))
+    measured = calibrate(COST, _estimated_trials(peak=True))
     assert measured.to_dict()["memory_scale"] == pytest.approx(0.9)
 
 
 def test_calibrate_says_when_no_trial_measured_memory(tmp_path, runs_dir, cli, monkeypatch):
-    simulated(tmp_path, cli, "clean", CLEAN, 8)
+    simulated_campaign(tmp_path, cli, "clean", CLEAN, 8)
     code, out, err = cli("calibrate", "clean")
     assert code == 0, err
     assert "memory measured/predicted 1.00" in out
@@ -254,7 +254,7 @@ def test_calibrate_says_when_no_trial_measured_memory(tmp_path, runs_dir, cli, m
     run = SimulatedBackend.run
     monkeypatch.setattr(SimulatedBackend, "run", lambda *a, **k: dataclasses.replace(
         run(*a, **k), peak_memory_gb=None))
-    view = simulated(tmp_path, cli, "blind", CLEAN, 8)
+    view = simulated_campaign(tmp_path, cli, "blind", CLEAN, 8)
     code, out, err = cli("calibrate", "blind")
     assert code == 0, err
     assert "memory measured/predicted" not in out

@@ -102,7 +102,7 @@ def runs(tmp_path_factory) -> tuple[list[float], dict]:
     return single["single"]["losses"], run_modes(tmp_path_factory.mktemp("world4"), 4, cases)
 
 
-def mechanism_failures(name: str, settings: dict, held: tuple | None, got: dict) -> list[str]:
+def cp_mechanism_failures(name: str, settings: dict, held: tuple | None, got: dict) -> list[str]:
     failures = []
     tokens = MODEL["seq_len"] // settings["cp"]
     if got["attention_sequence_length"] != tokens:
@@ -132,7 +132,7 @@ def test_context_parallel_layouts_match_single_process_loss(runs):
         worst = max(worst, difference)
         if difference > TOLERANCE:
             failures.append(f"{name}: losses {got['losses']} != single-process {reference}")
-        failures += mechanism_failures(name, settings, held, got)
+        failures += cp_mechanism_failures(name, settings, held, got)
     print(f"worst relative loss difference over {len(WORLD_4)} layouts: {worst:.2e}")
     assert not failures, "\n".join(failures)
 

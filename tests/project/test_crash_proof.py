@@ -36,7 +36,7 @@ def simulated_spec(path: Path, name: str, trials: int, **backend) -> Path:
     return path
 
 
-def paratune(*args: str, env: dict) -> subprocess.Popen:
+def start_controller(*args: str, env: dict) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT,
                             env={**os.environ, **env}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
@@ -45,7 +45,7 @@ def paratune(*args: str, env: dict) -> subprocess.Popen:
 def test_second_controller_is_refused_with_the_holders_pid(tmp_path, runs_dir):
     spec = simulated_spec(tmp_path / "s.yaml", "locked", 40, latency_s=2.0)
     env = {"PARATUNE_RUNS_DIR": str(runs_dir)}
-    first = paratune("run", str(spec), env=env)
+    first = start_controller("run", str(spec), env=env)
     campaign = runs_dir / "locked"
     deadline = time.time() + 120  # its lock held and its spec saved: the journal follows both
     while time.time() < deadline and not (
@@ -77,7 +77,7 @@ def test_fault_injection_with_five_controller_kills(tmp_path, runs_dir, capsys):
     campaign = runs_dir / "faults"
     rng = random.Random(11)
     kills = 0
-    process = paratune("run", str(spec), env=env)
+    process = start_controller("run", str(spec), env=env)
     for _ in range(5):
         before = len(journal_events(campaign)) if (campaign / "journal.jsonl").exists() else 0
         deadline = time.time() + 120
@@ -92,7 +92,7 @@ def test_fault_injection_with_five_controller_kills(tmp_path, runs_dir, capsys):
         process.send_signal(signal.SIGKILL)
         process.wait()
         kills += 1
-        process = paratune("resume", "faults", env=env)
+        process = start_controller("resume", "faults", env=env)
     assert process.wait(timeout=300) == 0, process.stderr.read()[-3000:]
 
     events = journal_events(campaign)
@@ -136,7 +136,7 @@ def test_resume_reattaches_a_local_trial_that_outlived_its_controller(tmp_path, 
                       trial={"steps": 40, "warmup_steps": 1, "timeout_s": 300})
     campaign, env = runs_dir / "orphan", {"PARATUNE_RUNS_DIR": str(runs_dir)}
     folder = campaign / "trials" / "t0001"
-    controller = paratune("run", str(spec), env=env)
+    controller = start_controller("run", str(spec), env=env)
     handle: dict = {}
     try:
         deadline = time.time() + 120

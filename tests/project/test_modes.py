@@ -4,7 +4,7 @@ Same seed, same global batch (8 sequences of 32 tokens): the per-step loss of th
 of each layout matches a single process within a relative 1e-5 (float32 reductions in another
 order). Each world size runs its modes inside one torchrun launch (tests/dist_modes.py) through
 the job's own check and train path. `held_parameter_fraction` shows each layout really shards, and each mode's mechanism is seen
-working (`mechanism_failures`): losses alone would let ZeRO-1, activation checkpointing or
+working (`mode_mechanism_failures`): losses alone would let ZeRO-1, activation checkpointing or
 compile pass as no-ops.
 """
 
@@ -120,11 +120,11 @@ def test_every_mode_matches_single_process_loss(tmp_path, reference, nproc, case
             failures.append(f"{name}: holds {got['held']:.3f} of the parameters, expected {held}")
         if held is None:
             assert got["held"] < 0.75, f"{name} should shard parameters, holds {got['held']}"
-        failures += mechanism_failures(name, settings, got)
+        failures += mode_mechanism_failures(name, settings, got)
     assert not failures, "\n".join(failures)
 
 
-def mechanism_failures(name: str, settings: dict, got: dict) -> list[str]:
+def mode_mechanism_failures(name: str, settings: dict, got: dict) -> list[str]:
     """Each mode's own mechanism, seen on rank 0: ZeRO-1 holds 1/s of the optimizer state
     (s: the ranks it shards over), every other layout as much as its parameters; activation
     checkpointing runs each attention layer forward twice a micro-batch (once more in

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-from test_costmodel_doc import run
+from test_costmodel_doc import json_of_command
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -60,7 +60,7 @@ def span(values: list[float]) -> str:
     return number(low) if low == high else f"{number(low)}-{number(high)}"
 
 
-def measured(name: str, column: str, searchers: tuple[str, ...], section: str) -> list[str]:
+def readme_cells(name: str, column: str, searchers: tuple[str, ...], section: str) -> list[str]:
     table = search_table(section)
     return [table[(name, s)][column] for s in searchers]
 
@@ -103,7 +103,7 @@ TINY = "paratune estimate --model tiny --cluster cpu-local --gpus 2"
 
 # (README text with "{}" where each figure goes, the command, where the figures are, the figures)
 FIGURES = [
-    ("the {}-parameter", TINY, "params", lambda: [f"{run(TINY)['params'] / 1e6:.1f}M"]),
+    ("the {}-parameter", TINY, "params", lambda: [f"{json_of_command(TINY)['params'] / 1e6:.1f}M"]),
     ("the built-in trainer's {}-layout grid, each layout measured {} times, {} run-to-run noise",
      SWEEP.format("cpu-tiny-grid"), "layouts; tokens_per_s per layout; median relative std",
      lambda: [len(landscape("cpu-tiny-grid").candidates),
@@ -111,32 +111,32 @@ FIGURES = [
                     for c in landscape("cpu-tiny-grid").candidates]),
               f"{landscape('cpu-tiny-grid').noise():.1%}"]),
     ("it reaches the best at its {} trial", SEARCH, "cpu-tiny-grid, cost-guided, trials to 3%",
-     lambda: [{"1": "first"}.get(measured("cpu-tiny-grid", "trials to 3%: median",
-                                          ("cost-guided",), MEASURED)[0], "?")]),
+     lambda: [{"1": "first"}.get(readme_cells("cpu-tiny-grid", "trials to 3%: median",
+                                              ("cost-guided",), MEASURED)[0], "?")]),
     ("names a layout within 3% of the best in {} of 20 seeds, as the peers do", SEARCH,
      "cpu-tiny-grid, cost-guided and the peers, winner ok",
-     lambda: [span([int(w.split("/")[0]) for w in measured(
+     lambda: [span([int(w.split("/")[0]) for w in readme_cells(
          "cpu-tiny-grid", "winner ok", ("cost-guided", *PEERS), MEASURED)])]),
     ("need a median of {} trials to get within 3%", SEARCH,
      "cpu-tiny-grid, the peers, trials to 3%: median",
-     lambda: [span([float(v) for v in measured("cpu-tiny-grid", "trials to 3%: median", PEERS,
-                                               MEASURED)])]),
+     lambda: [span([float(v) for v in readme_cells("cpu-tiny-grid", "trials to 3%: median", PEERS,
+                                                   MEASURED)])]),
     ("with 6-step trials ({} noise) it names the best in {} of 20 seeds, the peers in {},",
      f"{SWEEP.format('cpu-tiny-grid-short')}; {SEARCH}",
      "median relative std; cpu-tiny-grid-short, cost-guided and every peer, winner ok",
      lambda: [f"{landscape('cpu-tiny-grid-short').noise():.0%}",
-              measured("cpu-tiny-grid-short", "winner ok", ("cost-guided",), MEASURED)[0]
+              readme_cells("cpu-tiny-grid-short", "winner ok", ("cost-guided",), MEASURED)[0]
               .split("/")[0],
-              span([int(w.split("/")[0]) for w in measured(
+              span([int(w.split("/")[0]) for w in readme_cells(
                   "cpu-tiny-grid-short", "winner ok", EVERY_PEER, MEASURED)])]),
     ("where the cost model ranks the best {}th of {}, it needs {} trials against the peers' {}",
      f"{SWEEP.format('cpu-moe-grid')} and its spec's cost model; {SEARCH}",
      "the measured best's place in the model's ranking; cpu-moe-grid, trials to 3%: median",
      lambda: [model_rank_of_the_measured_best("cpu-moe-grid"),
               len(landscape("cpu-moe-grid").candidates),
-              measured("cpu-moe-grid", "trials to 3%: median", ("cost-guided",), MOE)[0],
-              span([float(v) for v in measured("cpu-moe-grid", "trials to 3%: median", PEERS,
-                                               MOE)])]),
+              readme_cells("cpu-moe-grid", "trials to 3%: median", ("cost-guided",), MOE)[0],
+              span([float(v) for v in readme_cells("cpu-moe-grid", "trials to 3%: median", PEERS,
+                                                   MOE)])]),
     ("it needs a median of {} trials on {} of {}, and {} on the other three", SEARCH,
      "the cost-model landscapes, cost-guided, trials to 3%: median",
      lambda: [span([v[0] for v in fast_and_slow()[0].values()]), len(fast_and_slow()[0]),

@@ -14,30 +14,6 @@ TESTS = ROOT / "tests"
 # benchmark scripts, the layout schema and checks of the whole project.
 OTHER_STAGES = {"jobs", "dashboards", "benchmarks", "layout", "project"}
 
-# Names that two test files define for different things, each local to its module. A name
-# is listed only where the two are not one helper: a copy belongs in tests/builders.py.
-HOMONYMS = {
-    "main": "the entry point of each script torchrun starts (tests/dist_*.py)",
-    "paratune": "test_crash_proof starts a controller it kills (Popen); test_service_client "
-                "runs a client command against a server (run, with the server's token)",
-    "run": "each module's own command: a Ray trial on the cluster, a command line the cost "
-           "model's doc shows, a search example's campaign",
-    "measured": "the held-out trials, a figure in a page, an export's argv, a README table",
-    "simulated": "a finished campaign (cli, report) or the --set options of one (service)",
-    "estimate": "a cost model's estimate of a model, or `paratune estimate` of an example",
-    "priced": "an estimate of a spec's one layout, or a published row priced",
-    "shown": "a cost-model doc figure as printed, or what a live display shows",
-    "table_rows": "the rows of a terminal table, or of an HTML report's table",
-    "summary_records": "each table test's own records (widths of seven digits, or a mix)",
-    "_figures": "a validation page's numbers, or held-out rows' correlation and figures",
-    "_trials": "each module's own view of the trials it ran",
-    "as_user": "a bearer-token header, or a command run as another Unix user",
-    "command_spec": "a campaign of a local program (harness), or a spec's warnings",
-    "mechanism_failures": "context parallelism's mechanisms, or the other modes' (ZeRO, "
-                          "recompute, compile)",
-}
-
-
 def stages() -> set[str]:
     packages = {p.name for p in (ROOT / "orchestrator").iterdir()
                 if p.is_dir() and (p / "__init__.py").exists()}
@@ -78,16 +54,19 @@ def test_the_scan_finds_a_helper_copied_into_two_test_files(tmp_path):
     assert helpers_in_two_files(tmp_path) == {"layout": ["a/test_one.py", "b/test_two.py"]}
 
 
+def test_the_scan_holds_two_programs_entry_points_to_it(tmp_path):
+    program = "import sys\n\ndef main(path):\n    print(path)\n\n" \
+              "if __name__ == '__main__':\n    main(sys.argv[1])\n"
+    (tmp_path / "dist_one.py").write_text(program)
+    (tmp_path / "dist_two.py").write_text(program)
+    assert helpers_in_two_files(tmp_path) == {"main": ["dist_one.py", "dist_two.py"]}
+
+
 def test_no_helper_is_defined_in_two_test_files():
-    copies = {name: files for name, files in helpers_in_two_files(TESTS).items()
-              if name not in HOMONYMS}
-    assert copies == {}, "define it once in tests/builders.py (or the shared module it " \
-                         "belongs with) and import it"
-
-
-def test_every_homonym_listed_is_still_defined_twice():
-    """A listed name that is no longer defined twice leaves the list."""
-    assert set(HOMONYMS) - set(helpers_in_two_files(TESTS)) == set()
+    """No name is excused: two helpers that differ get names that say what each does, and
+    the programs beside the tests (tests/dist_*.py, which torchrun starts) are held to it too."""
+    assert helpers_in_two_files(TESTS) == {}, "define it once in tests/builders.py (or the " \
+        "shared module it belongs with) and import it; a different helper gets its own name"
 
 
 def test_every_test_module_sits_in_its_stage_folder():

@@ -54,13 +54,13 @@ def displays(monkeypatch) -> list:
 
         def already_done(self, records):
             super().already_done(records)
-            self.at_resume = shown(self)
+            self.at_resume = best_on_display(self)
 
     monkeypatch.setattr(campaigns, "CampaignProgress", Recorded)
     return opened
 
 
-def shown(display: CampaignProgress) -> tuple[str | None, float | None, str]:
+def best_on_display(display: CampaignProgress) -> tuple[str | None, float | None, str]:
     """A live display's best: its trial, its value and the status line it prints."""
     record = display.best.record
     return (record.trial_id if record else None, display.best.value,
@@ -180,7 +180,7 @@ def test_every_reader_names_the_same_best_before_and_after_a_resume(
 
     after = readers(view, cli, runs_dir)
     assert after == dict.fromkeys(after, expected)
-    assert shown(display) == (*expected, status_line)
+    assert best_on_display(display) == (*expected, status_line)
     # Patience counts on from C's improvement, as the journal replays it: PATIENCE more
     # trials, none better, then the campaign stops for want of improvement.
     resumed = [r for r in view.records() if r.trial_id > ids["b_repeat"]]

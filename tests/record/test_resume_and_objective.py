@@ -110,7 +110,7 @@ def _install_legacy(runs_dir: Path, name: str) -> None:
     shutil.copytree(LEGACY / name, runs_dir / name, ignore=shutil.ignore_patterns("*.complete.*"))
 
 
-def _trials(events: list[dict]) -> dict[str, tuple]:
+def _finished_trials(events: list[dict]) -> dict[str, tuple]:
     finished = {e["trial_id"]: e for e in events if e["event"] == "finished"}
     # Layouts are compared as this version reads them: fields added since 0.1 take their
     # defaults, as they do when the journal is resumed.
@@ -128,7 +128,8 @@ def test_a_campaign_of_the_previous_layout_resumes(runs_dir, cli, name):
     assert code == 0, err
     complete = [json.loads(line) for line in
                 (LEGACY / name / "journal.complete.jsonl").read_text().splitlines()]
-    resumed, recorded = _trials(journal_events(runs_dir / name)), _trials(complete)
+    resumed = _finished_trials(journal_events(runs_dir / name))
+    recorded = _finished_trials(complete)
     cut = [json.loads(line) for line in (LEGACY / name / "journal.jsonl").read_text().splitlines()]
     before_cut = {e["trial_id"] for e in cut if e["event"] == "finished"}
     # Trials run after the cut are simulated by today's cost model, so their throughputs differ

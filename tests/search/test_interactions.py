@@ -291,7 +291,7 @@ def _noisy_spec(runs, name: str, max_trials: int):
     return spec_from_dict(data)
 
 
-def _trials(runs, name):
+def _finished_layouts(runs, name):
     return [(e["config"], e["fidelity"]) for e in journal_events(runs / name)
             if e["event"] == "finished" and e["result"]["status"] != "infeasible"]
 
@@ -304,7 +304,7 @@ def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_p
 
     runs = tmp_path / "runs"
     whole = Controller(_noisy_spec(runs, "whole", 40)).run()
-    trials = _trials(runs, "whole")
+    trials = _finished_layouts(runs, "whole")
     repeats = [config for config, fidelity in trials if fidelity == "repeat"]
     assert repeats, "no close contender was measured again"
     searched = [config for config, fidelity in trials if fidelity == "full"]
@@ -325,9 +325,9 @@ def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_p
     lines = journal.read_text().splitlines(keepends=True)
     finished = [i for i, line in enumerate(lines) if json.loads(line)["event"] == "finished"]
     journal.write_text("".join(lines[:finished[len(finished) // 2] + 1]))
-    assert len(_trials(runs, "whole")) < len(trials)
+    assert len(_finished_layouts(runs, "whole")) < len(trials)
     Controller(load_campaign_spec(runs, "whole")).run(resume=True)
-    assert _trials(runs, "whole") == trials
+    assert _finished_layouts(runs, "whole") == trials
     assert CampaignView.open(runs, "whole").best().config == whole.best.config
 
 
@@ -340,7 +340,7 @@ def test_a_small_budget_explores_before_it_names_a_winner(tmp_path, max_trials):
 
     runs = tmp_path / "runs"
     Controller(_noisy_spec(runs, "small", max_trials)).run()
-    trials = _trials(runs, "small")
+    trials = _finished_layouts(runs, "small")
     layouts = {json.dumps(config, sort_keys=True) for config, _ in trials}
     assert len(trials) == max_trials
     assert len(layouts) >= max_trials - int(NAMING_SHARE * max_trials), trials
@@ -383,7 +383,7 @@ def test_a_resume_with_trials_in_flight_runs_what_the_whole_campaign_ran(tmp_pat
     data = spec.model_dump(mode="json")
     data["budget"]["max_concurrent"] = 3
     Controller(spec_from_dict(data)).run()
-    trials = _trials(runs, "whole")
+    trials = _finished_layouts(runs, "whole")
     journal = runs / "whole" / "journal.jsonl"
     lines = journal.read_text().splitlines(keepends=True)
     kinds = [json.loads(line)["event"] for line in lines]
@@ -391,7 +391,7 @@ def test_a_resume_with_trials_in_flight_runs_what_the_whole_campaign_ran(tmp_pat
               if kinds[i] == "submitted" and kinds[i + 1] != "submitted"]
     journal.write_text("".join(lines[:rounds[round_] + 1]))
     Controller(load_campaign_spec(runs, "whole")).run(resume=True)
-    assert _trials(runs, "whole") == trials
+    assert _finished_layouts(runs, "whole") == trials
 
 
 

@@ -45,15 +45,15 @@ def test_adapter_asks_valid_configs_and_takes_failures(landscape, algorithm):
     assert len(asked) >= 2
 
 
-def run(cli, *args):
+def run_frontier(cli, *args):
     code, out, err = cli("run", str(EXAMPLES / "frontier-175b.yaml"), *args)
     assert code == 0, err
     return out
 
 
 def test_patience_and_gpu_hours_stop_a_campaign(runs_dir, cli):
-    run(cli, "--set", "search.algorithm=random", "--set", "budget.patience=3",
-        "--set", "budget.max_trials=30")
+    run_frontier(cli, "--set", "search.algorithm=random", "--set", "budget.patience=3",
+                 "--set", "budget.max_trials=30")
     status = json.loads(cli("status", "frontier-175b", "--json")[1])
     budget = status["budget"]
     assert budget["exhausted"].startswith("no improvement in") and budget["trials"] < 30
@@ -61,7 +61,8 @@ def test_patience_and_gpu_hours_stop_a_campaign(runs_dir, cli):
 
     # Each trial reserves twice its predicted simulated time on 1,024 GPUs before it starts:
     # the campaign stops within its GPU-hours, on a trial that no longer fits.
-    run(cli, "--set", "name=gpuh", "--set", "search.algorithm=random", "--set", "budget.gpu_hours=1500")
+    run_frontier(cli, "--set", "name=gpuh", "--set", "search.algorithm=random",
+                 "--set", "budget.gpu_hours=1500")
     status = json.loads(cli("status", "gpuh", "--json")[1])
     budget = status["budget"]
     assert status["stop_reason"].startswith("budget.gpu_hours: "), status["stop_reason"]
@@ -71,8 +72,8 @@ def test_patience_and_gpu_hours_stop_a_campaign(runs_dir, cli):
 
 def test_a_simulated_hang_holds_its_devices_until_the_timeout(runs_dir, cli):
     """So that a gpu_hours budget can be rehearsed with failures on the simulated backend."""
-    run(cli, "--set", "name=hangs", "--set", "backend.failure_rate=1.0",
-        "--set", "budget.max_trials=9", "--set", "trial.timeout_s=600")
+    run_frontier(cli, "--set", "name=hangs", "--set", "backend.failure_rate=1.0",
+                 "--set", "budget.max_trials=9", "--set", "trial.timeout_s=600")
     ended = [e for e in journal_events(runs_dir / "hangs") if e["event"] == "finished"]
     hangs = [e for e in ended if e["result"]["status"] == "timeout"]
     assert hangs, [e["result"]["status"] for e in ended]
@@ -82,7 +83,7 @@ def test_a_simulated_hang_holds_its_devices_until_the_timeout(runs_dir, cli):
 
 
 def test_wall_clock_budget(runs_dir, cli):
-    run(cli, "--set", "name=clock", "--set", "budget.wall_clock_s=0.001")
+    run_frontier(cli, "--set", "name=clock", "--set", "budget.wall_clock_s=0.001")
     status = json.loads(cli("status", "clock", "--json")[1])
     assert status["budget"]["exhausted"].startswith("wall clock") and status["budget"]["trials"] <= 1
 
@@ -154,7 +155,8 @@ def test_warm_start_reads_the_journal_not_its_mirror(runs_dir, cli):
     from orchestrator.record.campaign import CampaignView
     from orchestrator.scheduling.warm_start import source_results
 
-    run(cli, "--set", "name=source", "--set", "search.algorithm=random",
+    run_frontier(
+        cli, "--set", "name=source", "--set", "search.algorithm=random",
         "--set", "budget.max_trials=16",
         "--set", "search.fidelity={screening_steps: 2, keep_fraction: 0.5, min_screened: 2}")
     (runs_dir / "mlflow.db").unlink()
@@ -164,8 +166,8 @@ def test_warm_start_reads_the_journal_not_its_mirror(runs_dir, cli):
     ran = [r for r in view.records() if r.result and r.result.status != "infeasible"]
     assert {t for t, _, _ in found} == {r.trial_id for r in ran if r.phase == "confirm"}
     assert len(found) >= 3 and len(ran) > len(found)
-    run(cli, "--set", "name=seeded-from-journal", "--set", "search.algorithm=cost-guided",
-        "--set", "search.warm_start=source", "--set", "budget.max_trials=3")
+    run_frontier(cli, "--set", "name=seeded-from-journal", "--set", "search.algorithm=cost-guided",
+                 "--set", "search.warm_start=source", "--set", "budget.max_trials=3")
 
 
 def test_warm_start_measures_the_best_among_its_first_three_trials(runs_dir, cli):
@@ -174,11 +176,11 @@ def test_warm_start_measures_the_best_among_its_first_three_trials(runs_dir, cli
     calibration; seeded with it, the new campaign finds its best within 3 trials."""
     hidden = ["--set", "backend.perturbation=0.2", "--set", "backend.seed=7",
               "--set", "search.algorithm=cost-guided"]
-    run(cli, "--set", "name=source", "--set", "scale.nodes=64",
-        "--set", "scale.global_batch_size=768", "--set", "search.algorithm=random",
-        "--set", "budget.max_trials=25", *hidden[:4])
-    run(cli, "--set", "name=seeded", "--set", "search.warm_start=source",
-        "--set", "budget.max_trials=3", *hidden)
+    run_frontier(cli, "--set", "name=source", "--set", "scale.nodes=64",
+                 "--set", "scale.global_batch_size=768", "--set", "search.algorithm=random",
+                 "--set", "budget.max_trials=25", *hidden[:4])
+    run_frontier(cli, "--set", "name=seeded", "--set", "search.warm_start=source",
+                 "--set", "budget.max_trials=3", *hidden)
 
     spec = load_spec(EXAMPLES / "frontier-175b.yaml", ["backend.perturbation=0.2", "backend.seed=7"])
     cost = cost_model_for(spec)

@@ -30,8 +30,8 @@ SIMULATED = EXAMPLES / "frontier-175b.yaml"
 QUICKSTART = EXAMPLES / "quickstart.yaml"
 
 
-def simulated(name: str, trials: int = 8, concurrent: int = 2, latency: float = 0.4,
-              tracking: bool = True) -> list[str]:
+def simulated_options(name: str, trials: int = 8, concurrent: int = 2, latency: float = 0.4,
+                      tracking: bool = True) -> list[str]:
     return [f"name={name}", f"budget.max_trials={trials}", f"budget.max_concurrent={concurrent}",
             f"backend.latency_s={latency}", f"tracking.enabled={str(tracking).lower()}",
             "backend.noise=0.0"]
@@ -58,7 +58,7 @@ def test_server_killed_midway_resumes_every_campaign(service):
     token = server.token("alice")
     names = ["sim-a", "sim-b", "sim-c"]
     for name in names:
-        assert server.submit(token, SIMULATED, *simulated(name, trials=10, latency=0.6)
+        assert server.submit(token, SIMULATED, *simulated_options(name, trials=10, latency=0.6)
                              ).status_code == 201
     real = server.submit(token, QUICKSTART, "name=real-trials", "budget.max_trials=2",
                          "trial.steps=4", "trial.warmup_steps=1")
@@ -87,7 +87,7 @@ def test_a_killed_controller_is_restarted(service):
     server = service().start()
     token = server.token("alice")
     # Trials of 3 s: the controller is still running when the test kills it.
-    server.submit(token, SIMULATED, *simulated("restarted", trials=8, latency=3))
+    server.submit(token, SIMULATED, *simulated_options("restarted", trials=8, latency=3))
     deadline = time.monotonic() + 60
     while not server.campaign(token, "restarted")["trials"]:
         assert time.monotonic() < deadline, server.logs()
@@ -114,7 +114,8 @@ def test_cluster_wide_trial_limit_is_shared(service):
     token = server.token("alice")
     names = ["share-a", "share-b", "share-c"]
     for name in names:
-        server.submit(token, SIMULATED, *simulated(name, trials=6, latency=0.5, tracking=False))
+        server.submit(token, SIMULATED,
+                      *simulated_options(name, trials=6, latency=0.5, tracking=False))
     server.wait_final(token, names)
     intervals, per_campaign = [], {}
     for name in names:
@@ -150,7 +151,8 @@ def test_quota_refuses_admission(service):
     assert fits.status_code == 201
     again = server.submit(token, QUICKSTART, *one_real_trial("no-room"), "budget.gpu_hours=0.6")
     assert again.status_code == 403, again.text  # 0.5 reserved by the queued one
-    rehearsal = server.submit(token, SIMULATED, *simulated("rehearsal"), "budget.gpu_hours=5")
+    rehearsal = server.submit(token, SIMULATED, *simulated_options("rehearsal"),
+                              "budget.gpu_hours=5")
     assert rehearsal.status_code == 201 and rehearsal.json()["simulated"] is True
     assert server.api("POST", "/api/quotas", token, json={
         "scope": "user", "name": "bob", "gpu_hours": 99}).status_code == 403
@@ -200,7 +202,8 @@ def test_authentication_and_one_line_errors(service):
     assert {"/api/campaigns", "/api/campaigns/{name}/cancel", "/api/campaigns/{name}/logs",
             "/api/campaigns/{name}/best", "/api/quotas"} <= set(paths)
     assert server.api("GET", "/api/whoami", alice).json() == {"user": "alice", "admin": False}
-    assert server.submit(alice, SIMULATED, *simulated("alices", latency=5)).status_code == 201
+    submitted = server.submit(alice, SIMULATED, *simulated_options("alices", latency=5))
+    assert submitted.status_code == 201
     hidden = server.api("POST", "/api/campaigns/alices/cancel", bob)  # not bob's to see
     assert hidden.status_code == 404 and "no campaign 'alices'" in hidden.json()["detail"]
     malformed = server.api("POST", "/api/campaigns", alice,
@@ -244,13 +247,15 @@ def test_queue_starts_higher_priority_first(service):
     server = service("--max-running", "1").start()
     token = server.token("alice")
     # Trials of 5 s: first still runs when both others are queued, however slow the submits.
-    server.submit(token, SIMULATED, *simulated("first", trials=3, latency=5, tracking=False))
+    server.submit(token, SIMULATED,
+                  *simulated_options("first", trials=3, latency=5, tracking=False))
     deadline = time.monotonic() + 120
     while server.campaign(token, "first")["state"] == "queued":  # the queue is read each tick
         assert time.monotonic() < deadline, server.logs()
         time.sleep(0.1)
-    server.submit(token, SIMULATED, *simulated("low", trials=2, tracking=False), priority=0)
-    server.submit(token, SIMULATED, *simulated("high", trials=2, tracking=False), priority=5)
+    server.submit(token, SIMULATED, *simulated_options("low", trials=2, tracking=False), priority=0)
+    server.submit(token, SIMULATED, *simulated_options("high", trials=2, tracking=False),
+                  priority=5)
     waiting = server.campaign(token, "low")
     assert waiting["state"] == "queued"
     done = server.wait_final(token, ["first", "low", "high"])

@@ -42,7 +42,7 @@ def page(tmp_path, runs_dir, cli):
     service.db.dispose()
 
 
-def as_user(token: str) -> dict:
+def bearer_header(token: str) -> dict:
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -63,7 +63,7 @@ def test_the_campaign_page_carries_no_data_and_asks_the_api(page):
 
 def test_trials_come_best_first_with_the_knobs_they_vary(page):
     client, tokens, view, _ = page
-    found = client.get("/api/campaigns/mixed/trials", headers=as_user(tokens["alice"])).json()
+    found = client.get("/api/campaigns/mixed/trials", headers=bearer_header(tokens["alice"])).json()
     records = view.records()
     pruned = [r for r in records if r.result.status == "infeasible"]
     ran = {r.trial_id: r for r in records if r.result.status != "infeasible"}
@@ -80,7 +80,7 @@ def test_trials_come_best_first_with_the_knobs_they_vary(page):
     assert "pp" not in found["knobs"] and "activation_checkpointing" not in found["knobs"]
     failed = [t for t in found["trials"] if t["status"] not in ("ok", "running")]
     assert all(t["error"] and "\n" not in t["error"] for t in failed)
-    refused = client.get("/api/campaigns/mixed/trials", headers=as_user(tokens["bob"]))
+    refused = client.get("/api/campaigns/mixed/trials", headers=bearer_header(tokens["bob"]))
     assert refused.status_code == 404  # not bob's: not even told it exists
 
 
@@ -88,11 +88,11 @@ def test_the_log_tail_is_its_last_bytes(page):
     client, tokens, _, log = page
     size = log.stat().st_size
     tail = client.get("/api/campaigns/mixed/logs", params={"tail": 200},
-                      headers=as_user(tokens["alice"]))
+                      headers=bearer_header(tokens["alice"]))
     assert tail.status_code == 200 and tail.text == log.read_text()[-200:]
     assert tail.text.endswith(f"line {LOG_LINES - 1}\n")
     assert int(tail.headers["X-Log-Offset"]) == size
     bad = client.get("/api/campaigns/mixed/logs", params={"tail": 0},
-                     headers=as_user(tokens["alice"]))
+                     headers=bearer_header(tokens["alice"]))
     assert bad.status_code == 422 and bad.json()["detail"].startswith("query.tail:")
 

@@ -47,8 +47,8 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def paratune(*args: str, server: str | None = None, token: str | None = None,
-             timeout: float = 120) -> subprocess.CompletedProcess:
+def run_paratune(*args: str, server: str | None = None, token: str | None = None,
+                 timeout: float = 120) -> subprocess.CompletedProcess:
     extra = {"PARATUNE_SERVER": server} if server else {}
     if token:
         extra["PARATUNE_TOKEN"] = token
@@ -63,7 +63,7 @@ class Server:
     tokens: dict[str, str]
 
     def cli(self, *args: str, user: str = "alice", **kw) -> subprocess.CompletedProcess:
-        return paratune(*args, server=self.url, token=self.tokens[user], **kw)
+        return run_paratune(*args, server=self.url, token=self.tokens[user], **kw)
 
     def ok(self, *args: str, user: str = "alice", **kw) -> subprocess.CompletedProcess:
         proc = self.cli(*args, user=user, **kw)
@@ -110,8 +110,8 @@ def server(tmp_path_factory):
     try:
         tokens = {}
         for user, admin in (("alice", []), ("bob", []), ("root", ["--admin"])):
-            made = paratune("server", "token", "create", "--user", user, *admin,
-                            "--state-dir", str(state))
+            made = run_paratune("server", "token", "create", "--user", user, *admin,
+                                "--state-dir", str(state))
             assert made.returncode == 0, made.stderr
             tokens[user] = made.stdout.strip()
         yield Server(url, state, tokens)
@@ -218,7 +218,7 @@ def test_best_through_the_server_matches_the_runs_directory(server, demo, tmp_pa
     assert launch.read_text() == remote and os.access(launch, os.X_OK)
     assert summary["trial_id"] == server.campaign("demo")["best"]["trial_id"]
     assert summary["file"] == str(launch) and summary["tokens_per_s"] > 0
-    local_json = json.loads(paratune("best", "demo", "--json", "--runs-dir", runs).stdout)
+    local_json = json.loads(run_paratune("best", "demo", "--json", "--runs-dir", runs).stdout)
     assert local_json["trial_id"] == summary["trial_id"]
     refused = one_line_error(server.cli("best", "demo", "--format", "command"))
     assert "ran trainer 'builtin', not a trial.command" in refused
@@ -226,12 +226,12 @@ def test_best_through_the_server_matches_the_runs_directory(server, demo, tmp_pa
 
 def test_failures_are_one_line(server, demo, tmp_path):
     url = server.url
-    unknown = one_line_error(paratune("ls", server=url, token="not-a-token"))
+    unknown = one_line_error(run_paratune("ls", server=url, token="not-a-token"))
     assert "missing or unknown token" in unknown
-    missing = one_line_error(paratune("ls", server=url))
+    missing = one_line_error(run_paratune("ls", server=url))
     assert "--token" in missing and "$PARATUNE_TOKEN" in missing
     down = f"http://127.0.0.1:{free_port()}"
-    assert one_line_error(paratune("status", "demo", server=down, token="x")) == (
+    assert one_line_error(run_paratune("status", "demo", server=down, token="x")) == (
         f"error: cannot reach the ParaTune server at {down}; start it with `paratune server` "
         "or check --server")
     bad = tmp_path / "bad.yaml"
@@ -245,9 +245,10 @@ def test_failures_are_one_line(server, demo, tmp_path):
     assert "no such file" in one_line_error(server.cli("submit", str(tmp_path / "none.yaml")))
     assert "no campaign 'nope' on this server" in one_line_error(server.cli("logs", "nope"))
     assert "unknown format 'zip'" in one_line_error(server.cli("best", "demo", "--format", "zip"))
-    assert "needs a campaign service" in one_line_error(paratune("ls"))
-    assert "no campaign 'demo' under" in one_line_error(paratune("cancel", "demo"))
-    assert "is not an http(s) URL" in one_line_error(paratune("ls", server="ftp://x", token="t"))
+    assert "needs a campaign service" in one_line_error(run_paratune("ls"))
+    assert "no campaign 'demo' under" in one_line_error(run_paratune("cancel", "demo"))
+    assert "is not an http(s) URL" in one_line_error(
+        run_paratune("ls", server="ftp://x", token="t"))
 
 
 def test_only_the_owner_or_an_admin_may_cancel(server, demo, slow):

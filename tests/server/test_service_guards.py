@@ -16,7 +16,7 @@ import pytest
 from conftest import EXAMPLES, POSTGRES_ELSE_SQLITE, journal_events, on_database
 from ports import free_port
 from sqlalchemy.engine import make_url
-from test_service import simulated
+from test_service import simulated_options
 
 from orchestrator.cli.service_client import SERVER_ENV, TOKEN_ENV
 from orchestrator.common.processes import is_running, start_time
@@ -43,8 +43,8 @@ def test_a_second_server_touches_none_of_the_running_controllers(service, tmp_pa
     token = server.token("alice")
     # Trials of a minute: the controller outlives the three server starts below however
     # slow the machine is, and the test cancels the campaign once they are checked.
-    server.submit(token, SIMULATED, *simulated("guarded", trials=30, latency=60.0,
-                                               tracking=False))
+    server.submit(token, SIMULATED, *simulated_options("guarded", trials=30, latency=60.0,
+                                                       tracking=False))
     deadline = time.monotonic() + 60
     while not (campaign := server.campaign(token, "guarded"))["trials"]:
         assert time.monotonic() < deadline, server.logs()
@@ -130,7 +130,7 @@ def test_controllers_never_get_the_clients_server_and_token_nor_the_database(ser
     server.env.update({SERVER_ENV: server.url, TOKEN_ENV: token,  # a client of itself
                        "PARATUNE_DATABASE_URL": server.database_url})
     server.start()
-    server.submit(token, SIMULATED, *simulated("env", trials=4, latency=60, tracking=False))
+    server.submit(token, SIMULATED, *simulated_options("env", trials=4, latency=60, tracking=False))
     deadline = time.monotonic() + 60
     while not (campaign := server.campaign(token, "env"))["running"]:
         assert time.monotonic() < deadline, server.logs()
@@ -171,7 +171,8 @@ def test_quotas_are_finite_and_above_zero(service):
 def test_a_log_offset_past_the_end_reads_nothing(service):
     server = service().start()
     token = server.token("alice")
-    server.submit(token, SIMULATED, *simulated("logged", trials=2, latency=0.1, tracking=False))
+    server.submit(token, SIMULATED,
+                  *simulated_options("logged", trials=2, latency=0.1, tracking=False))
     server.wait_final(token, ["logged"])
     size = (server.state_dir / "logs" / "logged.log").stat().st_size
     whole = server.api("GET", "/api/campaigns/logged/logs", token)
@@ -270,8 +271,8 @@ def test_a_campaign_name_as_long_as_a_spec_allows(service):
     assert len(LONG_NAME) == 80 < NAME_MAX
     server = service().start()
     token = server.token("alice")
-    response = server.submit(token, SIMULATED, *simulated(LONG_NAME, trials=2, latency=0.1,
-                                                          tracking=False))
+    response = server.submit(token, SIMULATED, *simulated_options(LONG_NAME, trials=2, latency=0.1,
+                                                                  tracking=False))
     assert response.status_code == 201, response.text
     done = server.wait_final(token, [LONG_NAME])[LONG_NAME]
     assert done["state"] == "finished", server.logs()
@@ -289,8 +290,8 @@ def test_an_older_services_database_takes_long_names(service, database_url):
         connection.execute(text("ALTER TABLE campaigns ALTER COLUMN name TYPE VARCHAR(64)"))
     server = service().start()
     token = server.token("alice")
-    response = server.submit(token, SIMULATED, *simulated(LONG_NAME, trials=2, latency=0.1,
-                                                          tracking=False))
+    response = server.submit(token, SIMULATED, *simulated_options(LONG_NAME, trials=2, latency=0.1,
+                                                                  tracking=False))
     assert response.status_code == 201, response.text
     assert server.campaign(token, LONG_NAME)["name"] == LONG_NAME
     columns = {c["name"]: c["type"] for c in inspect(engine).get_columns("campaigns")}

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from conftest import journal_events
-from test_service import QUICKSTART, SIMULATED, simulated
+from test_service import QUICKSTART, SIMULATED, simulated_options
 
 from orchestrator.server import trust
 from orchestrator.server.auth import create_token
@@ -112,8 +112,8 @@ def test_a_deleted_token_stops_working_at_once(server):
 def test_queued_campaigns_are_checked_again_when_they_start(server, tmp_path):
     admin, bob, carol, gus, erin = tokens(server, "root", "bob", "carol", "gus", "erin")
     set_code_grant(server, "bob")
-    blocker = server.submit(admin, SIMULATED, *simulated("blocker", trials=60, concurrent=1,
-                                                         latency=1.0, tracking=False))
+    blocker = server.submit(admin, SIMULATED, *simulated_options("blocker", trials=60, concurrent=1,
+                                                                 latency=1.0, tracking=False))
     assert blocker.status_code == 201, blocker.text
     deadline = time.monotonic() + 60
     while server.campaign(admin, "blocker")["state"] != "running":
@@ -126,10 +126,12 @@ def test_queued_campaigns_are_checked_again_when_they_start(server, tmp_path):
                               "tracking.enabled=false", "trial.command=[python3, -c, "
                               f"'open(\"{marker}\", \"w\")', '{{zero_stage}}', "
                               "'{micro_batch_size}', '{activation_checkpointing}']"),
-        "carols": server.submit(carol, SIMULATED, *simulated("carols", trials=1, tracking=False)),
+        "carols": server.submit(carol, SIMULATED,
+                                *simulated_options("carols", trials=1, tracking=False)),
         "gus-unbounded": server.submit(gus, QUICKSTART, "name=gus-unbounded",
                                        "budget.max_trials=1", "tracking.enabled=false"),
-        "erins": server.submit(erin, SIMULATED, *simulated("erins", trials=1, tracking=False)),
+        "erins": server.submit(erin, SIMULATED,
+                               *simulated_options("erins", trials=1, tracking=False)),
     }
     for name, response in queued.items():
         assert response.status_code == 201, (name, response.text)

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from conftest import ROOT
 from service_harness import ServiceProcess
-from test_service import QUICKSTART, SIMULATED, one_real_trial, simulated
+from test_service import QUICKSTART, SIMULATED, one_real_trial, simulated_options
 
 USER = "nobody"
 SECRET = "S3cretPW2"
@@ -110,7 +110,7 @@ def server(base):
     made.stop()
 
 
-def as_user(*argv: str) -> subprocess.CompletedProcess:
+def run_as_other_user(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(argv, user=USER, cwd="/", capture_output=True, text=True, timeout=60)
 
 
@@ -134,7 +134,8 @@ def test_a_named_file_is_read_by_a_child_that_does_not_repeat_it(tmp_path):
     os.mkfifo(tmp_path / "fifo.yaml")
     answers = {}
     for name in ("bad.yaml", "fifo.yaml", "missing.yaml"):
-        data = read_submission(SIMULATED.read_text(), [*simulated("x"), f"model={tmp_path / name}"])
+        data = read_submission(SIMULATED.read_text(),
+                               [*simulated_options("x"), f"model={tmp_path / name}"])
         with pytest.raises(SpecError) as refused:
             parse_in_child(data, tmp_path / "runs", None, None, [], cwd=str(tmp_path),
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -150,7 +151,7 @@ def test_a_file_named_by_a_user_is_read_as_the_run_as_user(server):
     (state / "secret.yaml").chmod(0o600)
     answers = []
     for path in (state / "secret.yaml", state / "missing.yaml"):
-        refused = server.submit(server.tokens["bob"], SIMULATED, *simulated("peek"),
+        refused = server.submit(server.tokens["bob"], SIMULATED, *simulated_options("peek"),
                                 f"model={path}")
         assert refused.status_code == 422, refused.text
         assert SECRET not in refused.text
@@ -170,7 +171,7 @@ def test_a_fifo_named_as_a_model_file_is_refused_and_blocks_nothing(server, base
                 f"{server.url}/api/campaigns", timeout=60,
                 headers={"Authorization": f"Bearer {server.tokens['bob']}"},
                 json={"spec_yaml": SIMULATED.read_text(), "workdir": str(ROOT),
-                      "set": [*simulated("fifo"), f"model={fifo}"]})
+                      "set": [*simulated_options("fifo"), f"model={fifo}"]})
         except httpx.HTTPError as exc:
             answered["fifo"] = exc
 
@@ -191,7 +192,8 @@ def test_a_fifo_named_as_a_model_file_is_refused_and_blocks_nothing(server, base
     assert isinstance(reply, httpx.Response), reply
     assert reply.status_code == 422 and "model" in reply.json()["detail"], reply.text
     assert time.monotonic() - started < 60
-    ok = server.submit(server.tokens["alice"], SIMULATED, *simulated("after-fifo", trials=1))
+    ok = server.submit(server.tokens["alice"], SIMULATED,
+                       *simulated_options("after-fifo", trials=1))
     assert ok.status_code == 201, ok.text
 
 
@@ -224,7 +226,8 @@ def test_a_trial_cannot_make_the_service_write_through_a_link(server, base):
     assert swapper.status_code == 201, swapper.text
     server.wait_final(token, ["swapper"])
     for victim in ("victim", "victim2"):
-        submitted = server.submit(token, SIMULATED, *simulated(victim, trials=1, tracking=False))
+        submitted = server.submit(token, SIMULATED,
+                                  *simulated_options(victim, trials=1, tracking=False))
         assert submitted.status_code == 201, submitted.text
     done = server.wait_final(token, ["victim", "victim2"])
     assert (private / "target").read_text() == "original\n"
@@ -246,8 +249,8 @@ def test_a_trial_cannot_open_the_state_directory_across_a_restart(server):
     server.start()
     mode = stat.S_IMODE(state.stat().st_mode)
     assert state.stat().st_uid == 0 and not mode & 0o066, oct(mode)
-    assert as_user("ls", str(state)).returncode != 0
-    assert as_user("cat", str(state / "server.db")).returncode != 0
+    assert run_as_other_user("ls", str(state)).returncode != 0
+    assert run_as_other_user("cat", str(state / "server.db")).returncode != 0
     assert server.campaign(token, "relinker")["final"]
 
 
@@ -265,7 +268,7 @@ def test_a_module_a_trial_plants_is_imported_by_no_controller(server, base):
         assert planter.status_code == 201, planter.text
         server.wait_final(token, ["planter"])
         assert planted.exists(), server.logs()
-        victim = server.submit(token, SIMULATED, *simulated("after-plant", trials=1,
+        victim = server.submit(token, SIMULATED, *simulated_options("after-plant", trials=1,
                                                            tracking=False))
         assert victim.status_code == 201, victim.text
         done = server.wait_final(token, ["after-plant"])["after-plant"]
@@ -319,10 +322,11 @@ def test_the_other_holes_stay_shut_under_run_as(server, base):
     assert ended["gpu_hours"] <= 0.0002 and not ended["counts"].get("ok"), ended
 
     for name in ("NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "FI_PROVIDER_PATH"):
-        refused = server.submit(alice, SIMULATED, *simulated("plugin"),
+        refused = server.submit(alice, SIMULATED, *simulated_options("plugin"),
                                 f"trial.env.{name}=/tmp/libevil.so")
         assert refused.status_code == 403 and name in refused.json()["detail"], refused.text
-    shell = server.submit(bob, SIMULATED, *simulated("shell"), "trial.env.BASH_ENV=$(touch M)")
+    shell = server.submit(bob, SIMULATED, *simulated_options("shell"),
+                          "trial.env.BASH_ENV=$(touch M)")
     assert shell.status_code == 422 and "trial.env.BASH_ENV" in shell.json()["detail"]
 
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
@@ -337,7 +341,7 @@ def test_the_other_holes_stay_shut_under_run_as(server, base):
                       str(server.state_dir), "--database", server.database_url).returncode == 0
     assert server.api("GET", "/api/campaigns", doomed).status_code == 401
 
-    victim = server.submit(alice, SIMULATED, *simulated("alices", trials=1, tracking=False))
+    victim = server.submit(alice, SIMULATED, *simulated_options("alices", trials=1, tracking=False))
     assert victim.status_code == 201, victim.text
     server.wait_final(alice, ["alices"])
     line = base / "hostile-line"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from conftest import POSTGRES_ELSE_SQLITE, on_database
-from test_service import QUICKSTART, SIMULATED, one_real_trial, simulated
+from test_service import QUICKSTART, SIMULATED, one_real_trial, simulated_options
 
 SUBMITS = 50
 
@@ -32,20 +32,21 @@ def test_running_or_reading_ones_own_code_takes_a_grant(service, tmp_path):
         "trial.trainer": ["trial.trainer=torchtitan"],
     }
     for key, overrides in asks.items():
-        refused = server.submit(bob, SIMULATED, *simulated("b"), *overrides)
+        refused = server.submit(bob, SIMULATED, *simulated_options("b"), *overrides)
         assert refused.status_code == 403, (key, refused.text)
         detail = refused.json()["detail"]
         assert detail.startswith(key) and "code grant" in detail, (key, detail)
     # A tuning variable needs no grant; a file named is refused before it is read, so the
     # answer does not tell whether it exists.
-    assert server.submit(bob, SIMULATED, *simulated("tuned", trials=1),
+    assert server.submit(bob, SIMULATED, *simulated_options("tuned", trials=1),
                          "trial.env.NCCL_DEBUG=INFO").status_code == 201
-    missing = server.submit(bob, SIMULATED, *simulated("m"), "model=/no/such.yaml").json()
-    present = server.submit(bob, SIMULATED, *simulated("m"), "model=/etc/hostname.yaml").json()
+    missing = server.submit(bob, SIMULATED, *simulated_options("m"), "model=/no/such.yaml").json()
+    present = server.submit(bob, SIMULATED, *simulated_options("m"),
+                            "model=/etc/hostname.yaml").json()
     assert missing["detail"].split(":")[1:] == present["detail"].split(":")[1:]
     assert server.cli("server", "grant", "--user", "bob",
                       *server.admin_options()).returncode == 0
-    granted = server.submit(bob, SIMULATED, *simulated("own", trials=1),
+    granted = server.submit(bob, SIMULATED, *simulated_options("own", trials=1),
                             "tracking.uri=sqlite:///" + str(tmp_path / "bobs-mlflow.db"))
     assert granted.status_code == 201, granted.text
 
@@ -58,10 +59,11 @@ def test_campaigns_are_seen_by_owner_project_members_and_admins(service):
     for user in ("alice", "carol"):
         assert server.cli("server", "member", "--project", "llm", "--user", user,
                           *server.admin_options()).returncode == 0
-    submitted = server.submit(alice, SIMULATED, *simulated("secret", trials=2, tracking=False),
+    submitted = server.submit(alice, SIMULATED,
+                              *simulated_options("secret", trials=2, tracking=False),
                               "trial.env.NCCL_SOCKET_IFNAME=ib-secret-0", project="llm")
     assert submitted.status_code == 201, submitted.text
-    assert server.submit(bob, SIMULATED, *simulated("b"), project="llm").status_code == 403
+    assert server.submit(bob, SIMULATED, *simulated_options("b"), project="llm").status_code == 403
     server.wait_final(alice, ["secret"])
     for path in ("", "/logs", "/best?format=sbatch", "/report"):
         assert server.api("GET", f"/api/campaigns/secret{path}", bob).status_code == 404, path
@@ -75,7 +77,7 @@ def test_campaigns_are_seen_by_owner_project_members_and_admins(service):
         report = server.api("GET", "/api/campaigns/secret/report", reader).text
         assert ("ib-secret-0" in report) is shown and "secret" in report
     assert server.api("POST", "/api/campaigns/secret/cancel", carol).status_code == 403
-    warm = server.submit(bob, SIMULATED, *simulated("w"), "search.warm_start=secret")
+    warm = server.submit(bob, SIMULATED, *simulated_options("w"), "search.warm_start=secret")
     assert warm.status_code == 403 and "search.warm_start" in warm.json()["detail"]
 
 

@@ -168,13 +168,13 @@ def test_every_plain_entry_of_the_table_names_a_key_the_spec_lacks():
 # --- (c) knobs a command never sees -----------------------------------------------------------
 
 
-def command_spec(caplog, *argv: str, **sections):
+def spec_of_command(caplog, *argv: str, **sections):
     data = quickstart_data(trial={"command": ["python", "train.py", *argv]}, **sections)
     return spec_warnings(caplog, data)
 
 
 def test_knobs_the_command_never_sees_are_pinned_with_one_warning_each(caplog):
-    spec, said = command_spec(caplog, "--mbs={micro_batch_size}")
+    spec, said = spec_of_command(caplog, "--mbs={micro_batch_size}")
     assert spec.space.micro_batch_size == [1, 4]  # the command sees it: searched
     assert spec.space.zero_stage == [0] and spec.space.activation_checkpointing == ["none"]
     assert len(said) == 2
@@ -186,8 +186,9 @@ def test_knobs_the_command_never_sees_are_pinned_with_one_warning_each(caplog):
 
 
 def test_a_knob_that_reaches_the_command_another_way_is_kept(caplog):
-    spec, said = command_spec(caplog, "--ds={deepspeed_config}", "--ac={activation_checkpointing}",
-                              space={"tp": [1, 2]})
+    spec, said = spec_of_command(caplog, "--ds={deepspeed_config}",
+                                 "--ac={activation_checkpointing}",
+                                 space={"tp": [1, 2]})
     assert spec.space.zero_stage == [0, 1, 2, 3] and spec.space.micro_batch_size == [1, 4]
     assert spec.space.tp == [1, 2] and spec.space.activation_checkpointing == ["none", "full"]
     assert said == []
@@ -196,8 +197,8 @@ def test_a_knob_that_reaches_the_command_another_way_is_kept(caplog):
 @pytest.mark.parametrize("placeholder", ["{dp}", "{grad_accum_steps}", "{trial_dir}"])
 def test_the_world_and_batch_split_reach_the_command_through_what_follows_from_them(
         caplog, placeholder):
-    spec, said = command_spec(caplog, f"--x={placeholder}", "--ac={activation_checkpointing}",
-                              "--z={zero_stage}", space={"tp": [1, 2]})
+    spec, said = spec_of_command(caplog, f"--x={placeholder}", "--ac={activation_checkpointing}",
+                                 "--z={zero_stage}", space={"tp": [1, 2]})
     assert spec.space.tp == [1, 2]
     if placeholder == "{dp}":  # the data-parallel degree says nothing of the micro-batch
         assert spec.space.micro_batch_size == [1]
@@ -207,14 +208,14 @@ def test_the_world_and_batch_split_reach_the_command_through_what_follows_from_t
 
 
 def test_the_default_is_kept_when_listed_else_the_first_value(caplog):
-    spec, said = command_spec(caplog, "--z={zero_stage}", "--mbs={micro_batch_size}",
-                              space={"activation_checkpointing": ["full", "selective"]})
+    spec, said = spec_of_command(caplog, "--z={zero_stage}", "--mbs={micro_batch_size}",
+                                 space={"activation_checkpointing": ["full", "selective"]})
     assert spec.space.activation_checkpointing == ["full"] and len(said) == 1
 
 
 def test_listed_layouts_and_saved_specs_are_not_pinned(caplog):
     layouts = {"kind": "list", "configs": [{"zero_stage": 0}, {"zero_stage": 1}]}
-    spec, said = command_spec(caplog, "--steps={steps}", space=layouts)
+    spec, said = spec_of_command(caplog, "--steps={steps}", space=layouts)
     assert len(spec.candidates()) == 2 and said == []
     data = quickstart_data(trial={"command": ["python", "train.py"]})
     spec, said = spec_warnings(caplog, data, saved=True)
