@@ -16,11 +16,11 @@ import shlex
 import subprocess
 
 import pytest
+from builders import make_spec
 from trainer_checks import torchtitan_registry_configs
 
 from orchestrator.common.errors import SpecError
 from orchestrator.trainers.torchtitan.export import export_torchtitan
-from orchestrator.spec import spec_from_dict
 from orchestrator.trainers import TorchtitanTrainer, trainer_for
 from orchestrator.trainers.base import Measure
 from orchestrator.trainers.result_reading import result_from_log
@@ -28,15 +28,15 @@ from orchestrator.trial.folder import TrialFolder
 
 
 def _spec(**space):
-    return spec_from_dict({
-        "name": "titan", "model": "llama-7b", "cluster": "h100-80g",
-        "scale": {"nodes": 2, "global_batch_size": 32},
-        "space": {"activation_checkpointing": ["selective"], **space},
-        "trial": {"trainer": "torchtitan", "steps": 5, "warmup_steps": 2,
-                  "torchtitan": {"module": "llama3", "config": "llama3_8b", "overrides": [
-                      "--training.steps=99", "--dump-folder=./runs/{trial_id}",
-                      "--training.local-batch-size=64"]}},
-    })
+    """llama-7b on two nodes run by torchtitan as llama3_8b, with overrides that the layout
+    and the trial's own steps and folder must win over."""
+    return make_spec(
+        name="titan", scale={"global_batch_size": 32}, trainer="torchtitan",
+        space={"activation_checkpointing": ["selective"], **space},
+        trial={"steps": 5, "warmup_steps": 2,
+               "torchtitan": {"module": "llama3", "config": "llama3_8b", "overrides": [
+                   "--training.steps=99", "--dump-folder=./runs/{trial_id}",
+                   "--training.local-batch-size=64"]}})
 
 
 def _only(spec):
@@ -137,10 +137,10 @@ def test_zero0_and_1_replicate_and_layout_flags_win(parse, tmp_path):
 
 
 def test_a_campaign_of_another_trainer_exports_with_torchtitans_defaults(tmp_path):
-    spec = spec_from_dict({"name": "quick", "model": "tiny", "cluster": "cpu-local",
-                           "scale": {"global_batch_size": 4}, "space": {"tp": [1], "pp": [1],
-                           "zero_stage": [3], "micro_batch_size": [2],
-                           "activation_checkpointing": ["full"]}})
+    spec = make_spec(name="quick", model="tiny", cluster="cpu-local",
+                     scale={"nodes": 1, "global_batch_size": 4},
+                     space={"tp": [1], "pp": [1], "zero_stage": [3], "micro_batch_size": [2],
+                            "activation_checkpointing": ["full"]})
     config = _only(spec)
     text = export_torchtitan(spec, "t0001", config)
     assert "--module llama3 --config llama3_debugmodel" in " ".join(shlex.split(text, comments=True))
@@ -149,10 +149,9 @@ def test_a_campaign_of_another_trainer_exports_with_torchtitans_defaults(tmp_pat
 
 def test_overrides_may_not_set_what_the_layout_sets():
     with pytest.raises(SpecError, match="activation checkpointing from the layout"):
-        spec_from_dict({"name": "x", "model": "tiny", "cluster": "cpu-local",
-                        "scale": {"global_batch_size": 4},
-                        "trial": {"trainer": "torchtitan", "torchtitan": {
-                            "overrides": ["activation-checkpoint:full"]}}})
+        make_spec(model="tiny", cluster="cpu-local", scale={"nodes": 1, "global_batch_size": 4},
+                  trainer="torchtitan",
+                  trial={"torchtitan": {"overrides": ["activation-checkpoint:full"]}})
 
 
 def test_amsp_factors_torchtitan_cannot_run_are_a_spec_error(tmp_path):
@@ -249,12 +248,11 @@ def test_a_crash_is_failed_with_its_cause():
 # --- mixture of experts ------------------------------------------------------------------
 
 def _moe_spec(config="qwen3_30b_a3b", module="qwen3", **space):
-    return spec_from_dict({
-        "name": "titan", "model": "qwen3-30b-a3b", "cluster": "h100-80g",
-        "scale": {"nodes": 1, "global_batch_size": 32},
-        "space": {"tp": [1, 2], "pp": [1], "ep": [1, 2, 4, 8], "zero_stage": [1, 3],
-                  "micro_batch_size": [1], "activation_checkpointing": ["full"], **space},
-        "trial": {"trainer": "torchtitan", "torchtitan": {"module": module, "config": config}}})
+    return make_spec(
+        name="titan", model="qwen3-30b-a3b", scale={"nodes": 1, "global_batch_size": 32},
+        space={"tp": [1, 2], "pp": [1], "ep": [1, 2, 4, 8], "zero_stage": [1, 3],
+               "micro_batch_size": [1], "activation_checkpointing": ["full"], **space},
+        trainer="torchtitan", trial={"torchtitan": {"module": module, "config": config}})
 
 
 def test_expert_parallelism_is_what_torchtitan_parses(parse, tmp_path):
