@@ -12,14 +12,22 @@ install: $(STAMP)
 # What a trainer's tests check it against that pip must install without its dependencies (or
 # on a Python its wheel does not declare) sits in the trainer's folder, each file saying why.
 TRAINER_REQUIREMENTS := $(sort $(wildcard orchestrator/trainers/*/requirements-no-deps.txt))
+# What a trainer's tool needs to import that would clash with the suite's own packages: each
+# folder's file goes to a folder of its own, $(VENV)/trainer-sites/<folder>, which only that
+# trainer's tests put on a subprocess's path.
+TRAINER_SITES := $(sort $(wildcard orchestrator/trainers/*/requirements-import-site.txt))
 
 # torch is installed first and pinned: the CPU wheel, so that no CUDA build is pulled.
-$(STAMP): pyproject.toml $(TRAINER_REQUIREMENTS)
+$(STAMP): pyproject.toml $(TRAINER_REQUIREMENTS) $(TRAINER_SITES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e ".[test]"
 	for requirements in $(TRAINER_REQUIREMENTS); do \
 	  $(BIN)/pip install --quiet --no-deps --ignore-requires-python -r $$requirements || exit 1; \
+	done
+	for requirements in $(TRAINER_SITES); do \
+	  site=$(VENV)/trainer-sites/$$(basename $$(dirname $$requirements)); \
+	  $(BIN)/pip install --quiet --no-deps --upgrade --target $$site -r $$requirements || exit 1; \
 	done
 	touch $(STAMP)
 

@@ -1,16 +1,16 @@
 """The overrides a layout renders land in Megatron-Bridge's own config classes (megatron-bridge
 0.6.2 with megatron-core 0.19.2).
 
-Bridge itself cannot be imported on Python 3.11, where the suite runs: its package __init__
-imports every Hugging Face model bridge (`transformers`, which a --no-deps install does not
-bring), and the config module it needs reaches megatron/training/models/gpt.py and hybrid.py
-(shipped in megatron-core's wheel), whose `from typing import ... override` exists from Python
-3.12 on; the wheel declares Requires-Python >= 3.12. So on 3.11 each override key is checked
-against the installed source, read with `ast` (ConfigContainer's sections in
-megatron/bridge/training/config.py, Bridge's dataclasses, megatron/training/config's), and the
-values are built into the Megatron-Core configs that hold them (importable on 3.11), so their
-own `__post_init__` checks run. Where Bridge does import (Python 3.12 with its dependencies),
-its own `process_config_with_overrides` applies the overrides to its pretraining recipe.
+Two checks. In the suite's own venv, where Bridge does not import (its package __init__
+imports every Hugging Face model bridge, and megatron/training/models/gpt.py uses Python 3.12's
+`typing.override`), each override key is checked against the installed source, read with `ast`
+(ConfigContainer's sections in megatron/bridge/training/config.py, Bridge's dataclasses,
+megatron/training/config's), and the values are built into the Megatron-Core configs that hold
+them, so their own `__post_init__` checks run. Then Bridge itself, imported in a subprocess
+from the trainer's import site (orchestrator/trainers/megatron_bridge/
+requirements-import-site.txt, built by `make install`; bridge_applies_overrides.py stands in
+typing.override and the CUDA-only Transformer Engine): its `process_config_with_overrides`
+applies the overrides to a recipe and its `runtime_config_update` validates them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -26,7 +29,8 @@ import pytest
 import yaml
 
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import spec_from_dict
+from orchestrator.export import export
+from orchestrator.spec import load_spec, spec_from_dict
 from orchestrator.trainers.megatron_bridge.overrides import MIXED_PRECISION, bridge_overrides
 
 NOT_INSTALLED = ("megatron-bridge is not installed: `pip install --no-deps "
@@ -189,7 +193,7 @@ def test_the_values_land_in_megatron_cores_configs_and_pass_their_checks():
     # What bf16_mixed() sets on the model (mixed_precision.py; pp > 1 needs pipeline_dtype), and
     # what the Llama recipes' provider has from the Hugging Face config (SwiGLU, no biases).
     bf16 = {"bf16": True, "params_dtype": torch.bfloat16, "pipeline_dtype": torch.bfloat16,
-            "add_bias_linear": False, "gated_linear_unit": True}
+            "gated_linear_unit": True}  # the overrides drop the biases
     for what, config, overrides in rendered():
         fields = {f.name for f in dataclasses.fields(transformer)}
         with warnings.catch_warnings():
@@ -218,22 +222,57 @@ def test_the_values_land_in_megatron_cores_configs_and_pass_their_checks():
             assert model.moe_layer_freq == [0] + [1] * 31  # the first layer dense
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12) or importlib.util.find_spec("transformers") is None,
-                    reason="megatron-bridge imports on Python 3.12 with its dependencies only "
-                           "(typing.override in megatron/training/models/gpt.py; transformers "
-                           "in megatron/bridge/__init__.py)")
-def test_bridges_own_override_function_applies_them_to_a_recipe():
-    # A recipe that needs no Hugging Face download: the bare GPTModelProvider.
-    from megatron.bridge.recipes.gpt.h100.vanilla_gpt import (
-        vanilla_gpt_pretrain_1gpu_h100_bf16_config as recipe,
-    )
-    from megatron.bridge.training.utils.omegaconf_utils import process_config_with_overrides
+SITE = Path(sys.prefix) / "trainer-sites" / "megatron_bridge"
+ROOT = Path(__file__).resolve().parents[2]
 
-    for what, config, _overrides in rendered()[:3]:
-        applied = process_config_with_overrides(recipe(), cli_overrides=bridge_overrides(spec(), config))
-        assert applied.model.tensor_model_parallel_size == config.tp, what
-        assert applied.model.pipeline_model_parallel_size == config.pp, what
-        assert applied.train.micro_batch_size == config.micro_batch_size, what
-        assert applied.optimizer.use_distributed_optimizer == (config.zero_stage == 1), what
-        assert applied.ddp.use_distributed_optimizer == (config.zero_stage == 1), what
-        assert applied.mixed_precision == MIXED_PRECISION[config.precision], what
+
+def exported_launch_file():
+    """examples/megatron-bridge.yaml's first layout, its `megatron-bridge` launch file's
+    OVERRIDES as bash reads them, the spec and the layout."""
+    example = load_spec(ROOT / "examples" / "megatron-bridge.yaml")
+    layout = example.candidates()[0]
+    script = export("megatron-bridge", example, "t0001", layout)
+    array = script[script.index("OVERRIDES=("):script.index("\n)\n") + 2]
+    words = subprocess.run(["bash", "-c", array + '\nprintf "%s\\0" "${OVERRIDES[@]}"'],
+                           capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
+    return example, layout, words
+
+
+@pytest.mark.skipif(not SITE.is_dir(), reason=f"{SITE} is missing: `make install` builds it "
+                    "from orchestrator/trainers/megatron_bridge/requirements-import-site.txt")
+def test_bridges_own_functions_apply_and_validate_the_overrides():
+    """Bridge's own override function applies each layout's overrides to a recipe (the bare
+    GPTModelProvider, which needs no Hugging Face download), and its own pre-training pass
+    (`runtime_config_update`: mixed precision, data-parallel size, `ConfigContainer.validate`)
+    accepts them at the layout's world size."""
+    cases = [(what, config, spec(MOE) if what == "moe" else spec())
+             for what, config, _ in rendered()]
+    request = [{"what": what, "world_size": config.world_size,
+                "overrides": bridge_overrides(s, config)} for what, config, s in cases]
+    example, exported, launch_words = exported_launch_file()
+    request.append({"what": "exported", "world_size": exported.world_size,
+                    "overrides": launch_words})
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name(
+        "bridge_applies_overrides.py"))], input=json.dumps(request), capture_output=True,
+        text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(SITE)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = json.loads(done.stdout.split("BRIDGE ", 1)[1])
+    assert "error" not in answers[-1], answers[-1]["error"]  # the example's launch file
+    assert (answers[-1]["tp"], answers[-1]["micro_batch_size"]) == \
+        (exported.tp, exported.micro_batch_size)
+    assert answers[-1]["num_layers"] == example.model.num_layers
+    for (what, config, s), got in zip(cases, answers):
+        assert "error" not in got, (what, got.get("error"))
+        assert (got["tp"], got["pp"], got["cp"]) == (config.tp, config.pp, config.cp), what
+        assert got["ep"] == config.ep and got["sequence_parallel"] == config.sequence_parallel
+        assert got["vp"] == (config.virtual_stages if config.virtual_stages > 1 else None), what
+        assert got["data_parallel_size"] == config.dp, what  # world / (tp x pp x cp)
+        assert (got["micro_batch_size"], got["global_batch_size"]) == \
+            (config.micro_batch_size, 128), what
+        assert got["distributed_optimizer"] == [config.zero_stage == 1] * 2, what
+        assert (got["num_layers"], got["hidden_size"]) == (s.model.num_layers, s.model.hidden)
+        assert got["num_moe_experts"] == (8 if config.ep > 1 else None), what
+        assert (got["fp8"] is not None) == config.precision.startswith("fp8"), what
+        assert got["recompute_granularity"] == {
+            "none": None, "selective": "selective", "full": "full"}[
+            config.activation_checkpointing], what

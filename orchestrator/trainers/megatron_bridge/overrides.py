@@ -16,8 +16,10 @@ The fields, read in megatron-bridge 0.6.2 and the megatron-core 0.19.2 it builds
   TransformerConfig's num_moe_experts, moe_router_topk, moe_ffn_hidden_size, ... The shape
   (num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups, kv_channels,
   seq_length, share_embeddings_and_output_weights) is set from the spec so a trial measures
-  the model the cost model prices; activation, norm and positions stay the recipe's (a callable
-  such as activation_func cannot be overridden from text).
+  the model the cost model prices, and a LLaMA shape drops the linear layers' biases
+  (add_bias_linear, as Megatron-LM's --disable-bias-linear; Megatron-Core allows biased experts
+  only at expert_tensor_parallel_size 1); activation, norm and positions stay the recipe's (a
+  callable such as activation_func cannot be overridden from text).
 - train.micro_batch_size / train.global_batch_size (megatron/training/config TrainingConfig).
 - ZeRO-1 is the distributed optimizer. config.py `_validate_and_sync_distributed_optimizer_settings`
   turns it on in both ddp and optimizer when either has it ("Automatically enabling distributed
@@ -107,6 +109,8 @@ def shape_overrides(model) -> list[tuple[str, object]]:
         ("model.share_embeddings_and_output_weights", model.tied_embeddings)]
     if model.kv_channels is not None:
         pairs.append(("model.kv_channels", model.kv_channels))
+    if model.gated_mlp:  # LLaMA has no biases (Megatron-LM's --disable-bias-linear)
+        pairs.append(("model.add_bias_linear", False))
     return pairs
 
 
