@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from orchestrator.scheduling.controller import Controller
-from orchestrator.spec import spec_from_dict
+from orchestrator.campaign_spec import spec_from_dict
 
 # LLaMA-7B on 512 H100s: 4,356 layouts, 4,147 of which fit, so nearly every trial runs.
 SPACE = {

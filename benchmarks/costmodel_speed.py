@@ -10,8 +10,8 @@ import platform
 import statistics
 import time
 
-from orchestrator.spec import spec_from_dict
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import spec_from_dict
+from orchestrator.campaign_spec.planning import cost_model_for
 
 SPACE = {
     "tp": [1, 2, 4, 8, 16], "pp": [1, 2, 4, 8, 16], "zero_stage": [0, 1, 2, 3],

@@ -70,8 +70,8 @@ from orchestrator.common.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.scheduling.live_cost_model import LiveCostModel
 from orchestrator.search import make_searcher
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_TRIALS = 60

@@ -34,8 +34,8 @@ from orchestrator.record.budget import executed, gpu_hours  # noqa: E402
 from orchestrator.record.campaign import CampaignView  # noqa: E402
 from orchestrator.record.journal import TARGET  # noqa: E402
 from orchestrator.scheduling.controller import Controller  # noqa: E402
-from orchestrator.spec import spec_from_dict  # noqa: E402
-from orchestrator.spec.planning import cost_model_for, fitted_candidates  # noqa: E402
+from orchestrator.campaign_spec import spec_from_dict  # noqa: E402
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON_PATH = ROOT / "docs" / "slice_tuning.json"

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from orchestrator.result import TrialResult
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 ROOT = Path(__file__).resolve().parents[1]
 

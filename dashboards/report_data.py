@@ -14,7 +14,7 @@ from orchestrator.record.campaign import CampaignView
 from orchestrator.record.journal import SCALING, TrialRecord
 from orchestrator.record.scaling import efficiency
 from orchestrator.record.slice_summary import slice_summary
-from orchestrator.spec.planning import cost_model_for, priced_runtime
+from orchestrator.campaign_spec.planning import cost_model_for, priced_runtime
 
 MEMORY_TOP = 5  # layouts whose memory breakdown the report shows
 

@@ -14,8 +14,8 @@ from orchestrator.record.budget import executed
 from orchestrator.record.journal import TARGET, TrialRecord
 from orchestrator.record.slice_prediction import predict_target
 from orchestrator.record.slice_summary import slice_line, value_on_slice
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.slice_scale import slices_in_target
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.slice_scale import slices_in_target
 
 
 def slice_points(spec: CampaignSpec, records: list[TrialRecord], objective: Objective

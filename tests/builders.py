@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec, load_spec, spec_from_dict
+from orchestrator.campaign_spec import CampaignSpec, load_spec, spec_from_dict
 
 RANKS = 16
 """Two nodes of eight GPUs: the default spec's scale, on which the default layout runs."""

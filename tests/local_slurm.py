@@ -21,6 +21,6 @@ def slurm_missing() -> str | None:
 def slurm_backend(**spec):
     """A Slurm backend for two-GPU nodes, five minutes a job unless `spec` says otherwise."""
     from orchestrator.backends.slurm import SlurmBackend
-    from orchestrator.spec import SlurmBackendSpec
+    from orchestrator.campaign_spec import SlurmBackendSpec
 
     return SlurmBackend(SlurmBackendSpec(**{"time_limit_min": 5, **spec}), gpus_per_node=2)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from orchestrator.record.campaign import CampaignView
 from orchestrator.scheduling.controller import Controller
-from orchestrator.spec.trainer_layouts import runnable
+from orchestrator.campaign_spec.trainer_layouts import runnable
 
 TORCHTITAN_MODULES = ("llama3", "qwen3", "deepseek_v3", "gpt_oss")
 

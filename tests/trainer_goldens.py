@@ -90,7 +90,7 @@ def _example_specs():
 
     import yaml
 
-    from orchestrator.spec import load_spec
+    from orchestrator.campaign_spec import load_spec
     for name in EXAMPLES:
         path = ROOT / "examples" / f"{name}.yaml"
         if name not in BASE_CONFIG_KEYS:
@@ -107,7 +107,7 @@ def _example_specs():
 
 
 def _layouts(spec):
-    from orchestrator.spec.planning import fitted_candidates
+    from orchestrator.campaign_spec.planning import fitted_candidates
     configs = sorted(fitted_candidates(spec), key=lambda c: c.key())
     if len(configs) <= LAYOUTS_PER_EXAMPLE:
         return configs

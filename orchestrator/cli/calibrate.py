@@ -15,8 +15,8 @@ from rich.table import Table
 
 from orchestrator.cli.common import RUNS_DIR_OPTION, open_campaign, out, print_json
 from orchestrator.common.errors import UserError, excerpt
-from orchestrator.spec import load_cluster
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_cluster
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 def calibrate(

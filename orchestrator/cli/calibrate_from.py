@@ -31,7 +31,7 @@ from orchestrator.costmodel.cluster_fit import (
 )
 from orchestrator.costmodel.fit_figures import figures_by_landscape
 from orchestrator.presets import Cluster
-from orchestrator.spec import load_cluster
+from orchestrator.campaign_spec import load_cluster
 
 TERM_NAMES = {"compute": "compute", "bubble": "bubble", "model_parallel_comm":
               "model-parallel comm", "model_parallel_latency": "model-parallel latency",

@@ -16,7 +16,7 @@ from orchestrator.common.errors import UserError
 from orchestrator.common.paths import runs_root
 from orchestrator.record.campaign import unfinished_label
 from orchestrator.record.slice_summary import slice_line, slice_summary
-from orchestrator.spec import SPEC_FILE
+from orchestrator.campaign_spec import SPEC_FILE
 
 
 def status(campaign: Optional[str], runs_dir: Optional[Path], as_json: bool) -> None:

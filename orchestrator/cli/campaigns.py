@@ -44,10 +44,10 @@ from orchestrator.record.slice_summary import layout_for_target
 from orchestrator.scheduling.controller import Controller
 from orchestrator.scheduling.signals import Detached, Interrupted
 from orchestrator.scheduling.slots import NoSlotLimit, ServiceSlots, TrialSlots
-from orchestrator.spec import SPEC_FILE, CampaignSpec, load_campaign_spec
-from orchestrator.spec.planning import fitted_candidates
-from orchestrator.spec.preflight import preflight
-from orchestrator.spec.trial import campaign_inputs
+from orchestrator.campaign_spec import SPEC_FILE, CampaignSpec, load_campaign_spec
+from orchestrator.campaign_spec.planning import fitted_candidates
+from orchestrator.campaign_spec.preflight import preflight
+from orchestrator.campaign_spec.trial import campaign_inputs
 
 # ---------------------------------------------------------------------------------- run
 

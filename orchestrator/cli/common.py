@@ -23,9 +23,9 @@ from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughpu
 from orchestrator.export import script_formats
 from orchestrator.record.campaign import CampaignView
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.planning import cost_model_for, fitted_candidates
-from orchestrator.spec.unused_values import unused_values
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
+from orchestrator.campaign_spec.unused_values import unused_values
 
 console = Console(stderr=True)  # messages and progress
 out = Console()  # results

@@ -38,13 +38,13 @@ from orchestrator.common.errors import UserError
 from orchestrator.costmodel.fit_verdict import RISKY, memory_margin
 from orchestrator.costmodel.precision import is_fp8
 from orchestrator.costmodel.ranking import Ranking
-from orchestrator.spec import (
+from orchestrator.campaign_spec import (
     CampaignSpec,
     apply_override,
     load_spec,
 )
-from orchestrator.spec.planning import cost_model_for, fitted_candidates, priced_runtime
-from orchestrator.spec.unused_values import unused_values
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates, priced_runtime
+from orchestrator.campaign_spec.unused_values import unused_values
 from orchestrator.trainers.registry import trainer_for
 
 

@@ -18,7 +18,7 @@ from orchestrator.layout import knobs, layout_key
 from orchestrator.record.best import BestSoFar, finish_order
 from orchestrator.record.journal import TrialRecord
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers.registry import trainer_for
 
 

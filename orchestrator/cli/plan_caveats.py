@@ -13,7 +13,7 @@ from orchestrator.costmodel.precision import is_fp8
 from orchestrator.costmodel.ranking import Ranking
 from orchestrator.costmodel.unvalidated import GAP_MOVE, RestsOn, rests_on_unvalidated
 from orchestrator.presets import Cluster
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 
 
 def mfu_peak(cluster: Cluster) -> str:

@@ -1,5 +1,5 @@
 """`paratune plan --model M --cluster C --gpus N` with no space: the whole space the model and
-the cluster allow (spec/full_space.py), with what was searched, what was left out and why.
+the cluster allow (campaign_spec/full_space.py), with what was searched, what was left out and why.
 
 No trainer named, the plan prices layouts and no trainer's rules refuse any. A trainer named
 (`--set trial.trainer=megatron-lm`) narrows the space by its rules, each reason printed: its
@@ -24,11 +24,11 @@ from orchestrator.costmodel.ranking import Ranking, rank_by_throughput
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
 from orchestrator.layout import searched_knobs
 from orchestrator.space import ParallelConfig, SearchSpace
-from orchestrator.spec import CampaignSpec, apply_override, load_spec, spec_from_dict
-from orchestrator.spec.full_space import FullSpace, full_space
-from orchestrator.spec.planning import cost_model_for
-from orchestrator.spec.yaml_input import load_yaml_file
-from orchestrator.spec.trainer_layouts import runnable
+from orchestrator.campaign_spec import CampaignSpec, apply_override, load_spec, spec_from_dict
+from orchestrator.campaign_spec.full_space import FullSpace, full_space
+from orchestrator.campaign_spec.planning import cost_model_for
+from orchestrator.campaign_spec.yaml_input import load_yaml_file
+from orchestrator.campaign_spec.trainer_layouts import runnable
 from orchestrator.trainers.registry import DEFAULT, readers_of
 
 SHOWN_REASONS = 3  # distinct layout refusals printed; the JSON has them all, counted

@@ -10,9 +10,9 @@ from orchestrator.cli.common import out
 from orchestrator.costmodel import CostModel
 from orchestrator.space import ParallelConfig
 from orchestrator.space.rescaled import scaled_config
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.planning import fitted_candidates
-from orchestrator.spec.slice_scale import slice_spec, slices_in_target
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.planning import fitted_candidates
+from orchestrator.campaign_spec.slice_scale import slice_spec, slices_in_target
 
 
 def slice_plan(spec: CampaignSpec, cost: CostModel, ranked: list[ParallelConfig]

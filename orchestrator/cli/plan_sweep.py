@@ -21,8 +21,8 @@ from orchestrator.cli.layout_table import Column, Row, print_layouts
 from orchestrator.cli.table_fit import fits, pair, print_records
 from orchestrator.common.errors import UserError
 from orchestrator.costmodel.compare import compare_schemes
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 def parse_nodes(text: str) -> list[int]:

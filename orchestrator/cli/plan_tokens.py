@@ -16,7 +16,7 @@ from orchestrator.common.objective import Objective
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.estimate import Estimate
 from orchestrator.costmodel.ranking import Ranking
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 
 _SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _TOKENS = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*")

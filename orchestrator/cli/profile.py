@@ -65,7 +65,7 @@ def profile(
         spec_target,
         write_preset,
     )
-    from orchestrator.spec import load_spec
+    from orchestrator.campaign_spec import load_spec
     from orchestrator.trial.folder import TrialFolder
 
     refuse_unusable_out(out_file)

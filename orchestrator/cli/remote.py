@@ -32,7 +32,7 @@ from orchestrator.common.bounded_files import UnreadableFile, read_bounded
 from orchestrator.common.errors import UserError
 from orchestrator.export import formats
 from orchestrator.server.submission import SOURCE
-from orchestrator.spec.yaml_input import MAX_BYTES
+from orchestrator.campaign_spec.yaml_input import MAX_BYTES
 
 FOLLOW_POLL_S = 0.5
 

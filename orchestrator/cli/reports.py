@@ -27,7 +27,7 @@ from orchestrator.common.errors import UserError
 from orchestrator.common.objective import Objective
 from orchestrator.common.paths import default_tracking_uri, runs_root
 from orchestrator.record.campaign import CampaignView
-from orchestrator.spec import load_campaign_spec
+from orchestrator.campaign_spec import load_campaign_spec
 from orchestrator.tracking.mirror import Tracker
 from orchestrator.tracking.view import VIEW_TAG, trials_link
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from orchestrator.common.errors import UserError
-from orchestrator.spec import (
+from orchestrator.campaign_spec import (
     CampaignSpec,
     apply_override,
     load_cluster,

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from orchestrator.cli.common import out, print_json
 from orchestrator.cli.table_fit import fits, pair, print_records
-from orchestrator.spec.trial import TrialSpec
+from orchestrator.campaign_spec.trial import TrialSpec
 from orchestrator.trainers.registry import DEFAULT, adapter_class, names, readers_of
 
 

@@ -29,7 +29,7 @@ MOVED = {
     "orchestrator.objective": "orchestrator.common.objective",
     "orchestrator.paths": "orchestrator.common.paths",
     "orchestrator.placeholders": "orchestrator.common.placeholders",
-    "orchestrator.preflight": "orchestrator.spec.preflight",
+    "orchestrator.preflight": "orchestrator.campaign_spec.preflight",
     "orchestrator.processes": "orchestrator.common.processes",
     "orchestrator.scheduler": "orchestrator.scheduling.loop",
     "orchestrator.search_spaces": "orchestrator.space",
@@ -52,6 +52,22 @@ MOVED = {
 }
 
 
+# Packages renamed whole: every module under the old name is the same module under the new.
+RENAMED_PACKAGES = {
+    "orchestrator.spec": "orchestrator.campaign_spec",  # `spec/` reads as a folder of tests
+}
+
+
+def new_path(fullname: str) -> str | None:
+    """Where an old module path lives now, or None if it did not move."""
+    if fullname in MOVED:
+        return MOVED[fullname]
+    for old, new in RENAMED_PACKAGES.items():
+        if fullname == old or fullname.startswith(old + "."):
+            return new + fullname[len(old):]
+    return None
+
+
 class _Alias(importlib.abc.Loader):
     def __init__(self, target: str):
         self.target = target
@@ -68,9 +84,10 @@ class _Alias(importlib.abc.Loader):
 
 class LegacyPathFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in MOVED:
+        target = new_path(fullname)
+        if target is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _Alias(MOVED[fullname]))
+        return importlib.machinery.ModuleSpec(fullname, _Alias(target))
 
 
 def install() -> None:

@@ -5,7 +5,7 @@ than the step needs when memory is left over. InternEvo (AMSP's code base) recom
 fraction of the layers (`model.checkpoint`) and Megatron-LM the first `--recompute-num-layers`
 of each stage (`--recompute-method block`); the fewest that fit cost the least compute. Memory
 falls as more layers recompute, so a bisection over the count finds it. A space that lists
-`recompute_num_layers: fit` gets that count per layout (spec/planning.py), resolved once by the
+`recompute_num_layers: fit` gets that count per layout (campaign_spec/planning.py), resolved once by the
 model at its stock constants: a campaign's measured memory ratio does not re-resolve it.
 """
 

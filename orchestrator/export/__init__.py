@@ -19,7 +19,7 @@ from orchestrator.export.configs import export_yaml
 from orchestrator.export.program_scripts import export_program_sbatch, export_program_torchrun
 from orchestrator.export.scripts import export_sbatch, export_torchrun
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers.registry import adapter, names, trainer_for
 
 # ParaTune's own formats: its job's config and the scripts of whatever program was measured.

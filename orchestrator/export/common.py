@@ -11,9 +11,9 @@ from pathlib import Path
 
 from orchestrator.presets.cluster_env import CLUSTER_ENV
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec, SimulatedBackendSpec
-from orchestrator.spec.strings import ENV_NAME
-from orchestrator.spec.trial import BASH_READONLY, is_shell_variable
+from orchestrator.campaign_spec import CampaignSpec, SimulatedBackendSpec
+from orchestrator.campaign_spec.strings import ENV_NAME
+from orchestrator.campaign_spec.trial import BASH_READONLY, is_shell_variable
 from orchestrator.trainers.builtin import BuiltinTrainer
 
 BUILTIN_TOOL = f"{BuiltinTrainer.tool} under torchrun"

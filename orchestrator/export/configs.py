@@ -9,7 +9,7 @@ import yaml
 
 from orchestrator.export.common import origin, printable, trials_python
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers.builtin.settings import job_settings
 
 

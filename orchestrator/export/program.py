@@ -20,7 +20,7 @@ from orchestrator.common.bounded_files import UnreadableFile, read_bounded
 from orchestrator.common.bounded_json import NotJson, UnfitJson, loads_bounded
 from orchestrator.common.errors import SpecError
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.deepspeed.config import base_config, production_config
 from orchestrator.trial.folder import DEEPSPEED_CONFIG_FILE, RESULT_FILE, SETTINGS_FILE

@@ -22,7 +22,7 @@ from orchestrator.export.program import (
 )
 from orchestrator.export.scripts import SRUN_TORCHRUN, rendezvous, sbatch_lines, sbatch_setup
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers import trainer_for
 
 CONTINUED = " \\\n    "

@@ -12,8 +12,8 @@ from orchestrator.common.errors import SpecError
 from orchestrator.export.common import interpreter, origin, run_context
 from orchestrator.export.program import LONGER, length_note
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec, SlurmBackendSpec
-from orchestrator.spec.strings import SBATCH_OPTION, SBATCH_VALUE
+from orchestrator.campaign_spec import CampaignSpec, SlurmBackendSpec
+from orchestrator.campaign_spec.strings import SBATCH_OPTION, SBATCH_VALUE
 from orchestrator.trainers.builtin.settings import job_flags, job_settings
 
 # #SBATCH options the script's own launch line depends on: sbatch_args may not change them.

@@ -15,8 +15,8 @@ from orchestrator.common.errors import CampaignStateError, SpecError, excerpt
 from orchestrator.common.locks import CampaignLock
 from orchestrator.record.campaign import JOURNAL_FILE
 from orchestrator.record.journal import Journal
-from orchestrator.spec import SPEC_FILE, apply_override, load_campaign_spec
-from orchestrator.spec.yaml_input import load_yaml_file
+from orchestrator.campaign_spec import SPEC_FILE, apply_override, load_campaign_spec
+from orchestrator.campaign_spec.yaml_input import load_yaml_file
 
 BUDGET = "budget."
 

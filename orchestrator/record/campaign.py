@@ -24,8 +24,8 @@ from orchestrator.record.journal import (
 )
 from orchestrator.result import TrialResult
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec, load_campaign_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import CampaignSpec, load_campaign_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 from orchestrator.trial.folder import TrialFolder
 
 JOURNAL_FILE = "journal.jsonl"

@@ -10,8 +10,8 @@ from pathlib import Path
 from orchestrator.common.errors import CampaignStateError
 from orchestrator.record.campaign import JOURNAL_FILE
 from orchestrator.record.journal import Journal
-from orchestrator.spec.campaign_folders import SPEC_FILE, saved_campaigns, starting_with
-from orchestrator.spec.strings import check_campaign_name
+from orchestrator.campaign_spec.campaign_folders import SPEC_FILE, saved_campaigns, starting_with
+from orchestrator.campaign_spec.strings import check_campaign_name
 
 
 def started_at(runs_dir: Path, name: str) -> float:

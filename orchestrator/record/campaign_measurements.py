@@ -18,8 +18,8 @@ from orchestrator.costmodel.cluster_fit import Measurement, calibrated_coefficie
 from orchestrator.presets import Cluster
 from orchestrator.record.campaign import JOURNAL_FILE, CampaignView, calibration_input
 from orchestrator.record.journal import SCALING
-from orchestrator.spec.loading import SPEC_FILE
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec.loading import SPEC_FILE
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 def campaign_folder(path: Path) -> Path:

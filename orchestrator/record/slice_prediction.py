@@ -23,8 +23,8 @@ from orchestrator.search.repeats import estimate_noise
 from orchestrator.search.residuals import NOISE_FLOOR, KnobCodes, ResidualModel, group_by
 from orchestrator.space import ParallelConfig
 from orchestrator.space.rescaled import scaled_config
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.planning import cost_model_for, fitted_candidates
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 
 
 @dataclass(frozen=True)

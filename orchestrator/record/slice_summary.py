@@ -17,8 +17,8 @@ from orchestrator.record.journal import TARGET, TrialRecord
 from orchestrator.record.slice_prediction import predict_target
 from orchestrator.space import ParallelConfig
 from orchestrator.space.rescaled import scaled_config
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.slice_scale import slices_in_target
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.slice_scale import slices_in_target
 
 
 def slice_summary(spec: CampaignSpec, records: list[TrialRecord], objective: Objective

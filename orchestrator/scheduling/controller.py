@@ -43,10 +43,10 @@ from orchestrator.scheduling.target_confirmation import TargetConfirmation
 from orchestrator.scheduling.warm_start import warm_start
 from orchestrator.search import Searcher, make_searcher
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import SPEC_FILE, CampaignSpec
-from orchestrator.spec.planning import cost_model_for, fitted_candidates
-from orchestrator.spec.preflight import preflight
-from orchestrator.spec.slice_scale import slice_spec
+from orchestrator.campaign_spec import SPEC_FILE, CampaignSpec
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
+from orchestrator.campaign_spec.preflight import preflight
+from orchestrator.campaign_spec.slice_scale import slice_spec
 from orchestrator.tracking.session import TrackingSession
 from orchestrator.trainers import base_config_notes
 from orchestrator.trial.folder import TrialFolder

@@ -37,8 +37,8 @@ from orchestrator.scheduling.reservations import Reservations
 from orchestrator.scheduling.slots import NoSlotLimit, TrialSlots
 from orchestrator.search import Searcher
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.slice_scale import trials_at_once
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.slice_scale import trials_at_once
 from orchestrator.tracking.session import TrackingSession
 from orchestrator.trial.activity import last_activity
 from orchestrator.trial.folder import TrialFolder

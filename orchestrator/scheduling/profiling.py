@@ -48,7 +48,7 @@ def local_target(cluster: str, ranks: int, seq_len: int | None = None) -> Profil
     """This machine, one node, a stock preset; sequences of `seq_len` tokens, by default the
     tiny model's on a CPU preset (what CPU campaigns train) and LLaMA's 2,048 on a GPU's."""
     from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
-    from orchestrator.spec import LocalBackendSpec
+    from orchestrator.campaign_spec import LocalBackendSpec
 
     if cluster not in CLUSTER_PRESETS:
         raise UserError(f"--cluster: unknown preset {cluster!r}; choose one of "

@@ -10,7 +10,7 @@ from orchestrator.backends import TrialRequest
 from orchestrator.costmodel import CostModel
 from orchestrator.record.journal import SCREEN, TrialRecord
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers import Measure, trainer_for
 from orchestrator.trial.folder import TrialFolder
 

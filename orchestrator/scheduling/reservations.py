@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from orchestrator.record.budget import Reservation, Tally, held_gpu_hours, reservation
 from orchestrator.record.journal import TrialRecord
 from orchestrator.scheduling.live_cost_model import LiveCostModel
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 
 
 class Reservations:

@@ -16,8 +16,8 @@ from orchestrator.record.journal import TARGET, TrialRecord
 from orchestrator.record.slice_prediction import predict_target
 from orchestrator.scheduling.proposals import LoopState, Proposal, ProposalSource, SearchProposals
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.planning import fitted_candidates
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.planning import fitted_candidates
 
 
 class TargetConfirmation(ProposalSource):

@@ -24,8 +24,8 @@ from orchestrator.record.campaign import CampaignView
 from orchestrator.record.journal import CONFIRM, REPEAT, SEARCH
 from orchestrator.result import TrialResult
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 def source_results(view: CampaignView) -> list[tuple[str, ParallelConfig, TrialResult]]:

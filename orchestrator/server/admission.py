@@ -16,7 +16,7 @@ from orchestrator.server.config import ServiceConfig
 from orchestrator.server.db import Campaign, Database, Token, User
 from orchestrator.server.quotas import refusal
 from orchestrator.server.trust import code_in, may_run_code
-from orchestrator.spec.yaml_input import load_yaml_text
+from orchestrator.campaign_spec.yaml_input import load_yaml_text
 
 
 def start_refusal(s: Session, db: Database, config: ServiceConfig, row: Campaign) -> str | None:

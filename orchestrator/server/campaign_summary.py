@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.common.errors import UserError, one_line
 from orchestrator.record.campaign import CampaignView, unfinished_label
-from orchestrator.spec import load_campaign_spec
+from orchestrator.campaign_spec import load_campaign_spec
 
 
 @dataclass

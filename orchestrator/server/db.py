@@ -15,7 +15,7 @@ from sqlalchemy import Boolean, Float, Integer, String, Text, create_engine, eve
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from orchestrator.spec.strings import NAME_MAX
+from orchestrator.campaign_spec.strings import NAME_MAX
 
 QUEUED, RUNNING, FINISHED, FAILED, CANCELLED = "queued", "running", "finished", "failed", "cancelled"
 FINAL_STATES = (FINISHED, FAILED, CANCELLED)

@@ -17,7 +17,7 @@ from orchestrator.server.slot_pool import SlotPool
 from orchestrator.server.submission import parse_submission
 from orchestrator.server.submission_as_user import names_files, parse_in_child
 from orchestrator.server.supervisor import Supervisor
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 
 
 @dataclass

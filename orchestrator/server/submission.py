@@ -14,11 +14,11 @@ from typing import Any
 import yaml
 
 from orchestrator.common.errors import SpecError
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.loading import apply_override, spec_from_dict
-from orchestrator.spec.preflight import preflight
-from orchestrator.spec.unused_values import unused_values
-from orchestrator.spec.yaml_input import MAX_BYTES, load_yaml_text
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.loading import apply_override, spec_from_dict
+from orchestrator.campaign_spec.preflight import preflight
+from orchestrator.campaign_spec.unused_values import unused_values
+from orchestrator.campaign_spec.yaml_input import MAX_BYTES, load_yaml_text
 
 SOURCE = "submitted spec"
 

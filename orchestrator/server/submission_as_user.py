@@ -28,9 +28,9 @@ from pydantic import ValidationError
 from orchestrator.common.bounded_files import UnreadableFile, read_bounded
 from orchestrator.common.errors import SpecError, UserError, excerpt, one_line
 from orchestrator.server.submission import SOURCE, check_resolved, parse_submission
-from orchestrator.spec import CampaignSpec
-from orchestrator.spec.loading import spec_from_dict
-from orchestrator.spec.yaml_input import MAX_BYTES, load_yaml_text
+from orchestrator.campaign_spec import CampaignSpec
+from orchestrator.campaign_spec.loading import spec_from_dict
+from orchestrator.campaign_spec.yaml_input import MAX_BYTES, load_yaml_text
 
 log = logging.getLogger("paratune.server")
 TIMEOUT_S = 30.0  # a child reads a few small files; one that takes longer is stuck

@@ -39,7 +39,7 @@ from orchestrator.server.db import (
     Database,
 )
 from orchestrator.server.slot_pool import SlotPool
-from orchestrator.spec import SPEC_FILE
+from orchestrator.campaign_spec import SPEC_FILE
 
 log = logging.getLogger("paratune.server")
 EXIT_USAGE, EXIT_CANCELLED, EXIT_DETACHED = 2, 130, 143

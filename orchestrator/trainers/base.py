@@ -123,7 +123,7 @@ class TrainerAdapter(ABC):
     # Whether `runtime` is an assumption about code ParaTune does not see (said with a plan).
     runtime_assumed: ClassVar[bool] = False
     # What it does with `trial.flash_attention: false`: None, it switches its attention kernel
-    # by it; else the words for the kernel it runs anyway (spec/notices.py warns).
+    # by it; else the words for the kernel it runs anyway (campaign_spec/notices.py warns).
     attention_kernel: ClassVar[str | None] = "picks its own kernel"
 
     @classmethod

@@ -42,7 +42,7 @@ def register(name: str, adapter: str | type[TrainerAdapter]) -> None:
     """Make `name` a trainer the spec accepts, run by `adapter` (a class or "module:Class").
     A trainer whose folder brings a section of its own registers before the spec is read:
     the spec's `trial` is built from the sections registered by then."""
-    trial = sys.modules.get("orchestrator.spec.trial")
+    trial = sys.modules.get("orchestrator.campaign_spec.trial")
     folder = _folder_of(adapter)
     if trial is not None and folder is not None:
         section = getattr(importlib.import_module(f"{folder}.section"), "SECTION", None)

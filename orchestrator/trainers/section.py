@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from orchestrator.spec.sections import Strict
+from orchestrator.campaign_spec.sections import Strict
 
 
 class TrainerSection(Strict):

@@ -27,7 +27,7 @@ from cluster_harness import (
 from conftest import ROOT, builtin_request, wait_for_result, write_spec
 from local_slurm import slurm_backend
 
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 reason = skip_reason()
 pytestmark = [pytest.mark.skipif(reason is not None, reason=reason or ""), pytest.mark.slow]

@@ -9,7 +9,7 @@ import yaml
 from orchestrator.backends import Backend
 from orchestrator.common.locks import LOCK_FILE
 from orchestrator.scheduling.controller import Controller
-from orchestrator.spec import SPEC_FILE, load_spec
+from orchestrator.campaign_spec import SPEC_FILE, load_spec
 
 
 def spec_file(path, name="five", configs=None, **sections):

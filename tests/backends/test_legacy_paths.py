@@ -36,3 +36,21 @@ def test_an_old_module_path_is_the_moved_module_itself_loaded_once():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_pickle_naming_the_spec_packages_old_name_loads_todays_spec():
+    """The spec package was renamed (orchestrator.spec -> orchestrator.campaign_spec): a pickle
+    written before names the old module of each class (protocol 2 names them as text), and
+    loads as today's."""
+    code = ("import pickle, orchestrator; "
+            "from orchestrator.campaign_spec import load_spec; "
+            "spec = load_spec('examples/quickstart.yaml'); "
+            "old = pickle.dumps(spec, protocol=2)"
+            ".replace(b'orchestrator.campaign_spec', b'orchestrator.spec'); "
+            "assert b'orchestrator.spec.campaign' in old; "
+            "back = pickle.loads(old); assert back == spec; "
+            "import orchestrator.spec.trial as legacy, orchestrator.campaign_spec.trial as now; "
+            "assert legacy is now and now.__spec__.name == 'orchestrator.campaign_spec.trial'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -19,8 +19,8 @@ from landscapes_moe_cp import (  # noqa: E402
 from search_efficiency import LANDSCAPES, landscape, perturbed_only  # noqa: E402
 
 from orchestrator.backends.simulated import SimulatedBackend  # noqa: E402
-from orchestrator.spec import load_spec  # noqa: E402
-from orchestrator.spec.planning import cost_model_for  # noqa: E402
+from orchestrator.campaign_spec import load_spec  # noqa: E402
+from orchestrator.campaign_spec.planning import cost_model_for  # noqa: E402
 
 KNOB = {**{name: "ep" for name in MOE_LANDSCAPES},
         **{name: "cp" for name in LONG_CONTEXT_LANDSCAPES}}

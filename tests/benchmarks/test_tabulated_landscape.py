@@ -14,7 +14,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from tabulated import TabulatedLandscape  # noqa: E402
 
-from orchestrator.spec import load_spec  # noqa: E402
+from orchestrator.campaign_spec import load_spec  # noqa: E402
 
 OVERRIDES = ["space.zero_stage=[0, 1]", "space.micro_batch_size=[1, 4]",
              "space.activation_checkpointing=[none]"]

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from orchestrator.costmodel.cluster_fit import calibrated_coefficients
-from orchestrator.spec import load_cluster, load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_cluster, load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 @pytest.fixture

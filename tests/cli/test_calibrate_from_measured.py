@@ -18,7 +18,7 @@ from orchestrator.costmodel.calibration import spearman
 from orchestrator.costmodel.cluster_fit import Measurement, calibrated_coefficients
 from orchestrator.costmodel.fit_figures import Figures, landscape_figures
 from orchestrator.costmodel.published_rows import PricedRow, price_row
-from orchestrator.spec import load_cluster
+from orchestrator.campaign_spec import load_cluster
 
 DLPERF = FOLDER / "dlperf_gpt_v100.csv"
 

@@ -10,7 +10,7 @@ from builders import cli_json
 
 from orchestrator.cli.plan_tokens import parse_tokens, time_to_train
 from orchestrator.common.errors import SpecError, UserError
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 GPT3 = ("plan", "--model", "gpt-175b", "--cluster", "frontier", "--gpus", "1024")
 DEEPSEEK = ("plan", "--model", "deepseek-v3-671b", "--cluster", "h800-80g", "--gpus", "2048",

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from orchestrator.cli.live_display import CampaignProgress
 from orchestrator.scheduling.controller import Controller
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 
 class Crash(Exception):

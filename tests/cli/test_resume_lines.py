@@ -14,8 +14,8 @@ from conftest import journal_events, write_spec
 from orchestrator.cli import main
 from orchestrator.common.processes import start_time
 from orchestrator.record.journal import Journal, TrialRecord, spec_digest
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import fitted_candidates
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import fitted_candidates
 from orchestrator.trial.folder import TrialFolder
 
 

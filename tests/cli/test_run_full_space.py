@@ -8,7 +8,7 @@ import json
 import yaml
 from conftest import EXAMPLES
 
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 
 def _spec_without_space(path, **changes):

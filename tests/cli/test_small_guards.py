@@ -19,7 +19,7 @@ from orchestrator.export.common import env_line, run_context
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.scheduling.live_cost_model import LiveCostModel
 from orchestrator.space import ParallelConfig
-from orchestrator.spec.trial import BASH_READONLY
+from orchestrator.campaign_spec.trial import BASH_READONLY
 
 
 def _live_model(memory_scale: float | None) -> tuple[LiveCostModel, ParallelConfig, float]:
@@ -83,7 +83,7 @@ def test_launch_lines_never_export_a_read_only_name():
 
 
 def test_exported_env_runs_in_bash(spec_file):
-    from orchestrator.spec import load_spec
+    from orchestrator.campaign_spec import load_spec
 
     spec = load_spec(spec_file(B + "trial: {env: {OMP_NUM_THREADS: 4, NCCL_DEBUG: 'a b'}}\n"))
     script = "set -euo pipefail\n" + run_context(spec, in_workdir=False) + 'echo "$NCCL_DEBUG"\n'

@@ -24,7 +24,7 @@ from orchestrator.cli.live_display import CampaignProgress, command_lines, key_p
 from orchestrator.record.campaign import CampaignSummary
 from orchestrator.record.journal import TrialRecord
 from orchestrator.result import TrialResult
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 WIDTHS = (60, 80, 120)

@@ -26,7 +26,7 @@ from orchestrator.record.campaign import CampaignSummary
 from orchestrator.record.journal import TrialRecord
 from orchestrator.result import TrialResult
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 GOLDEN = Path(__file__).parent.parent / "fixtures" / "tables"
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"

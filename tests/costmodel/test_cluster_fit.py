@@ -24,7 +24,7 @@ from orchestrator.costmodel.fit_figures import figures_by_landscape
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster
 from orchestrator.result import TrialResult
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_cluster
+from orchestrator.campaign_spec import load_cluster
 
 H100 = CLUSTER_PRESETS["h100-80g"]
 PLANTED = dict(scale_compute=1.4, scale_model_parallel_latency=20.0)

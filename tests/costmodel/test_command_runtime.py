@@ -14,8 +14,8 @@ from dashboards.report import render
 from dashboards.report_data import report_data
 from orchestrator.costmodel import CostModel
 from orchestrator.record.campaign import CampaignView
-from orchestrator.spec import spec_from_dict
-from orchestrator.spec.planning import cost_model_for, fitted_candidates
+from orchestrator.campaign_spec import spec_from_dict
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 
 COMMAND = ["./train.sh", "--tp", "{tp}", "--pp", "{pp}", "--zero", "{zero_stage}",
            "--mbs", "{micro_batch_size}", "--gas", "{grad_accum_steps}"]

@@ -24,8 +24,8 @@ from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.compare import SchemeRow, scheme_factors
 from orchestrator.costmodel.constants_provenance import check, figure, fit
 from orchestrator.costmodel.ranking import rank_by_throughput
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for, fitted_candidates
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 
 
 @lru_cache(maxsize=None)

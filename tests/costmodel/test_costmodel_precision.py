@@ -15,8 +15,8 @@ from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import TrialResult
 from orchestrator.scheduling.live_cost_model import LiveCostModel
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for, fitted_candidates
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 
 H100 = CLUSTER_PRESETS["h100-80g"]
 A100 = CLUSTER_PRESETS["a100-80g"]

@@ -12,8 +12,8 @@ from orchestrator.costmodel.collectives import Fabric
 from orchestrator.costmodel.zero_engine import DEEPSPEED
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 from orchestrator.trainers.megatron.flags import MEGATRON_LM_FLAGS
 from orchestrator.trainers.megatron.runtime import MEGATRON_OVERLAP_FLAG, megatron_lm_runtime
 from orchestrator.trainers.registry import adapter

@@ -19,8 +19,8 @@ from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.space import InvalidConfig, ParallelConfig, ShardingFactors
-from orchestrator.spec import spec_from_dict
-from orchestrator.spec.planning import cost_model_for, fitted_candidates
+from orchestrator.campaign_spec import spec_from_dict
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 from orchestrator.trainers.megatron import megatron_args
 from orchestrator.trainers.megatron.flags import MEGATRON_LM_FLAGS, problems
 

@@ -12,7 +12,7 @@ from conftest import EXAMPLES, write_spec
 from orchestrator.costmodel.collectives import Fabric
 from orchestrator.costmodel.profile_fit import fit_gemm, fit_link, profiled_cluster
 from orchestrator.presets import CLUSTER_PRESETS
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 CPU = CLUSTER_PRESETS["cpu-local"]
 

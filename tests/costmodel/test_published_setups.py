@@ -17,8 +17,8 @@ from test_costmodel_papers import amsp_recomputing_every_layer, published
 
 from orchestrator.costmodel.constants_provenance import check, fit
 from orchestrator.space import ShardingFactors
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 def factors(plan: dict) -> tuple[int, ...]:

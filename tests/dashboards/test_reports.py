@@ -137,7 +137,7 @@ def test_sbatch_takes_the_trials_cpus_and_the_specs_own_options(tmp_path):
     """Slurm's own sbatch accepts the script's directives: the CPUs the trials' one task per
     rank had, given to the node's one task, and sbatch_args replacing an option it sets."""
     from orchestrator.export import export
-    from orchestrator.spec import spec_from_dict
+    from orchestrator.campaign_spec import spec_from_dict
 
     spec = spec_from_dict({
         "name": "cpus", "model": "tiny", "cluster": "cpu-local", "tracking": {"enabled": False},

@@ -19,7 +19,7 @@ from orchestrator.common.errors import SpecError
 from orchestrator.export import export, unmeasured_note
 from orchestrator.export.scripts import sbatch_directives
 from orchestrator.space import ShardingFactors
-from orchestrator.spec import spec_from_dict
+from orchestrator.campaign_spec import spec_from_dict
 
 VALUE = "a b '$(touch injected)' \"c\""
 

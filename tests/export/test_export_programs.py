@@ -15,7 +15,7 @@ from dashboards.report_data import report_data
 from orchestrator.export import export, unmeasured_note
 from orchestrator.record.campaign import CampaignView
 from orchestrator.scheduling.controller import Controller
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 # example, what its program is called in a launch line, the words that carry a trial's length,
 # the logging a trial adds only to be measured

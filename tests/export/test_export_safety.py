@@ -23,8 +23,8 @@ from orchestrator.export import export, formats
 from orchestrator.export.common import origin as _origin
 from orchestrator.export.common import env_line
 from orchestrator.export.program import RUN_DIR_FOLDER, RUN_DIR_MARK, write_files
-from orchestrator.spec import spec_from_dict
-from orchestrator.spec.trial import SHELL_ENV
+from orchestrator.campaign_spec import spec_from_dict
+from orchestrator.campaign_spec.trial import SHELL_ENV
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.builtin import job_flags, job_settings
 from orchestrator.trainers.megatron import megatron_args

@@ -18,7 +18,7 @@ from conftest import write_spec
 
 from orchestrator.export import export
 from orchestrator.export.common import build_of
-from orchestrator.spec import spec_from_dict
+from orchestrator.campaign_spec import spec_from_dict
 
 CLEAN = ["env", "-i", "PATH=/usr/bin:/bin"]  # a login shell with nothing set up
 RUN_TIMEOUT_S = 600  # a bound for a hung run only

@@ -35,8 +35,8 @@ from orchestrator.record.journal import Journal
 from orchestrator.search import make_searcher
 from orchestrator.search.encoding import KnobSpace
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 from orchestrator.trainers.builtin import job_settings
 
 spec_path, runs = Path(sys.argv[1]), Path(sys.argv[2])

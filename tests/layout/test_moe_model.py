@@ -11,7 +11,7 @@ from orchestrator.common.errors import SpecError
 from orchestrator.presets import MODEL_PRESETS, ModelShape
 from orchestrator.result import model_flops_per_iteration
 from orchestrator.space import InvalidConfig, ParallelConfig
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 QUICKSTART = "examples/quickstart.yaml"
 

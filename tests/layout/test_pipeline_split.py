@@ -28,9 +28,9 @@ from orchestrator.pipeline_split import (
     split_problem,
     stage_layers,
 )
-from orchestrator.spec import load_spec, spec_from_dict
-from orchestrator.spec.planning import cost_model_for
-from orchestrator.spec.trainer_layouts import layout_refusal
+from orchestrator.campaign_spec import load_spec, spec_from_dict
+from orchestrator.campaign_spec.planning import cost_model_for
+from orchestrator.campaign_spec.trainer_layouts import layout_refusal
 from orchestrator.trainers.megatron import megatron_args
 from orchestrator.trainers.megatron.flags import MEGATRON_LM_FLAGS, problems
 

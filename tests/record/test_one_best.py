@@ -31,7 +31,7 @@ from orchestrator.record.journal import CONFIRM, REPEAT, SCREEN, TrialRecord
 from orchestrator.result import TrialResult
 from orchestrator.server.campaign_summary import ProgressCache
 from orchestrator.space import ParallelConfig
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec.planning import cost_model_for
 
 NAME = "one-best"
 OBJECTIVES = {"max": {"metric": "tokens_per_s", "mode": "max"},

@@ -9,8 +9,8 @@ import pytest
 from conftest import EXAMPLES
 
 from orchestrator.backends.simulated import SimulatedBackend
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 def _campaign(runs, name, *sets):

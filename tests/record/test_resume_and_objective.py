@@ -19,8 +19,8 @@ from orchestrator.result import TrialResult
 from orchestrator.scheduling.controller import Controller
 from orchestrator.search import ALGORITHMS
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_campaign_spec, spec_from_dict
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_campaign_spec, spec_from_dict
+from orchestrator.campaign_spec.planning import cost_model_for
 
 LEGACY = Path(__file__).parent.parent / "fixtures" / "legacy"
 

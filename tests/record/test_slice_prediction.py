@@ -12,8 +12,8 @@ from orchestrator.record.journal import SEARCH, TARGET, TrialRecord
 from orchestrator.record.slice_prediction import predict_target, slice_calibration
 from orchestrator.result import TrialResult
 from orchestrator.space.rescaled import scaled_config
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for, fitted_candidates
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 
 SPEC = load_spec(EXAMPLES / "frontier-175b.yaml", ["scale.slice_nodes=16"])
 NODES, SLICE = SPEC.scale.nodes, SPEC.scale.slice_nodes

@@ -161,7 +161,7 @@ def test_slice_trials_run_side_by_side_no_more_than_the_target_holds(tmp_path):
 
 def test_a_slice_trial_s_program_is_told_the_slice_s_nodes():
     from orchestrator.space.rescaled import scaled_config
-    from orchestrator.spec import load_spec
+    from orchestrator.campaign_spec import load_spec
     from orchestrator.trainers.arguments import placeholder_values
     from orchestrator.trial.folder import TrialFolder
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from builders import frontier_campaign
 
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec.planning import cost_model_for
 
 SEEDED = ("backend.noise=0.05", "backend.seed=3", "search.seed=3")
 

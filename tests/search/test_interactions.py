@@ -15,8 +15,8 @@ from orchestrator.backends import parallel_quirks, quirks
 from orchestrator.backends.parallel_quirks import HiddenParameters
 from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.search.encoding import KnobSpace, knob_values
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 @pytest.fixture(scope="module")
@@ -281,7 +281,7 @@ def test_stops_soon_where_the_model_is_right_and_later_where_interactions_hide(f
 
 
 def _noisy_spec(runs, name: str, max_trials: int):
-    from orchestrator.spec import spec_from_dict
+    from orchestrator.campaign_spec import spec_from_dict
 
     data = yaml.safe_load((EXAMPLES / "frontier-175b.yaml").read_text())
     data.update(name=name, search={"algorithm": "cost-guided", "seed": 0},
@@ -300,7 +300,7 @@ def test_close_contenders_are_measured_again_and_a_resume_repeats_the_same(tmp_p
     from orchestrator.record.campaign import CampaignView
     from orchestrator.scheduling.controller import Controller
     from orchestrator.search.repeats import MAX_REPEATS
-    from orchestrator.spec import load_campaign_spec
+    from orchestrator.campaign_spec import load_campaign_spec
 
     runs = tmp_path / "runs"
     whole = Controller(_noisy_spec(runs, "whole", 40)).run()
@@ -376,7 +376,7 @@ def test_a_resume_with_trials_in_flight_runs_what_the_whole_campaign_ran(tmp_pat
     next proposals depend on which ends first, as they would have in a campaign never
     killed.)"""
     from orchestrator.scheduling.controller import Controller
-    from orchestrator.spec import load_campaign_spec, spec_from_dict
+    from orchestrator.campaign_spec import load_campaign_spec, spec_from_dict
 
     runs = tmp_path / "runs"
     spec = _noisy_spec(runs, "whole", 30)
@@ -400,7 +400,7 @@ def test_a_resumed_round_fills_its_free_slot_at_once(tmp_path):
     budget left: the two run again and the last trial starts beside them, since the two
     were counted when first submitted and are not counted again."""
     from orchestrator.scheduling.controller import Controller
-    from orchestrator.spec import load_campaign_spec, spec_from_dict
+    from orchestrator.campaign_spec import load_campaign_spec, spec_from_dict
 
     runs = tmp_path / "runs"
     data = _noisy_spec(runs, "slots", 10).model_dump(mode="json")

@@ -12,8 +12,8 @@ from orchestrator.backends.simulated import SimulatedBackend
 from orchestrator.common.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search import make_searcher
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 ADAPTERS = ["grid", "random", "deephyper-cbo", "optuna", "hyperopt", "cost-guided"]
 

@@ -13,8 +13,8 @@ from orchestrator.common.objective import Objective
 from orchestrator.search import make_searcher
 from orchestrator.search.families import MODEL_ERROR, family, family_left_to_measure
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 def test_the_error_is_the_validation_reports():

@@ -10,8 +10,8 @@ from conftest import EXAMPLES
 from orchestrator.common.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search import make_searcher
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for, fitted_candidates
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 
 SPACE = ["space.kind=megatron-3d", "space.zero_stage=[1]", "space.overlap_comm=[null, true, false]",
          "space.bucket_size=[null, 50000000]", "space.offload=[none, optimizer]",

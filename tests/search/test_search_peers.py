@@ -183,7 +183,7 @@ def test_no_candidate_holds_a_forbidden_combination():
     from conftest import EXAMPLES
 
     from orchestrator.search.encoding import KnobSpace
-    from orchestrator.spec import load_spec
+    from orchestrator.campaign_spec import load_spec
 
     spec = load_spec(EXAMPLES / "frontier-175b.yaml", [
         "space.pp_schedule=[1f1b, interleaved]", "space.virtual_stages=[1, 2]"])

@@ -12,8 +12,8 @@ from conftest import EXAMPLES, journal_events
 from test_interactions import true_throughput
 
 from orchestrator.backends.simulated import SimulatedBackend
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_with_noise_close_contenders_are_measured_again_and_the_winner_holds(fro
 
 def test_a_campaign_that_stops_itself_records_why(tmp_path):
     from orchestrator.scheduling.controller import Controller
-    from orchestrator.spec import spec_from_dict
+    from orchestrator.campaign_spec import spec_from_dict
 
     runs = tmp_path / "runs"
     data = yaml.safe_load((EXAMPLES / "frontier-175b.yaml").read_text())

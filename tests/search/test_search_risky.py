@@ -12,8 +12,8 @@ from orchestrator.common.objective import Objective
 from orchestrator.costmodel.fit_verdict import MEMORY_MARGIN, RISKY, fit_chance
 from orchestrator.result import TrialResult
 from orchestrator.search import make_searcher
-from orchestrator.spec import load_spec
-from orchestrator.spec.planning import cost_model_for
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.planning import cost_model_for
 
 
 def test_the_chance_to_run_falls_across_the_margin():

@@ -28,7 +28,7 @@ from orchestrator.scheduling import loop as scheduler
 from orchestrator.scheduling.controller import Controller
 from orchestrator.scheduling.signals import Detached
 from orchestrator.scheduling.slots import NoSlotLimit, ServiceSlots, TrialSlots
-from orchestrator.spec import spec_from_dict
+from orchestrator.campaign_spec import spec_from_dict
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ from orchestrator.server.campaign_summary import ProgressCache
 from orchestrator.server.config import ServiceConfig
 from orchestrator.server.db import FAILED, QUEUED, RUNNING, Campaign, Database
 from orchestrator.server.slot_pool import SlotPool
-from orchestrator.spec.strings import NAME_MAX
+from orchestrator.campaign_spec.strings import NAME_MAX
 
 SIMULATED = EXAMPLES / "frontier-175b.yaml"
 

@@ -31,7 +31,7 @@ SECRET = "S3cretPW2"
 
 def runs_as_user(python: str, env: dict[str, str]) -> bool:
     try:
-        done = subprocess.run([python, "-c", "import orchestrator.spec"], user=USER, cwd="/",
+        done = subprocess.run([python, "-c", "import orchestrator.campaign_spec"], user=USER, cwd="/",
                               env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
                               capture_output=True, timeout=120)
     except OSError:  # not even started

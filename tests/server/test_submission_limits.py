@@ -17,8 +17,8 @@ from test_saved_spec import LARGEST_LIST, layouts
 from orchestrator.common.errors import SpecError, UserError
 from orchestrator.server.routes.campaigns import Submission
 from orchestrator.server.submission import parse_submission, read_submission, resolved_yaml
-from orchestrator.spec.loading import spec_from_dict
-from orchestrator.spec.yaml_input import load_yaml_text
+from orchestrator.campaign_spec.loading import spec_from_dict
+from orchestrator.campaign_spec.yaml_input import load_yaml_text
 
 SPECS = sorted(p for p in EXAMPLES.glob("*.yaml"))
 

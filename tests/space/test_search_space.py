@@ -9,7 +9,7 @@ import pytest
 from conftest import EXAMPLES, ROOT
 
 from orchestrator.space import InvalidConfig, ParallelConfig, SearchSpace, SpaceRanges
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 SHAPE = dict(world_size=8, num_heads=4, num_layers=4, global_batch_size=16)
 
@@ -84,7 +84,7 @@ def test_ranges_reject_an_unknown_kind_and_empty_ranges():
 
 def test_search_spaces_import_nothing_of_the_spec():
     code = ("import sys, orchestrator.space; "
-            "print([m for m in sys.modules if m.startswith('orchestrator.spec')])")
+            "print([m for m in sys.modules if m.startswith('orchestrator.campaign_spec')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     assert out.strip() == "[]"

@@ -8,8 +8,8 @@ import json
 
 from conftest import EXAMPLES, on_database
 
-from orchestrator.spec import load_spec
-from orchestrator.spec.unused_values import unused_values
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.unused_values import unused_values
 
 MOE_SPEC = """\
 name: moe-notes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conftest import EXAMPLES
 
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 
 def test_the_campaign_run_holds_both_scales(tmp_path):

@@ -28,10 +28,10 @@ from trainer_checks import (
 from orchestrator.common.errors import SpecError
 from orchestrator.export import export
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec, spec_from_dict
+from orchestrator.campaign_spec import load_spec, spec_from_dict
 from orchestrator.trainers.torchtitan.configs import TORCHTITAN_VARLEN_CONFIGS, VARLEN_CP
-from orchestrator.spec.notices import forget
-from orchestrator.spec.trainer_layouts import runnable
+from orchestrator.campaign_spec.notices import forget
+from orchestrator.campaign_spec.trainer_layouts import runnable
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.deepspeed.config import deepspeed_config
 from orchestrator.trainers.megatron import megatron_args, megatron_env

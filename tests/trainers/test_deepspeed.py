@@ -12,7 +12,7 @@ import pytest
 from conftest import EXAMPLES, journal_events
 from ports import free_port
 
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 from orchestrator.trainers import DeepSpeedTrainer, Measure
 from orchestrator.trainers.result_reading import result_from_log
 
@@ -175,7 +175,7 @@ def test_deepspeed_reduces_stage_0_gradients_in_bf16_as_the_cost_model_prices_th
     """Without ZeRO, DeepSpeed's engine keeps bf16 gradients and reduces them in bf16 (its
     `communication_data_type`), where PyTorch's DDP reduces float32: the DeepSpeed trainer's
     stage 0 is priced on DeepSpeed's engine, 2 bytes a parameter (test_costmodel_runtime.py)."""
-    from orchestrator.spec.planning import cost_model_for
+    from orchestrator.campaign_spec.planning import cost_model_for
     from orchestrator.trainers.deepspeed.config import base_config, deepspeed_config
 
     monkeypatch.chdir(EXAMPLES.parent)
@@ -221,7 +221,7 @@ def test_amsp_factors_that_are_zero_3_load_in_deepspeed_as_stage_3(tmp_path):
     as ZeRO-3, and DeepSpeed's own DeepSpeedConfig reads stage 3 and the layout's batch."""
     from orchestrator.export import export
     from orchestrator.space import ShardingFactors
-    from orchestrator.spec import spec_from_dict
+    from orchestrator.campaign_spec import spec_from_dict
 
     spec = spec_from_dict({"name": "a", "model": "tiny", "cluster": "a100-80g",
                            "scale": {"nodes": 2, "global_batch_size": 16},

@@ -15,7 +15,7 @@ import test_deepspeed as ds_tests
 from conftest import EXAMPLES, journal_events
 
 from orchestrator.export import export
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 from orchestrator.trainers import DeepSpeedTrainer, trainer_for
 from orchestrator.trainers.deepspeed import THROUGHPUT
 from orchestrator.trainers.deepspeed.config import LAYOUT_KEYS, changes, deepspeed_config

@@ -11,7 +11,7 @@ import statistics
 import pytest
 from conftest import EXAMPLES, journal_events
 
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 from orchestrator.trainers import DeepSpeedTrainer
 from orchestrator.trainers.deepspeed import THROUGHPUT
 from orchestrator.trial.folder import TrialFolder

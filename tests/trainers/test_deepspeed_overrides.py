@@ -12,7 +12,7 @@ import logging
 from conftest import EXAMPLES
 
 from orchestrator.export import export
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 from orchestrator.trainers import DeepSpeedTrainer
 from orchestrator.trainers.deepspeed.config import LAYOUT_KEYS, TRIAL_ONLY, flat_keys
 from orchestrator.trial.folder import DEEPSPEED_CHANGES_FILE, DEEPSPEED_CONFIG_FILE, TrialFolder

@@ -19,8 +19,8 @@ from conftest import EXAMPLES
 from orchestrator.common.errors import SpecError
 from orchestrator.export import export, formats
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec
-from orchestrator.spec.trainer_layouts import runnable
+from orchestrator.campaign_spec import load_spec
+from orchestrator.campaign_spec.trainer_layouts import runnable
 from orchestrator.trainers import Measure, MegatronDeepSpeedTrainer, MegatronLMTrainer, trainer_for
 from orchestrator.trainers.megatron import megatron_args
 from orchestrator.trainers.megatron.flags import (

@@ -15,7 +15,7 @@ from test_export_safety import hostile, stand_ins
 
 from orchestrator.common.errors import SpecError
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec, spec_from_dict
+from orchestrator.campaign_spec import load_spec, spec_from_dict
 from orchestrator.trainers.megatron_bridge.adapter import MegatronBridgeTrainer
 from orchestrator.trainers.megatron_bridge.export import export_megatron_bridge
 from orchestrator.trainers.megatron_bridge.runtime import bridge_runtime

@@ -30,7 +30,7 @@ import yaml
 
 from orchestrator.space import ParallelConfig
 from orchestrator.export import export
-from orchestrator.spec import load_spec, spec_from_dict
+from orchestrator.campaign_spec import load_spec, spec_from_dict
 from orchestrator.trainers.megatron_bridge.overrides import MIXED_PRECISION, bridge_overrides
 
 NOT_INSTALLED = ("megatron-bridge is not installed: `pip install --no-deps "

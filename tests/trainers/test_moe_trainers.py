@@ -32,8 +32,8 @@ from trainer_checks import parsed_in_child, run_and_best
 from orchestrator.common.errors import SpecError
 from orchestrator.common.placeholders import PLACEHOLDERS
 from orchestrator.export import export
-from orchestrator.spec import load_spec, spec_from_dict
-from orchestrator.spec.trainer_layouts import runnable
+from orchestrator.campaign_spec import load_spec, spec_from_dict
+from orchestrator.campaign_spec.trainer_layouts import runnable
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.megatron import megatron_args
 from orchestrator.trainers.megatron.flags import (

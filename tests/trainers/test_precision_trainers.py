@@ -26,7 +26,7 @@ from orchestrator.common.errors import SpecError
 from orchestrator.trainers.megatron.export import export_megatron
 from orchestrator.trainers.torchtitan.export import export_torchtitan
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.megatron import megatron_args
 from orchestrator.trainers.megatron.flags import MEGATRON_LM_FLAGS, problems

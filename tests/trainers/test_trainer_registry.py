@@ -13,8 +13,8 @@ from builders import layout, make_spec
 from orchestrator.common.errors import SpecError
 from orchestrator.costmodel.zero_engine import ZeroEngine
 from orchestrator.export import export, formats, own_format
-from orchestrator.spec.planning import cost_model_for
-from orchestrator.spec.trainer_layouts import layout_refusal
+from orchestrator.campaign_spec.planning import cost_model_for
+from orchestrator.campaign_spec.trainer_layouts import layout_refusal
 from orchestrator.trainers.registry import adapter, names, register, trainer_for, unregister
 
 TOY = textwrap.dedent('''

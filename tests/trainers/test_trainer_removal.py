@@ -20,7 +20,7 @@ PACKAGES = ("orchestrator", "jobs", "dashboards")
 PROBE = textwrap.dedent('''
     import json, sys
     from orchestrator.export import export, formats
-    from orchestrator.spec import load_spec
+    from orchestrator.campaign_spec import load_spec
     from orchestrator.trainers.registry import names, sections
 
     spec = load_spec(sys.argv[1])

@@ -53,8 +53,8 @@ PROBE = textwrap.dedent('''
     from orchestrator.trainers.registry import register
     register("toy", "toy_folder.adapter:ToyTrainer")
     from orchestrator.common.errors import SpecError
-    from orchestrator.spec import spec_from_dict
-    from orchestrator.spec.trial import campaign_inputs
+    from orchestrator.campaign_spec import spec_from_dict
+    from orchestrator.campaign_spec.trial import campaign_inputs
 
     def spec(trial):
         return {"name": "t", "model": {"preset": "tiny"}, "cluster": {"preset": "cpu-local"},
@@ -107,7 +107,7 @@ def test_a_trainer_folder_brings_its_own_section(tmp_path):
 def test_a_folder_with_a_section_registered_after_the_spec_was_read_is_told_to_register_first(
         tmp_path):
     late = textwrap.dedent('''
-        import orchestrator.spec
+        import orchestrator.campaign_spec
         from orchestrator.trainers.registry import names, register
         try:
             register("toy", "toy_folder.adapter:ToyTrainer")

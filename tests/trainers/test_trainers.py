@@ -9,7 +9,7 @@ from builders import quickstart_data
 from conftest import EXAMPLES
 
 from orchestrator.common.errors import SpecError
-from orchestrator.spec import spec_from_dict
+from orchestrator.campaign_spec import spec_from_dict
 from orchestrator.trainers import CommandTrainer, Measure, trainer_for
 from orchestrator.trainers.result_reading import result_from_log
 

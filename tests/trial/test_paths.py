@@ -7,7 +7,7 @@ from pathlib import Path
 from conftest import EXAMPLES
 
 from orchestrator.common.paths import default_tracking_uri, runs_root
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 
 
 def test_runs_root_prefers_option_then_environment_then_configured(monkeypatch, tmp_path):

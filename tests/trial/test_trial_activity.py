@@ -16,7 +16,7 @@ from orchestrator.backends.local import LocalBackend
 from orchestrator.record.journal import TrialRecord
 from orchestrator.scheduling.controller import Controller
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import load_spec
+from orchestrator.campaign_spec import load_spec
 from orchestrator.trainers import CommandTrainer, Measure, TrainerRun
 from orchestrator.trial.activity import last_activity
 from orchestrator.trial.folder import TrialFolder

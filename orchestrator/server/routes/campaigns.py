@@ -17,7 +17,7 @@ from orchestrator.server.routes.dependencies import campaign_row, current_user, 
 from orchestrator.server.service import Service
 from orchestrator.server.submission import read_submission, resolved_yaml
 from orchestrator.server.trust import code_in, may_run_code, may_see, may_submit_to
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 
 router = APIRouter(prefix="/api/campaigns")
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers.base import TrainerRun
 from orchestrator.trial.folder import SETTINGS_FILE, TrialFolder
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from orchestrator.export.common import origin
 from orchestrator.export.program import winner_deepspeed_config
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers.deepspeed.config import TOOL, base_config, deepspeed_config
 from orchestrator.trainers.registry import trainer_for
 

@@ -8,7 +8,7 @@ import shlex
 from orchestrator.common.errors import SpecError
 from orchestrator.export.common import origin
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers.megatron.args import DS, TOOLS, megatron_args
 
 

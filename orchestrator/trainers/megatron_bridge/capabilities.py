@@ -4,7 +4,7 @@ and the source it was read in (megatron-bridge 0.6.2, megatron-core 0.19.2), and
 
 Megatron-Bridge trains Megatron-Core models, so the layouts Megatron-Core itself refuses (the
 mixture-of-experts, context-parallel, precision, offload and pipeline-split rules written for
-megatron-lm in spec/trainer_layouts.py) are refused here by the same rules, named for
+megatron-lm in campaign_spec/trainer_layouts.py) are refused here by the same rules, named for
 Megatron-Core.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.spec.trainer_layouts import layout_refusal
+from orchestrator.campaign_spec.trainer_layouts import layout_refusal
 from orchestrator.trainers.megatron_bridge.overrides import MIXED_PRECISION
 
 NAME = "megatron-bridge"

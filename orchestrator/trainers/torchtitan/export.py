@@ -9,7 +9,7 @@ from pathlib import Path
 from orchestrator.export.common import interpreter, origin, run_context
 from orchestrator.export.scripts import rendezvous
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers.torchtitan.args import (
     TOOL,
     export_values,

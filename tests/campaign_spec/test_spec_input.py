@@ -130,7 +130,7 @@ def test_bad_env(cli, spec_file, runs_dir, env, key):
 
 
 def test_env_scalars_become_strings(spec_file):
-    from orchestrator.spec import load_spec
+    from orchestrator.campaign_spec import load_spec
     spec = load_spec(spec_file(B + "trial: {env: {A: 4, B: 1.5, C: true, D: x}}\n"))
     assert spec.trial.env == {"A": "4", "B": "1.5", "C": "True", "D": "x"}
 

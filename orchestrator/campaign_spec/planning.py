@@ -7,7 +7,7 @@ from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.cluster_fit import calibrated_coefficients
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
 from orchestrator.space import ParallelConfig
-from orchestrator.spec.campaign import CampaignSpec
+from orchestrator.campaign_spec.campaign import CampaignSpec
 
 
 def cost_model_for(spec: CampaignSpec) -> CostModel:

@@ -4,7 +4,7 @@ Every problem becomes one `SpecError` line naming the file, the key path, what w
 what is allowed, so the CLI never shows a traceback for bad input.
 """
 
-from orchestrator.spec.backends import (
+from orchestrator.campaign_spec.backends import (
     BACKEND_MODELS,
     BackendSpec,
     LocalBackendSpec,
@@ -12,8 +12,8 @@ from orchestrator.spec.backends import (
     SimulatedBackendSpec,
     SlurmBackendSpec,
 )
-from orchestrator.spec.campaign import CampaignSpec
-from orchestrator.spec.loading import (
+from orchestrator.campaign_spec.campaign import CampaignSpec
+from orchestrator.campaign_spec.loading import (
     SPEC_FILE,
     apply_override,
     load_campaign_spec,
@@ -21,7 +21,7 @@ from orchestrator.spec.loading import (
     load_spec,
     spec_from_dict,
 )
-from orchestrator.spec.sections import (
+from orchestrator.campaign_spec.sections import (
     BudgetSpec,
     FidelitySpec,
     ObjectiveSpec,
@@ -29,8 +29,8 @@ from orchestrator.spec.sections import (
     SearchSpec,
     TrackingSpec,
 )
-from orchestrator.spec.space_section import SpaceSpec
-from orchestrator.spec.trial import TrialSpec
+from orchestrator.campaign_spec.space_section import SpaceSpec
+from orchestrator.campaign_spec.trial import TrialSpec
 
 __all__ = [
     "BACKEND_MODELS", "SPEC_FILE", "BackendSpec", "BudgetSpec", "CampaignSpec",

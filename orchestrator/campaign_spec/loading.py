@@ -11,12 +11,12 @@ from pydantic import ValidationError
 
 from orchestrator.common.errors import CampaignStateError, SpecError, excerpt
 from orchestrator.presets import Cluster
-from orchestrator.spec.backends import for_saved_spec
-from orchestrator.spec.campaign import CampaignSpec
-from orchestrator.spec.campaign_folders import SPEC_FILE, did_you_mean
-from orchestrator.spec.strings import check_campaign_name, check_strings
-from orchestrator.spec.validation_errors import describe
-from orchestrator.spec.yaml_input import load_yaml_file, load_yaml_text
+from orchestrator.campaign_spec.backends import for_saved_spec
+from orchestrator.campaign_spec.campaign import CampaignSpec
+from orchestrator.campaign_spec.campaign_folders import SPEC_FILE, did_you_mean
+from orchestrator.campaign_spec.strings import check_campaign_name, check_strings
+from orchestrator.campaign_spec.validation_errors import describe
+from orchestrator.campaign_spec.yaml_input import load_yaml_file, load_yaml_text
 
 MAX_KEY_PARTS = 8  # `--set a.b.c=...`: the spec nests 4 levels deep
 

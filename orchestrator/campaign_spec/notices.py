@@ -1,7 +1,7 @@
 """Warnings a spec earns: an option ParaTune keeps, because a saved spec or an example may carry
 it harmlessly, but that does not do here what its name says.
 
-Each is one line on the `orchestrator.spec` log, which the CLI prints on stderr
+Each is one line on the `orchestrator.campaign_spec` log, which the CLI prints on stderr
 (`paratune: ...`); a spec read several times in one process (a plan over node counts, a
 submission the service checks) says each thing once.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-log = logging.getLogger("orchestrator.spec")
+log = logging.getLogger("orchestrator.campaign_spec")
 _said: set[str] = set()
 
 

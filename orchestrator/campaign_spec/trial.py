@@ -19,8 +19,8 @@ from pydantic import Field, create_model, field_validator, model_validator
 
 from orchestrator.common.errors import excerpt
 from orchestrator.common.placeholders import check_placeholders
-from orchestrator.spec.sections import MAX_COUNT, Strict
-from orchestrator.spec.strings import check_env_name
+from orchestrator.campaign_spec.sections import MAX_COUNT, Strict
+from orchestrator.campaign_spec.strings import check_env_name
 from orchestrator.trainers.registry import sections
 
 # The result fields a user's regex may read from a `command` trainer's log.
@@ -51,7 +51,7 @@ class _TrialFields(Strict):
     env: dict[str, str] = Field(default_factory=dict)
     # A cost-model assumption: the trainer keeps no s x s attention scores (FlashAttention,
     # SDPA's fused kernels), so the memory model drops them. The Megatron trainers also pick
-    # their attention kernel by it; the others choose their own (spec/notices.py warns).
+    # their attention kernel by it; the others choose their own (campaign_spec/notices.py warns).
     flash_attention: bool = True
     trainer: str | None = Field(default=None, description="a registered trainer; default: builtin")
     # trainer `command`: an argv list (never run through a shell) whose items may hold

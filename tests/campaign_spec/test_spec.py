@@ -7,7 +7,7 @@ import yaml
 from conftest import EXAMPLES, run_cli_process, write_spec
 
 from orchestrator.common.errors import SpecError
-from orchestrator.spec import (
+from orchestrator.campaign_spec import (
     SPEC_FILE,
     LocalBackendSpec,
     RayBackendSpec,

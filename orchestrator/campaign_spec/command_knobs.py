@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.common.placeholders import placeholders_in
 from orchestrator.layout import searched_knobs
-from orchestrator.spec.notices import warn
+from orchestrator.campaign_spec.notices import warn
 
 _CONFIG_FILE = ("deepspeed_config", "trial_dir")
 # knob -> the placeholders besides `{knob}` whose value changes with it

@@ -15,8 +15,8 @@ from test_spec_input import B
 
 from orchestrator.common.errors import SpecError
 from orchestrator.server.submission import parse_submission, read_submission
-from orchestrator.spec.loading import load_spec
-from orchestrator.spec.yaml_input import parse_yaml
+from orchestrator.campaign_spec.loading import load_spec
+from orchestrator.campaign_spec.yaml_input import parse_yaml
 
 QUICKSTART = (EXAMPLES / "quickstart.yaml").read_text()
 MODEL_FILE = ("name: small\nnum_layers: 2\nhidden: 64\nnum_heads: 4\nffn_hidden: 128\n"

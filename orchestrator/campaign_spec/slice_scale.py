@@ -4,7 +4,7 @@ shrinks with the replicas (sections.py checks that it divides)."""
 
 from __future__ import annotations
 
-from orchestrator.spec.campaign import CampaignSpec
+from orchestrator.campaign_spec.campaign import CampaignSpec
 
 
 def slices_in_target(spec: CampaignSpec) -> int:

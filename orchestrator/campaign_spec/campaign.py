@@ -15,11 +15,11 @@ from orchestrator.layout import PIPELINE_SPLITS
 from orchestrator.pipeline_split import split_problem
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
 from orchestrator.space import InvalidConfig, ParallelConfig, SearchSpace
-from orchestrator.spec.backends import BackendSpec, LocalBackendSpec
-from orchestrator.spec.command_knobs import pin_unused_knobs
-from orchestrator.spec.feasibility import explain_empty
-from orchestrator.spec.notices import check_flash_attention
-from orchestrator.spec.sections import (
+from orchestrator.campaign_spec.backends import BackendSpec, LocalBackendSpec
+from orchestrator.campaign_spec.command_knobs import pin_unused_knobs
+from orchestrator.campaign_spec.feasibility import explain_empty
+from orchestrator.campaign_spec.notices import check_flash_attention
+from orchestrator.campaign_spec.sections import (
     BudgetSpec,
     ObjectiveSpec,
     ScaleSpec,
@@ -28,11 +28,11 @@ from orchestrator.spec.sections import (
     TrackingSpec,
     is_saved,
 )
-from orchestrator.spec.space_section import SpaceSpec
-from orchestrator.spec.strings import NAME_MAX, NAME_PATTERN
-from orchestrator.spec.trainer_layouts import check_listed, check_trainer_space, runnable
-from orchestrator.spec.trial import TrialSpec
-from orchestrator.spec.yaml_input import load_yaml_file
+from orchestrator.campaign_spec.space_section import SpaceSpec
+from orchestrator.campaign_spec.strings import NAME_MAX, NAME_PATTERN
+from orchestrator.campaign_spec.trainer_layouts import check_listed, check_trainer_space, runnable
+from orchestrator.campaign_spec.trial import TrialSpec
+from orchestrator.campaign_spec.yaml_input import load_yaml_file
 
 
 def _resolve_preset(value: Any, presets: dict, kind: str) -> Any:

@@ -13,9 +13,9 @@ from builders import quickstart_data
 from conftest import EXAMPLES, run_cli_process
 
 from orchestrator.common.errors import SpecError
-from orchestrator.spec import load_spec, spec_from_dict
-from orchestrator.spec import notices
-from orchestrator.spec.unsupported import NOT_SUPPORTED_YET
+from orchestrator.campaign_spec import load_spec, spec_from_dict
+from orchestrator.campaign_spec import notices
+from orchestrator.campaign_spec.unsupported import NOT_SUPPORTED_YET
 
 QUICKSTART = EXAMPLES / "quickstart.yaml"
 
@@ -30,9 +30,9 @@ def fresh_warnings():
 
 def spec_warnings(caplog, data: dict, saved: bool = False) -> tuple[object, list[str]]:
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="orchestrator.spec"):
+    with caplog.at_level(logging.WARNING, logger="orchestrator.campaign_spec"):
         spec = spec_from_dict(data, source="s.yaml", saved=saved)
-    return spec, [r.getMessage() for r in caplog.records if r.name == "orchestrator.spec"]
+    return spec, [r.getMessage() for r in caplog.records if r.name == "orchestrator.campaign_spec"]
 
 
 # --- (a) options that were accepted and ignored ------------------------------------------------

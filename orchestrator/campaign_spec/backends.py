@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from orchestrator.spec.sections import MAX_COUNT, MAX_SEED, Strict, is_saved
-from orchestrator.spec.strings import SBATCH_OPTION, check_sbatch_value
+from orchestrator.campaign_spec.sections import MAX_COUNT, MAX_SEED, Strict, is_saved
+from orchestrator.campaign_spec.strings import SBATCH_OPTION, check_sbatch_value
 
 
 class LocalBackendSpec(Strict):

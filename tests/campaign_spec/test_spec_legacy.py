@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from orchestrator.common.errors import CampaignStateError, SpecError
-from orchestrator.spec import SPEC_FILE, SimulatedBackendSpec, load_campaign_spec, load_spec
+from orchestrator.campaign_spec import SPEC_FILE, SimulatedBackendSpec, load_campaign_spec, load_spec
 
 LEGACY = Path(__file__).resolve().parent.parent / "fixtures" / "legacy"
 # name -> what its saved spec.yaml holds

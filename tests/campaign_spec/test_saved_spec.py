@@ -9,7 +9,7 @@ import json
 
 from conftest import write_spec
 
-from orchestrator.spec.space_section import SpaceSpec
+from orchestrator.campaign_spec.space_section import SpaceSpec
 
 LARGEST_LIST = SpaceSpec.model_fields["configs"].metadata[0].max_length
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from orchestrator.common.errors import SpecError
 from orchestrator.layout import Knob, searched_knobs
 from orchestrator.space import ParallelConfig
-from orchestrator.spec.campaign import CampaignSpec, pipeline_depth_problem
-from orchestrator.spec.feasibility import explain_empty
-from orchestrator.spec.trainer_layouts import runnable
+from orchestrator.campaign_spec.campaign import CampaignSpec, pipeline_depth_problem
+from orchestrator.campaign_spec.feasibility import explain_empty
+from orchestrator.campaign_spec.trainer_layouts import runnable
 
 
 def _shown(value) -> str:

@@ -11,7 +11,7 @@ from pydantic import Field, create_model, field_validator, model_validator
 
 from orchestrator.layout import Knob, knobs, searched_knobs
 from orchestrator.space import SpaceRanges
-from orchestrator.spec.sections import MAX_VALUES, Strict, factor
+from orchestrator.campaign_spec.sections import MAX_VALUES, Strict, factor
 
 MAX_COMBINATIONS = 200_000  # the product of the space ranges' lengths
 

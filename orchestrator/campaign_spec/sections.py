@@ -17,7 +17,7 @@ from pydantic import (
 
 from orchestrator.layout import MAX_FACTOR
 from orchestrator.search.repeats import MAX_REPEATS
-from orchestrator.spec.strings import NAME_MAX, NAME_PATTERN
+from orchestrator.campaign_spec.strings import NAME_MAX, NAME_PATTERN
 
 # Bounds far beyond any real run, so absurd sizes are errors rather than hours of enumeration.
 MAX_NODES = 65_536

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.common.errors import excerpt
-from orchestrator.spec.campaign import CampaignSpec
-from orchestrator.spec.unsupported import our_name, unsupported_feature
+from orchestrator.campaign_spec.campaign import CampaignSpec
+from orchestrator.campaign_spec.unsupported import our_name, unsupported_feature
 
 MAX_PROBLEMS = 5  # a spec's problems described together, one line each
 
@@ -127,7 +127,7 @@ def _yaml_reads_as(text: str, value: float) -> bool:
     """Whether the spec's YAML reader takes `text` for the number `value`."""
     import yaml
 
-    from orchestrator.spec.yaml_input import parse_yaml
+    from orchestrator.campaign_spec.yaml_input import parse_yaml
 
     try:
         read = parse_yaml(text)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from orchestrator.common.errors import UserError, excerpt
 from orchestrator.space import ParallelConfig
-from orchestrator.spec import CampaignSpec
+from orchestrator.campaign_spec import CampaignSpec
 
 
 def preflight(spec: CampaignSpec) -> list[ParallelConfig]:
