@@ -34,7 +34,7 @@ from validation_report import SHORT
 from orchestrator.costmodel.estimate import CostModel
 from orchestrator.costmodel.published_rows import PricedRow, price_row
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 MIN_LAYOUTS = 3
 
@@ -43,10 +43,10 @@ MIN_LAYOUTS = 3
 class CorpusLandscape:
     name: str
     source: str  # the file in benchmarks/measured/
-    rows: dict[ParallelConfig, list[PricedRow]]  # layout -> its published rows
+    rows: dict[Layout, list[PricedRow]]  # layout -> its published rows
     cost: CostModel = field(init=False)
-    candidates: list[ParallelConfig] = field(init=False)
-    truth: dict[ParallelConfig, float] = field(init=False)  # tokens/s
+    candidates: list[Layout] = field(init=False)
+    truth: dict[Layout, float] = field(init=False)  # tokens/s
 
     def __post_init__(self) -> None:
         self.cost = next(iter(self.rows.values()))[0].cost
@@ -54,13 +54,13 @@ class CorpusLandscape:
         self.truth = {config: statistics.median(r.measured_tokens_per_s_per_gpu for r in rows)
                           * config.world_size for config, rows in self.rows.items()}
 
-    def run(self, config: ParallelConfig, trial_id: str) -> TrialResult:
+    def run(self, layout: Layout, trial_id: str) -> TrialResult:
         """The published throughput of the layout, the same for every trial."""
-        tokens_per_s = self.truth[config]
-        tokens_per_step = config.global_batch_size() * self.cost.model.seq_len
+        tokens_per_s = self.truth[layout]
+        tokens_per_step = layout.global_batch_size() * self.cost.model.seq_len
         return TrialResult(status="ok", tokens_per_s=tokens_per_s,
-                           tokens_per_s_per_gpu=tokens_per_s / config.world_size,
-                           world_size=config.world_size,
+                           tokens_per_s_per_gpu=tokens_per_s / layout.world_size,
+                           world_size=layout.world_size,
                            step_time_s=tokens_per_step / tokens_per_s)
 
 
@@ -76,7 +76,7 @@ def _name(source: str, landscape: str) -> str:
 @lru_cache(maxsize=1)
 def corpus_landscapes() -> dict[str, CorpusLandscape]:
     """Every landscape of 3 layouts or more, by name, in source then landscape order."""
-    by_landscape: dict[tuple[str, str], dict[ParallelConfig, list[PricedRow]]] = \
+    by_landscape: dict[tuple[str, str], dict[Layout, list[PricedRow]]] = \
         defaultdict(lambda: defaultdict(list))
     for row in measured_corpus.rows():
         if row.role == SUPERSEDED:

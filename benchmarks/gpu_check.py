@@ -32,7 +32,7 @@ from jobs.trainer import Infeasible, check_feasible  # noqa: E402
 from orchestrator.costmodel import CostModel  # noqa: E402
 from orchestrator.layout import knobs  # noqa: E402
 from orchestrator.presets import CLUSTER_PRESETS, ModelShape  # noqa: E402
-from orchestrator.space import ParallelConfig  # noqa: E402
+from orchestrator.space import Layout  # noqa: E402
 
 MODEL_1B = ModelArgs(num_layers=16, hidden=2048, num_heads=16, ffn_hidden=5632,
                      vocab_size=32000, seq_len=2048)
@@ -60,7 +60,7 @@ def predicted_tokens_per_s(config: JobConfig, cluster: str) -> float | None:
     shape = ModelShape(name="gpu-check", **{f.name: getattr(config.model, f.name)
                                             for f in dataclasses.fields(config.model)
                                             if f.name in ModelShape.model_fields})
-    layout = ParallelConfig(**{k.name: getattr(config, k.name) for k in knobs()})
+    layout = Layout(**{k.name: getattr(config, k.name) for k in knobs()})
     estimate = CostModel(shape, CLUSTER_PRESETS[cluster], 1).estimate(layout)
     return estimate.tokens_per_s if estimate.fits else None
 

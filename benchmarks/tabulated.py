@@ -21,7 +21,7 @@ import statistics
 from pathlib import Path
 
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec
 from orchestrator.campaign_spec.planning import cost_model_for
 
@@ -35,14 +35,14 @@ class TabulatedLandscape:
         self.spec = load_spec(ROOT / data["spec"], data["overrides"])
         self.cost = cost_model_for(self.spec)
         self.seed, self.noisy = seed, noisy
-        self._returned: dict[ParallelConfig, set[int]] = {}  # measurements drawn so far
-        self.rows = {ParallelConfig.from_dict(row["config"]): row for row in data["layouts"]}
+        self._returned: dict[Layout, set[int]] = {}  # measurements drawn so far
+        self.rows = {Layout.from_dict(row["config"]): row for row in data["layouts"]}
         self.candidates = list(self.rows)
         self.truth = {config: statistics.mean(self.measured(config))
                       for config in self.candidates if self.measured(config)}
 
-    def measured(self, config: ParallelConfig) -> list[float]:
-        row = self.rows[config]
+    def measured(self, layout: Layout) -> list[float]:
+        row = self.rows[layout]
         return [v for v, s in zip(row["tokens_per_s"], row["status"]) if s == "ok" and v]
 
     def noise(self) -> float:
@@ -51,26 +51,26 @@ class TabulatedLandscape:
                    for v in map(self.measured, self.candidates) if len(v) > 1]
         return statistics.median(spreads) if spreads else 0.0
 
-    def _draw(self, config: ParallelConfig, trial_id: str, count: int) -> int:
+    def _draw(self, layout: Layout, trial_id: str, count: int) -> int:
         """Which of `count` recorded measurements this trial returns: seeded by the run and
         the trial, among those this run has not yet returned for the layout while any are
         left (a layout's first draw is the same as a draw among all)."""
-        returned = self._returned.setdefault(config, set())
+        returned = self._returned.setdefault(layout, set())
         fresh = [i for i in range(count) if i not in returned] or list(range(count))
-        index = random.Random(f"{self.seed}/{trial_id}/{config.key()}").choice(fresh)
+        index = random.Random(f"{self.seed}/{trial_id}/{layout.key()}").choice(fresh)
         returned.add(index)
         return index
 
-    def run(self, config: ParallelConfig, trial_id: str) -> TrialResult:
-        values = self.measured(config)
+    def run(self, layout: Layout, trial_id: str) -> TrialResult:
+        values = self.measured(layout)
         if not values:
-            status = next((s for s in self.rows[config]["status"] if s != "ok"), "failed")
+            status = next((s for s in self.rows[layout]["status"] if s != "ok"), "failed")
             return TrialResult(status=status, error=f"{status} in the recorded sweep",
-                               world_size=config.world_size)
+                               world_size=layout.world_size)
         if self.noisy:
-            value = values[self._draw(config, trial_id, len(values))]
+            value = values[self._draw(layout, trial_id, len(values))]
         else:
             value = statistics.mean(values)
-        tokens_per_step = config.global_batch_size() * self.spec.model.seq_len
-        return TrialResult(status="ok", tokens_per_s=value, world_size=config.world_size,
+        tokens_per_step = layout.global_batch_size() * self.spec.model.seq_len
+        return TrialResult(status="ok", tokens_per_s=value, world_size=layout.world_size,
                            step_time_s=tokens_per_step / value)

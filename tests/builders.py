@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec, load_spec, spec_from_dict
 
 RANKS = 16
@@ -28,7 +28,7 @@ SPEC = {"name": "test", "model": "llama-7b", "cluster": "h100-80g",
 """The default spec: llama-7b on two nodes of H100s, a global batch of 16 sequences."""
 
 
-def layout(*, ranks: int = RANKS, batch: int = BATCH, **fields) -> ParallelConfig:
+def layout(*, ranks: int = RANKS, batch: int = BATCH, **fields) -> Layout:
     """LAYOUT with `fields` replaced. Unless given, dp is what tp, pp and cp leave of `ranks`,
     and grad_accum_steps what dp and the micro-batch leave of `batch` (sequences a step)."""
     fields = {**LAYOUT, **fields}
@@ -40,7 +40,7 @@ def layout(*, ranks: int = RANKS, batch: int = BATCH, **fields) -> ParallelConfi
         per_step = fields["dp"] * fields["micro_batch_size"]
         assert batch % per_step == 0, f"dp*micro_batch_size={per_step} does not divide {batch}"
         fields["grad_accum_steps"] = batch // per_step
-    return ParallelConfig(**fields)
+    return Layout(**fields)
 
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -136,12 +136,12 @@ def builtin_request(folder_path: Path, trial_id: str, settings: dict, *, timeout
                     env: dict | None = None, config=None):
     """A TrialRequest running the built-in job with these settings, for backend tests."""
     from orchestrator.backends.base import TrialRequest
-    from orchestrator.space import ParallelConfig
+    from orchestrator.space import Layout
     from orchestrator.trainers import BuiltinTrainer, Measure
     from orchestrator.trainers.builtin import builtin_run
     from orchestrator.trial.folder import TrialFolder
 
-    config = config or ParallelConfig(dp=2, micro_batch_size=2, grad_accum_steps=2)
+    config = config or Layout(dp=2, micro_batch_size=2, grad_accum_steps=2)
     folder = TrialFolder(folder_path)
     measure = Measure(world_size=config.world_size, seq_len=64, tokens_per_step=512,
                       model_flops_per_step=1e9, peak_tflops=1.0, warmup_steps=0)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.trainers import Measure, TrainerAdapter, TrainerRun
 from orchestrator.trainers.result_reading import read_trial_result
 from orchestrator.trial.folder import TrialFolder
@@ -24,7 +24,7 @@ from orchestrator.trial.process import TrialProcess, local_argv, trial_env
 @dataclass(frozen=True)
 class TrialRequest:
     trial_id: str
-    config: ParallelConfig
+    config: Layout
     folder: TrialFolder
     trainer: TrainerAdapter  # reads the result where the trial ran
     run: TrainerRun  # the program, its launcher, its files and environment

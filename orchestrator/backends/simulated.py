@@ -95,23 +95,23 @@ class SimulatedBackend(Backend):
             log += float(parallel_log_factor(self.hidden, settings, self.parallel_quirks))
         return factor * math.exp(log)
 
-    def run(self, config, trial_id: str, steps: int | None = None) -> TrialResult:
-        est = self.cost_model.estimate(config)
-        rng = _rng(self.seed, "trial", trial_id, config.key())
-        world = config.world_size
-        settings = config.to_params()
+    def run(self, layout, trial_id: str, steps: int | None = None) -> TrialResult:
+        est = self.cost_model.estimate(layout)
+        rng = _rng(self.seed, "trial", trial_id, layout.key())
+        world = layout.world_size
+        settings = layout.to_params()
         # What a measurement would see (no fragmentation reserve); the reserve is still lost
         # to fragmentation, so the trial runs out of memory once both exceed the device.
-        memory_scale = self.knob_factor("memory", config.zero_stage) ** 0.25
+        memory_scale = self.knob_factor("memory", layout.zero_stage) ** 0.25
         memory_gb = est.memory_gb_used * memory_scale
         if not est.fits_scaled(memory_scale):
-            if not self._risky_runs(est, config, memory_scale):
+            if not self._risky_runs(est, layout, memory_scale):
                 return TrialResult(
                     status="oom", world_size=world, peak_memory_gb=memory_gb,
                     error=f"simulated out-of-memory: {memory_gb:.1f} GB > {est.capacity_gb:g} GB",
                 )
             usable_gb = est.capacity_gb - est.memory.reserve / GB
-            memory_gb = usable_gb * _rng(self.seed, "peak", config.key()).uniform(0.93, 0.99)
+            memory_gb = usable_gb * _rng(self.seed, "peak", layout.key()).uniform(0.93, 0.99)
         if rng.random() < self.failure_rate:
             status, error = rng.choice((
                 ("failed", "RuntimeError: simulated crash"),
@@ -133,15 +133,15 @@ class SimulatedBackend(Backend):
             extra={"simulated_duration_s": step_time * steps},
         )
 
-    def noise_free_step_s(self, config) -> float | None:
+    def noise_free_step_s(self, layout) -> float | None:
         """The layout's step time in this landscape without noise, or None where it runs out
         of memory: the truth a benchmark's oracle ranks by."""
-        est = self.cost_model.estimate(config)
-        memory_scale = self.knob_factor("memory", config.zero_stage) ** 0.25
-        if not est.fits_scaled(memory_scale) and not self._risky_runs(est, config, memory_scale):
+        est = self.cost_model.estimate(layout)
+        memory_scale = self.knob_factor("memory", layout.zero_stage) ** 0.25
+        if not est.fits_scaled(memory_scale) and not self._risky_runs(est, layout, memory_scale):
             return None
-        return ((est.step_time_s + self.congested_s(est, config.world_size))
-                / self.truth_factor(config.to_params()))
+        return ((est.step_time_s + self.congested_s(est, layout.world_size))
+                / self.truth_factor(layout.to_params()))
 
     def congested_s(self, est, world: int) -> float:
         """What congestion adds to a step on `world` devices (see the module's docstring)."""
@@ -150,7 +150,7 @@ class SimulatedBackend(Backend):
             return 0.0
         return self.congestion * math.log2(nodes) * est.time.dp_comm.total
 
-    def _risky_runs(self, est, config, memory_scale: float) -> bool:
+    def _risky_runs(self, est, layout, memory_scale: float) -> bool:
         """Whether a layout predicted over the device runs all the same: with the chance the
         memory verdict gives it (fit_verdict.fit_chance, seeded per layout), so a campaign
         that measures risky layouts meets what the margin assumes rather than a model that is
@@ -158,7 +158,7 @@ class SimulatedBackend(Backend):
         memory = est.memory
         need = ((memory.total - memory.reserve) * memory_scale + memory.reserve) / GB
         chance = float(fit_chance(need / est.capacity_gb, est.memory_margin))
-        return _rng(self.seed, "memory", config.key()).random() < chance
+        return _rng(self.seed, "memory", layout.key()).random() < chance
 
     def submit(self, request: TrialRequest) -> SimulatedHandle:
         result = self.run(request.config, request.trial_id, request.steps)

@@ -14,7 +14,7 @@ from orchestrator.common.paths import default_tracking_uri, runs_root
 from orchestrator.layout import PIPELINE_SPLITS
 from orchestrator.pipeline_split import split_problem
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
-from orchestrator.space import InvalidConfig, ParallelConfig, SearchSpace
+from orchestrator.space import InvalidConfig, Layout, SearchSpace
 from orchestrator.campaign_spec.backends import BackendSpec, LocalBackendSpec
 from orchestrator.campaign_spec.command_knobs import pin_unused_knobs
 from orchestrator.campaign_spec.feasibility import explain_empty
@@ -176,8 +176,8 @@ class CampaignSpec(Strict):
             seq_len=self.model.seq_len,
         )
 
-    def candidates(self, fit: Callable[[ParallelConfig], ParallelConfig] | None = None,
-                   ) -> list[ParallelConfig]:
+    def candidates(self, fit: Callable[[Layout], Layout] | None = None,
+                   ) -> list[Layout]:
         """The space's valid layouts; an empty space is a SpecError that says why. `fit`
         resolves `recompute_num_layers: fit` (costmodel.recompute); without it those layouts
         come with full recompute, enough to check the space."""

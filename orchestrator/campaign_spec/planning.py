@@ -6,7 +6,7 @@ from __future__ import annotations
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.cluster_fit import calibrated_coefficients
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec.campaign import CampaignSpec
 
 
@@ -28,8 +28,8 @@ def priced_runtime(spec: CampaignSpec) -> str:
     return trainer_for(spec).priced_as(spec)
 
 
-def fitted_candidates(spec: CampaignSpec, cost: CostModel | None = None) -> list[ParallelConfig]:
+def fitted_candidates(spec: CampaignSpec, cost: CostModel | None = None) -> list[Layout]:
     """A campaign spec's layouts, each `recompute_num_layers: fit` resolved by `cost` (the
     spec's default cost model if none is given)."""
     cost = cost or cost_model_for(spec)
-    return spec.candidates(fit=lambda config: fewest_recomputed_layers(cost, config))
+    return spec.candidates(fit=lambda layout: fewest_recomputed_layers(cost, layout))

@@ -10,11 +10,11 @@ import shutil
 from pathlib import Path
 
 from orchestrator.common.errors import UserError, excerpt
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 
 
-def preflight(spec: CampaignSpec) -> list[ParallelConfig]:
+def preflight(spec: CampaignSpec) -> list[Layout]:
     candidates = spec.candidates()  # an empty space is an error that says why
     if spec.backend.kind == "local":  # other backends run trials on other machines
         workdir = _check_workdir(spec.trial.workdir)

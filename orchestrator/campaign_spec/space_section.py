@@ -100,12 +100,12 @@ class ShardingEntry(Strict):
 
 
 class _LayoutEntry(Strict):
-    """One layout of `space.kind: list`: ParallelConfig's fields, each optional."""
+    """One layout of `space.kind: list`: Layout's fields, each optional."""
 
     sharding: ShardingEntry | None = None
 
     def fields(self) -> dict[str, Any]:
-        """The fields given, as ParallelConfig takes them."""
+        """The fields given, as Layout takes them."""
         return self.model_dump(exclude_none=True)
 
 
@@ -120,7 +120,7 @@ class _SpaceSpec(Strict):
     """Ranges the search space takes its candidates from; dp follows from world size."""
 
     # megatron-3d: ZeRO stages; amsp: AMSP's six sharding factors instead of zero_stage;
-    # list: exactly the layouts in `configs` (each a mapping of ParallelConfig fields).
+    # list: exactly the layouts in `configs` (each a mapping of Layout fields).
     kind: Literal["megatron-3d", "amsp", "list"] = "megatron-3d"
     configs: list[LayoutEntry] = Field(default_factory=list, max_length=1_000)
 

@@ -24,12 +24,12 @@ def check_trainer_space(spec) -> None:
         raise ValueError("\n".join(problems))
 
 
-def layout_refusal(trainer: str | None, spec, config) -> str | None:
+def layout_refusal(trainer: str | None, spec, layout) -> str | None:
     """Why `trainer` cannot run this layout of the spec, or None: its mixture-of-experts,
     context-parallel, precision, offload, overlap, bucket and pipeline-split rules."""
     from orchestrator.trainers.registry import adapter
 
-    return adapter(trainer).layout_refusal(spec, config)
+    return adapter(trainer).layout_refusal(spec, layout)
 
 
 def runnable(spec, configs: list, refused: list[str] | None = None) -> list:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from orchestrator.common.errors import SpecError
 from orchestrator.layout import Knob, searched_knobs
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec.campaign import CampaignSpec, pipeline_depth_problem
 from orchestrator.campaign_spec.feasibility import explain_empty
 from orchestrator.campaign_spec.trainer_layouts import runnable
@@ -52,7 +52,7 @@ def _why_unused(spec: CampaignSpec, knob: Knob, value, taken: dict[str, set]) ->
     return "every layout it makes is one another listed value makes already"
 
 
-def unused_values(spec: CampaignSpec, candidates: list[ParallelConfig]) -> list[str]:
+def unused_values(spec: CampaignSpec, candidates: list[Layout]) -> list[str]:
     """One line per value the spec lists for a searched knob that none of `candidates` (the
     spec's layouts) has, naming the key and why; only keys the spec sets, and only where it
     lists more than one value (a lone refused value empties the space, an error already)."""

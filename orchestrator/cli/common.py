@@ -22,7 +22,7 @@ from orchestrator.costmodel.fit_verdict import memory_margin
 from orchestrator.costmodel.ranking import Ranking, rank_amsp, rank_by_throughput
 from orchestrator.export import script_formats
 from orchestrator.record.campaign import CampaignView
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 from orchestrator.campaign_spec.unused_values import unused_values
@@ -89,7 +89,7 @@ def open_campaign(campaign: str, runs_dir: Optional[Path]) -> CampaignView:
 
 
 def rank_spec(spec: CampaignSpec, top_k: int, cost: CostModel | None = None,
-              candidates: list[ParallelConfig] | None = None) -> Ranking:
+              candidates: list[Layout] | None = None) -> Ranking:
     """The space ranked by the cost model; `cost` and `candidates` when the caller has them."""
     cost = cost or cost_model_for(spec)
     if candidates is None:  # an empty space is an error that says why
@@ -99,7 +99,7 @@ def rank_spec(spec: CampaignSpec, top_k: int, cost: CostModel | None = None,
     return rank_by_throughput(cost, candidates, top_k)
 
 
-def print_space_notes(spec: CampaignSpec, candidates: list[ParallelConfig]) -> None:
+def print_space_notes(spec: CampaignSpec, candidates: list[Layout]) -> None:
     """A line on stderr per value the spec's space lists that no layout takes, with why."""
     for line in unused_values(spec, candidates):
         console.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)

@@ -26,7 +26,7 @@ from orchestrator.cli.campaign_table import number
 from orchestrator.cli.table_fit import fits, pair, print_records
 from orchestrator.common.objective import Objective
 from orchestrator.layout import Knob, knobs
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 T = TypeVar("T")
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -51,7 +51,7 @@ class Row:
     there is none, e.g. nothing fits), and cells for the columns after."""
 
     lead: Sequence[str]
-    config: Optional[ParallelConfig]
+    config: Optional[Layout]
     tail: Sequence[str]
 
 
@@ -109,7 +109,7 @@ def value_text(value: Any) -> str:
     return number(value) if isinstance(value, float) else str(value)
 
 
-def split_knobs(configs: Iterable[ParallelConfig]) -> tuple[list[str], dict[str, Any]]:
+def split_knobs(configs: Iterable[Layout]) -> tuple[list[str], dict[str, Any]]:
     """The params (`to_params`, in its order) whose values differ between the layouts, and
     those every layout shares with their one value."""
     params = [c.to_params() for c in configs]
@@ -119,7 +119,7 @@ def split_knobs(configs: Iterable[ParallelConfig]) -> tuple[list[str], dict[str,
     return varying, shared
 
 
-def shared_line(configs: Sequence[ParallelConfig], shared: dict[str, Any]) -> str:
+def shared_line(configs: Sequence[Layout], shared: dict[str, Any]) -> str:
     """`all: tp=1 pp=1 ...`: the shared knobs a layout's key names (so knobs left at a
     default that means nothing, like compile=no, stay out), and shared sharding factors."""
     schema = {k.name: k for k in knobs()}

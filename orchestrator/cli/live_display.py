@@ -17,7 +17,7 @@ from orchestrator.export import own_format
 from orchestrator.layout import knobs, layout_key
 from orchestrator.record.best import BestSoFar, finish_order
 from orchestrator.record.journal import TrialRecord
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers.registry import trainer_for
 
@@ -47,15 +47,15 @@ def command_lines(label: str, command: str, width: int) -> list[str]:
     return [label, *packed(units[0], units[1:], width, gap=" ", indent="  ", end=" \\")]
 
 
-def key_parts(config: ParallelConfig) -> list[str]:
+def key_parts(layout: Layout) -> list[str]:
     """A layout's key as its knobs' parts (`tp2`, `interleaved2`, `fp8-delayed`), each whole."""
-    values, parts = config.knob_values(), []
+    values, parts = layout.knob_values(), []
     for part in filter(None, (k.key_part(values) for k in knobs())):
         if part.startswith("-") or not parts:
             parts.append(part.lstrip("-"))
         else:  # a knob whose part qualifies the one before (`interleaved` + `2`)
             parts[-1] += part
-    rest = config.key()[len(layout_key(values)):].lstrip("-")  # the sharding, if any
+    rest = layout.key()[len(layout_key(values)):].lstrip("-")  # the sharding, if any
     return parts + ([rest] if rest else [])
 
 

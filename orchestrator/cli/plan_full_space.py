@@ -23,7 +23,7 @@ from orchestrator.costmodel.fit_verdict import DOES_NOT_FIT, memory_margin, memo
 from orchestrator.costmodel.ranking import Ranking, rank_by_throughput
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
 from orchestrator.layout import searched_knobs
-from orchestrator.space import ParallelConfig, SearchSpace
+from orchestrator.space import Layout, SearchSpace
 from orchestrator.campaign_spec import CampaignSpec, apply_override, load_spec, spec_from_dict
 from orchestrator.campaign_spec.full_space import FullSpace, full_space
 from orchestrator.campaign_spec.planning import cost_model_for
@@ -45,7 +45,7 @@ class FullPlan:
     narrowed: list[str] = field(default_factory=list)
     refused: dict[str, int] = field(default_factory=dict)
 
-    def to_dict(self, candidates: list[ParallelConfig]) -> dict[str, Any]:
+    def to_dict(self, candidates: list[Layout]) -> dict[str, Any]:
         return {"searched": searched_values(self, candidates), "left_out": self.full.left_out,
                 "trainer": self.trainer, "narrowed": self.narrowed,
                 "refused": [{"reason": r, "layouts": n} for r, n in self.refused.items()]}
@@ -83,7 +83,7 @@ def as_given(spec: CampaignSpec, plan: FullPlan | None) -> CampaignSpec:
     return spec.model_copy(update={"space": space})
 
 
-def plan_candidates(spec: CampaignSpec, plan: FullPlan, cost: CostModel) -> list[ParallelConfig]:
+def plan_candidates(spec: CampaignSpec, plan: FullPlan, cost: CostModel) -> list[Layout]:
     """The space's layouts the named trainer runs (all of them when none is named), each
     `recompute_num_layers: fit` resolved by `cost`; why the trainer refused the others,
     counted, goes to `plan.refused`."""
@@ -110,7 +110,7 @@ def _undominated_spaces(spec: CampaignSpec, plan: FullPlan) -> list[SearchSpace]
         ranges, tp=tps, sequence_parallel=sp)) for tps, sp in parts if tps and set(tps) & set(tp)]
 
 
-def rank_full(top_k: int, cost: CostModel, candidates: list[ParallelConfig]) -> Ranking:
+def rank_full(top_k: int, cost: CostModel, candidates: list[Layout]) -> Ranking:
     """The candidates ranked by throughput, the step priced only where the memory model
     says the layout may fit (within its margin): most of a full space does not."""
     margin = memory_margin(cost.cluster.device)
@@ -120,7 +120,7 @@ def rank_full(top_k: int, cost: CostModel, candidates: list[ParallelConfig]) -> 
     return dataclasses.replace(ranking, candidates=len(candidates))
 
 
-def searched_values(plan: FullPlan, candidates: list[ParallelConfig]) -> dict[str, list]:
+def searched_values(plan: FullPlan, candidates: list[Layout]) -> dict[str, list]:
     """Each knob of the full space with the values some searched layout takes."""
     names = [k.name for k in searched_knobs() if k.name in plan.full.space]
     found = {name: {getattr(c, name) for c in candidates} for name in names}
@@ -128,7 +128,7 @@ def searched_values(plan: FullPlan, candidates: list[ParallelConfig]) -> dict[st
                    if v in found[name]] for name in names}
 
 
-def print_full_plan(spec: CampaignSpec, plan: FullPlan, candidates: list[ParallelConfig],
+def print_full_plan(spec: CampaignSpec, plan: FullPlan, candidates: list[Layout],
                     fitting: int, batch_hint: str = "--global-batch-size") -> None:
     """What was searched, each knob's values; what was left out and why; the trainer's rules."""
     out.print(f"searched the whole space {spec.model.name} on {spec.world_size:,} × "

@@ -8,14 +8,14 @@ from typing import Any
 
 from orchestrator.cli.common import out
 from orchestrator.costmodel import CostModel
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.space.rescaled import scaled_config
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.campaign_spec.planning import fitted_candidates
 from orchestrator.campaign_spec.slice_scale import slice_spec, slices_in_target
 
 
-def slice_plan(spec: CampaignSpec, cost: CostModel, ranked: list[ParallelConfig]
+def slice_plan(spec: CampaignSpec, cost: CostModel, ranked: list[Layout]
                ) -> dict[str, Any] | None:
     """None for a campaign that runs at its target. `ranked`: the plan's layouts, best first;
     the trials' cost is the best layout's, times `budget.max_trials`."""
@@ -26,8 +26,8 @@ def slice_plan(spec: CampaignSpec, cost: CostModel, ranked: list[ParallelConfig]
     steps = spec.trial.steps + spec.trial.warmup_steps
     trials = spec.budget.max_trials
 
-    def hours(config: ParallelConfig) -> float:
-        return config.world_size * steps * cost.estimate(config).step_time_s / 3600
+    def hours(layout: Layout) -> float:
+        return layout.world_size * steps * cost.estimate(layout).step_time_s / 3600
 
     # A trial's cost: the best layout the slice can run, and the same layout at the target.
     # A risky layout is measured as a campaign measures one (ZeRO shards the optimizer over

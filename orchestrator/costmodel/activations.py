@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from orchestrator.costmodel.experts import moe_activation_extra, moe_layers_per_rank
 from orchestrator.presets import ModelShape
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 ACTIVATION_BYTES = {"bf16-mixed": 2, "fp32": 4}
 
@@ -49,44 +49,44 @@ def activation_bytes_per_layer(
     return sbh * (10 + 24 / tp + scores / tp) * scale
 
 
-def in_flight_micro_batches(config: ParallelConfig) -> float:
+def in_flight_micro_batches(layout: Layout) -> float:
     """Micro-batches whose activations the first pipeline stage holds at its peak."""
-    p, m = config.pp, config.grad_accum_steps
+    p, m = layout.pp, layout.grad_accum_steps
     if p == 1:
         return 1.0
-    if config.pp_schedule == "gpipe":
+    if layout.pp_schedule == "gpipe":
         return float(m)
     held = float(min(p, m))
-    if config.pp_schedule == "interleaved":
-        held *= 1 + (p - 1) / (p * config.virtual_stages)
+    if layout.pp_schedule == "interleaved":
+        held *= 1 + (p - 1) / (p * layout.virtual_stages)
     return held
 
 
-def activation_bytes(model: ModelShape, config: ParallelConfig, dtype: str,
+def activation_bytes(model: ModelShape, layout: Layout, dtype: str,
                      flash_attention: bool, imbalance: float = 1.0) -> float:
     """Activations the first stage holds at its peak: each layer's, by its recompute, times
     the micro-batches in flight; MoE layers keep their experts' instead of a dense MLP's."""
     def per_layer(checkpointing: str) -> float:  # a rank holds seq_len/cp tokens
         return activation_bytes_per_layer(
-            model, config.micro_batch_size, config.tp, checkpointing, dtype,
-            sequence_parallel=config.sequence_parallel, flash_attention=flash_attention,
-        ) / config.cp
+            model, layout.micro_batch_size, layout.tp, checkpointing, dtype,
+            sequence_parallel=layout.sequence_parallel, flash_attention=flash_attention,
+        ) / layout.cp
 
-    layers = config.busiest_stage_layers(model.num_layers)
-    recomputed = config.recompute_fraction(model.num_layers) * layers
-    mode = "none" if config.activation_checkpointing == "full" else config.activation_checkpointing
+    layers = layout.busiest_stage_layers(model.num_layers)
+    recomputed = layout.recompute_fraction(model.num_layers) * layers
+    mode = "none" if layout.activation_checkpointing == "full" else layout.activation_checkpointing
     kept = per_layer(mode)
     stored = recomputed * per_layer("full") + (layers - recomputed) * kept
-    moe_layers = moe_layers_per_rank(model, config)
+    moe_layers = moe_layers_per_rank(model, layout)
     act_bytes = ACTIVATION_BYTES[dtype]
     if moe_layers:
-        extra = moe_activation_extra(model, config, mode, act_bytes, imbalance)
+        extra = moe_activation_extra(model, layout, mode, act_bytes, imbalance)
         stored += extra * moe_layers * (layers - recomputed) / layers
-    activations = stored * in_flight_micro_batches(config)
+    activations = stored * in_flight_micro_batches(layout)
     if recomputed:
         # Backward recomputes one layer at a time; its full activations are live then.
         activations += per_layer("none")
         if moe_layers:
-            activations += max(0.0, moe_activation_extra(model, config, "none", act_bytes,
+            activations += max(0.0, moe_activation_extra(model, layout, "none", act_bytes,
                                                          imbalance))
     return activations

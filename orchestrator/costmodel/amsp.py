@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from orchestrator.costmodel.estimate import CostModel, Estimate
-from orchestrator.space import ParallelConfig, ShardingFactors, dp_mesh
+from orchestrator.space import Layout, ShardingFactors, dp_mesh
 from orchestrator.space.search_space import amsp_factor_sets
 
 TIE_TOLERANCE = 1e-3  # relative
@@ -41,7 +41,7 @@ class Plan:
                 "exposed_comm_s": self.exposed_comm_s, **self.estimate.to_dict()}
 
 
-def plan_sharding(cost: CostModel, base: ParallelConfig) -> list[Plan]:
+def plan_sharding(cost: CostModel, base: Layout) -> list[Plan]:
     """Every feasible factor set for `base`'s layout, best first."""
     s0dp, s1dp = dp_mesh(base.dp, base.tp, cost.gpus_per_node)
     plans = []

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.estimate import CostModel
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 FEATURES = ("compute", "bubble", "model_parallel_comm", "model_parallel_latency",
             "data_parallel_comm", "data_parallel_gathers", "launches")
@@ -34,7 +34,7 @@ MIN_TRIALS = 3
 @dataclass(frozen=True)
 class TrialFit:
     trial_id: str
-    config: ParallelConfig
+    config: Layout
     measured_tokens_per_s: float
     predicted_tokens_per_s: float
 
@@ -92,17 +92,17 @@ def feature_model(cost: CostModel) -> CostModel:
         dp_exposure=None, dp_exposure_gathers=None))
 
 
-def features(feature_cost: CostModel, config: ParallelConfig) -> list[float]:
+def features(feature_cost: CostModel, layout: Layout) -> list[float]:
     """The terms a calibrated step time is a non-negative combination of (see FEATURES)."""
-    t = feature_cost.estimate(config).time
-    layers = config.busiest_stage_layers(feature_cost.model.num_layers)
+    t = feature_cost.estimate(layout).time
+    layers = layout.busiest_stage_layers(feature_cost.model.num_layers)
     latency = t.model_parallel_latency_s
     gathers = t.dp_comm.t_p
     # The optimizer step (the host's, with offload) is the rank's own work too: calibration
     # scales it with compute. The context-parallel exchange is model-parallel communication.
     return [t.compute_s + t.optimizer_s + t.offload_s, t.bubble_s,
             t.tp_comm_s + t.pp_comm_s + t.ep_comm_s + t.cp_comm_s - latency,
-            latency, t.dp_comm.total - gathers, gathers, float(layers * config.grad_accum_steps)]
+            latency, t.dp_comm.total - gathers, gathers, float(layers * layout.grad_accum_steps)]
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -116,8 +116,8 @@ def spearman(a: list[float], b: list[float]) -> float:
 
 def calibrate(
     cost: CostModel,
-    measured: list[tuple[str, ParallelConfig, TrialResult]],
-    feature_rows: dict[ParallelConfig, list[float]] | None = None,
+    measured: list[tuple[str, Layout, TrialResult]],
+    feature_rows: dict[Layout, list[float]] | None = None,
     gathers_apart: bool = True,
 ) -> Calibration | None:
     """Fit on the trials that ended ok; None until MIN_TRIALS of them exist. `feature_rows`
@@ -182,13 +182,13 @@ def with_terms(c: Coefficients, fitted: dict[str, float]) -> Coefficients:
     )
 
 
-def successful(measured: list[tuple[str, ParallelConfig, TrialResult]]) -> list:
+def successful(measured: list[tuple[str, Layout, TrialResult]]) -> list:
     """The trials that ended ok with a finite step time: the only ones a fit can use."""
     return [(tid, c, r) for tid, c, r in measured
             if r.ok and r.step_time_s and math.isfinite(r.step_time_s)]
 
 
-def held_out_errors(cost: CostModel, measured: list[tuple[str, ParallelConfig, TrialResult]]
+def held_out_errors(cost: CostModel, measured: list[tuple[str, Layout, TrialResult]]
                     ) -> list[float] | None:
     """Each successful trial predicted by the model refit on all the others, from `cost`:
     calibration's error on a layout it has not measured, which is how a searcher uses it
@@ -206,7 +206,7 @@ def held_out_errors(cost: CostModel, measured: list[tuple[str, ParallelConfig, T
     return errors
 
 
-def evaluate(cost: CostModel, measured: list[tuple[str, ParallelConfig, TrialResult]]
+def evaluate(cost: CostModel, measured: list[tuple[str, Layout, TrialResult]]
              ) -> Calibration | None:
     """The model's errors on the trials as it is, before any calibration (a stock or a
     profiled preset); None without a successful trial."""
@@ -215,7 +215,7 @@ def evaluate(cost: CostModel, measured: list[tuple[str, ParallelConfig, TrialRes
 
 
 def calibrate_from_slice(cost: CostModel,
-                         measured: list[tuple[str, ParallelConfig, TrialResult]]
+                         measured: list[tuple[str, Layout, TrialResult]]
                          ) -> Calibration | None:
     """Fit on trials run on a slice of the target cluster, to predict the target: what a
     rank does on its own and with its model-parallel peers (compute, the optimizer step, the

@@ -26,7 +26,7 @@ from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.estimate import CostModel, Estimate
 from orchestrator.presets import Cluster
 from orchestrator.presets.cluster_calibration import ClusterCalibration
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Measurement:
     label: str  # where it came from: a trial id, "FILE row N"
     landscape: str  # one model on one cluster, the rows a ranking compares
     cost: CostModel  # the row's own model, before this fit
-    config: ParallelConfig
+    config: Layout
     step_time_s: float
 
     @property

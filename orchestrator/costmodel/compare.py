@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from orchestrator.costmodel.amsp import plan_sharding
 from orchestrator.costmodel.estimate import CostModel, Estimate
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
-from orchestrator.space import ParallelConfig, ShardingFactors, dp_mesh
+from orchestrator.space import Layout, ShardingFactors, dp_mesh
 
 SCHEMES = ("amsp", "mics", "zero++", "zero1", "zero3")
 
@@ -49,7 +49,7 @@ class SchemeRow:
                 "tokens_per_s": e.tokens_per_s}
 
 
-def mics_factors(cost: CostModel, base: ParallelConfig, s0dp: int, s1dp: int) -> ShardingFactors:
+def mics_factors(cost: CostModel, base: Layout, s0dp: int, s1dp: int) -> ShardingFactors:
     """MiCS's group: a node's devices, or the fewest whole nodes whose shards fit."""
     groups = [s0dp * k for k in range(1, s1dp + 1) if s1dp % k == 0]
     for g in groups:
@@ -59,7 +59,7 @@ def mics_factors(cost: CostModel, base: ParallelConfig, s0dp: int, s1dp: int) ->
     return ShardingFactors.named("mics", s0dp, s1dp, group=s0dp * s1dp)
 
 
-def scheme_factors(cost: CostModel, base: ParallelConfig) -> dict[str, ShardingFactors]:
+def scheme_factors(cost: CostModel, base: Layout) -> dict[str, ShardingFactors]:
     s0dp, s1dp = dp_mesh(base.dp, base.tp, cost.gpus_per_node)
     out: dict[str, ShardingFactors] = {}
     plans = plan_sharding(cost, base)
@@ -73,7 +73,7 @@ def scheme_factors(cost: CostModel, base: ParallelConfig) -> dict[str, ShardingF
     return out
 
 
-def compare_schemes(cost: CostModel, base: ParallelConfig) -> list[SchemeRow]:
+def compare_schemes(cost: CostModel, base: Layout) -> list[SchemeRow]:
     """One row per scheme for `base`'s layout (tp, pp, dp, micro-batching, recompute)."""
     base = dataclasses.replace(base, sharding=None, zero_stage=0)
     full = cost.with_coefficients(cost.coefficients.with_broadcast_overlap())

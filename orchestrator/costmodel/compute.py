@@ -22,14 +22,14 @@ and stay replicated. FSDP wraps a whole block: one unit per layer.
 from __future__ import annotations
 
 from orchestrator.presets import Cluster, ModelShape
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
-def gemm_efficiency(cluster: Cluster, model: ModelShape, config: ParallelConfig) -> float:
+def gemm_efficiency(cluster: Cluster, model: ModelShape, layout: Layout) -> float:
     """Fraction of peak the step's kernels reach at this layout's per-device GEMM shape
     (a cp rank's GEMMs have seq_len/cp rows per sequence)."""
-    return shape_efficiency(cluster, config.micro_batch_size * model.seq_len / config.cp,
-                            model.hidden / config.tp)
+    return shape_efficiency(cluster, layout.micro_batch_size * model.seq_len / layout.cp,
+                            model.hidden / layout.tp)
 
 
 def shape_efficiency(cluster: Cluster, m: float, n: float) -> float:

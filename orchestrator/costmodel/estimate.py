@@ -24,7 +24,7 @@ from orchestrator.costmodel.precision import fp8_unsupported
 from orchestrator.costmodel.performance import StepTime, model_flops, step_time
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
 def dtype_for(cluster: Cluster) -> str:
@@ -36,7 +36,7 @@ def dtype_for(cluster: Cluster) -> str:
 
 @dataclass(frozen=True)
 class Estimate:
-    config: ParallelConfig
+    config: Layout
     memory: MemoryBreakdown
     time: StepTime
     capacity_gb: float
@@ -151,23 +151,23 @@ class CostModel:
     def dtype(self) -> str:
         return dtype_for(self.cluster)
 
-    def fits(self, config: ParallelConfig, memory_scale: float = 1.0) -> bool:
+    def fits(self, layout: Layout, memory_scale: float = 1.0) -> bool:
         """`Estimate.fits` without the step time, for callers that only ask about memory."""
-        if self.unsupported(config):
+        if self.unsupported(layout):
             return False
-        return fits(self.memory(config), self.cluster.memory_gb, memory_scale)
+        return fits(self.memory(layout), self.cluster.memory_gb, memory_scale)
 
-    def unsupported(self, config: ParallelConfig) -> str | None:
+    def unsupported(self, layout: Layout) -> str | None:
         """Why this cluster cannot run the layout at all (FP8 without FP8 cores, offload
         without a host link), or None."""
-        return fp8_unsupported(self.cluster, config) or offload_unsupported(self.cluster, config)
+        return fp8_unsupported(self.cluster, layout) or offload_unsupported(self.cluster, layout)
 
-    def memory(self, config: ParallelConfig) -> MemoryBreakdown:
+    def memory(self, layout: Layout) -> MemoryBreakdown:
         bucket = self.coefficients.bucket_bytes
-        if config.bucket_size is not None:  # elements of the gradients' dtype
-            bucket = config.bucket_size * (4 if self.dtype == "fp32" else 2)
+        if layout.bucket_size is not None:  # elements of the gradients' dtype
+            bucket = layout.bucket_size * (4 if self.dtype == "fp32" else 2)
         return memory_per_device(
-            self.model, config, gpus_per_node=self.gpus_per_node,
+            self.model, layout, gpus_per_node=self.gpus_per_node,
             capacity_gb=self.cluster.memory_gb,
             runtime_overhead_gb=self.cluster.runtime_overhead_gb, dtype=self.dtype,
             flash_attention=self.flash_attention, bucket_bytes=bucket,
@@ -176,27 +176,27 @@ class CostModel:
                   host_capacity_bytes(self.cluster, self.gpus_per_node)),
         )
 
-    def estimate(self, config: ParallelConfig) -> Estimate:
-        tokens = config.global_batch_size() * self.model.seq_len
+    def estimate(self, layout: Layout) -> Estimate:
+        tokens = layout.global_batch_size() * self.model.seq_len
         time = step_time(
-            self.model, config, self.cluster, gpus_per_node=self.gpus_per_node,
+            self.model, layout, self.cluster, gpus_per_node=self.gpus_per_node,
             dtype=self.dtype, coefficients=self.coefficients, runtime=self.runtime,
         )
         return Estimate(
-            config=config,
-            memory=self.memory(config),
+            config=layout,
+            memory=self.memory(layout),
             time=time,
             capacity_gb=self.cluster.memory_gb,
             tokens_per_step=tokens,
             model_flops_per_step=model_flops(self.model, tokens),
-            hardware_flops_per_step=model_flops(self.model, tokens, config),
+            hardware_flops_per_step=model_flops(self.model, tokens, layout),
             peak_tflops=self.cluster.peak_tflops,
             compute_efficiency=step_efficiency(
-                self.cluster, self.model, config, model_flops(self.model, tokens, config),
-                gemm_efficiency(self.cluster, self.model, config),
+                self.cluster, self.model, layout, model_flops(self.model, tokens, layout),
+                gemm_efficiency(self.cluster, self.model, layout),
                 self.coefficients.expert_load_imbalance),
             causal_discount=causal_attention_discount(self.model, tokens),
-            unsupported=self.unsupported(config),
+            unsupported=self.unsupported(layout),
             memory_margin=memory_margin(self.cluster.device),
         )
 
@@ -207,10 +207,10 @@ class CostModel:
 def estimate(
     model: ModelShape,
     cluster: Cluster,
-    config: ParallelConfig,
+    layout: Layout,
     *,
     gpus_per_node: int | None = None,
     flash_attention: bool = True,
 ) -> Estimate:
     cost = CostModel(model, cluster, gpus_per_node or cluster.gpus_per_node, flash_attention)
-    return cost.estimate(config)
+    return cost.estimate(layout)

@@ -34,7 +34,7 @@ from orchestrator.costmodel.offload import offloads_optimizer, offloads_params
 from orchestrator.costmodel.precision import cast_weight_bytes
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import ModelShape
-from orchestrator.space import ParallelConfig, ShardingFactors
+from orchestrator.space import Layout, ShardingFactors
 
 GB = 1e9
 
@@ -76,15 +76,15 @@ def model_state_bytes(
     return model_state_bytes_sharded(num_params, factors, dtype)
 
 
-def params_on_first_stage(model: ModelShape, config: ParallelConfig) -> float:
+def params_on_first_stage(model: ModelShape, layout: Layout) -> float:
     """Parameters outside the routed experts one rank of the first stage holds: its layers
     and the embedding, over tp (experts.py prices the experts; a dense model has none); the
     busiest stage's layer count, an upper bound (module docstring)."""
-    layers = config.busiest_stage_layers(model.num_layers)
+    layers = layout.busiest_stage_layers(model.num_layers)
     stage = layers * model.params_per_layer_outside_experts + model.embedding_params
-    if config.pp == 1:
+    if layout.pp == 1:
         stage = model.num_params - model.expert_params_total
-    return stage / config.tp
+    return stage / layout.tp
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def overflow_scale(used, reserve, capacity_gb):
 
 def memory_per_device(
     model: ModelShape,
-    config: ParallelConfig,
+    layout: Layout,
     *,
     gpus_per_node: int,
     capacity_gb: float,
@@ -150,27 +150,27 @@ def memory_per_device(
     """Peak bytes on the busiest device (a rank of the first pipeline stage, with the most
     expert-laden stage's experts when they differ); `imbalance`: the busiest expert rank's
     load over the mean (coefficients.py)."""
-    params = params_on_first_stage(model, config)
+    params = params_on_first_stage(model, layout)
     # The distributed optimizer shards over dp x cp, where the gradients reduce.
-    factors = gradient_group(config, gpus_per_node, runtime).factors(gpus_per_node,
-                                             runtime.engine_of(config.zero_stage))
+    factors = gradient_group(layout, gpus_per_node, runtime).factors(gpus_per_node,
+                                             runtime.engine_of(layout.zero_stage))
     states = model_state_bytes_sharded(params, factors, dtype)
-    experts = expert_params_per_rank(model, config)
-    expert_f = expert_factors(config, gpus_per_node, runtime.engine_of) if experts else factors
+    experts = expert_params_per_rank(model, layout)
+    expert_f = expert_factors(layout, gpus_per_node, runtime.engine_of) if experts else factors
     if experts:
         own = model_state_bytes_sharded(experts, expert_f, dtype)
         states = ModelStates(states.params + own.params, states.grads + own.grads,
                              states.optimizer + own.optimizer)
     if (factors.engine == "torch" and runtime.grads_once_per_step and factors.sg > 1
-            and config.grad_accum_steps > 1):
+            and layout.grad_accum_steps > 1):
         # FSDP2 with gradient sync off keeps each unit's unsharded gradient until the last
         # micro-batch reduce-scatters it (runtime.py): the whole gradient at the peak.
         states = replace(states, grads=DTYPE_BYTES[dtype][1] * (params + experts))
-    buffers = buffer_bytes(model, config, dtype, bucket_bytes, (params, factors),
-                           (experts, expert_f), imbalance) + cast_weight_bytes(model, config)
+    buffers = buffer_bytes(model, layout, dtype, bucket_bytes, (params, factors),
+                           (experts, expert_f), imbalance) + cast_weight_bytes(model, layout)
     on_host = 0.0
     separate_host, host_capacity = host
-    if offloads_optimizer(config) and separate_host:
+    if offloads_optimizer(layout) and separate_host:
         fp32_grads = (4 * params / factors.sos + (4 * experts / expert_f.sos if experts else 0)
                       if dtype == "bf16-mixed" else 0.0)
         on_host = states.optimizer + fp32_grads
@@ -179,14 +179,14 @@ def memory_per_device(
         # reduced; PyTorch's trainers keep theirs until the step.
         grads = 0.0 if factors.engine == "deepspeed" else states.grads
         states = replace(states, optimizer=0.0, grads=grads)
-        if offloads_params(config):
+        if offloads_params(layout):
             on_host += states.params
             states = replace(states, params=0.0)
     return MemoryBreakdown(
         params=states.params,
         grads=states.grads,
         optimizer=states.optimizer,
-        activations=activation_bytes(model, config, dtype, flash_attention, imbalance),
+        activations=activation_bytes(model, layout, dtype, flash_attention, imbalance),
         buffers=buffers,
         overhead=runtime_overhead_gb * GB,
         reserve=FRAGMENTATION_RESERVE * capacity_gb * GB,
@@ -195,7 +195,7 @@ def memory_per_device(
     )
 
 
-def buffer_bytes(model: ModelShape, config: ParallelConfig, dtype: str,
+def buffer_bytes(model: ModelShape, layout: Layout, dtype: str,
                  bucket_bytes: float, dense: tuple, experts: tuple, imbalance: float) -> float:
     """Transients at the peak. `dense` and `experts` are (parameters, sharding factors) of
     the weights outside the routed experts and of the rank's experts (module docstring)."""
@@ -207,16 +207,16 @@ def buffer_bytes(model: ModelShape, config: ParallelConfig, dtype: str,
         if expert_params:
             buffers += 4 * expert_params / expert_f.sos
     if factors.sp > 1:  # gathered + prefetched
-        buffers += 2 * act_bytes * model.params_per_layer_outside_experts / config.tp
+        buffers += 2 * act_bytes * model.params_per_layer_outside_experts / layout.tp
     if expert_params and expert_f.sp > 1:
-        buffers += gathered_expert_bytes(model, config, act_bytes)
+        buffers += gathered_expert_bytes(model, layout, act_bytes)
     if factors.secondary > 1:  # ZeRO++ hpZ keeps a second, node-local weight shard
         buffers += DTYPE_BYTES[dtype][0] * params / factors.secondary
-    if config.pp == 1:  # the last stage's logits share the device
-        buffers += (2 * 4 * model.seq_len * config.micro_batch_size * model.vocab_size
-                    / config.tp / config.cp)
-    if config.cp > 1:  # keys and values of the cp exchange (context_parallel.py)
-        buffers += kv_buffer_bytes(model, config, act_bytes)
+    if layout.pp == 1:  # the last stage's logits share the device
+        buffers += (2 * 4 * model.seq_len * layout.micro_batch_size * model.vocab_size
+                    / layout.tp / layout.cp)
+    if layout.cp > 1:  # keys and values of the cp exchange (context_parallel.py)
+        buffers += kv_buffer_bytes(model, layout, act_bytes)
     if expert_params:
-        buffers += dispatch_buffer_bytes(model, config, act_bytes, imbalance)
+        buffers += dispatch_buffer_bytes(model, layout, act_bytes, imbalance)
     return buffers

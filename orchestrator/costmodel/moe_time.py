@@ -39,42 +39,42 @@ from orchestrator.costmodel.experts import (
     tokens_per_rank,
 )
 from orchestrator.presets import Cluster, ModelShape
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
-def routed_expert_flops(model: ModelShape, tokens: int, config: ParallelConfig) -> float:
+def routed_expert_flops(model: ModelShape, tokens: int, layout: Layout) -> float:
     """FLOPs of the routed experts' matrices in one step (forward, backward, and the forward
     full recompute replays), as `model_flops_per_iteration` counts them."""
     if not model.is_moe:
         return 0.0
     matrices = 3 if model.gated_mlp else 2
     forward = 2 * matrices * model.hidden * model.experts_per_token * model.expert_ffn_hidden
-    passes = 3 + config.recompute_fraction(model.num_layers)
+    passes = 3 + layout.recompute_fraction(model.num_layers)
     return forward * model.moe_layers * tokens * passes
 
 
-def expert_gemm_efficiency(cluster: Cluster, model: ModelShape, config: ParallelConfig) -> float:
+def expert_gemm_efficiency(cluster: Cluster, model: ModelShape, layout: Layout) -> float:
     """The shape rule at a local expert's grouped GEMM: m its tokens, n its hidden / etp."""
-    routed = tokens_per_rank(model, config) * model.experts_per_token * gathered(config)
-    per_expert = routed * config.ep / model.num_experts
-    return shape_efficiency(cluster, per_expert, model.expert_ffn_hidden / expert_tp(config))
+    routed = tokens_per_rank(model, layout) * model.experts_per_token * gathered(layout)
+    per_expert = routed * layout.ep / model.num_experts
+    return shape_efficiency(cluster, per_expert, model.expert_ffn_hidden / expert_tp(layout))
 
 
-def compute_seconds(cluster: Cluster, model: ModelShape, config: ParallelConfig, flops: float,
+def compute_seconds(cluster: Cluster, model: ModelShape, layout: Layout, flops: float,
                     dense_efficiency: float, imbalance: float) -> float:
     """Seconds of a step's `flops` on a rank: the routed experts at their own shape and the
     busiest rank's load, the rest at the dense shape."""
-    peak = cluster.peak_tflops * 1e12 * config.world_size
+    peak = cluster.peak_tflops * 1e12 * layout.world_size
     if not model.is_moe:
-        return flops / config.world_size / (cluster.peak_tflops * 1e12 * dense_efficiency)
-    experts = routed_expert_flops(model, config.global_batch_size() * model.seq_len, config)
-    expert_eff = expert_gemm_efficiency(cluster, model, config)
+        return flops / layout.world_size / (cluster.peak_tflops * 1e12 * dense_efficiency)
+    experts = routed_expert_flops(model, layout.global_batch_size() * model.seq_len, layout)
+    expert_eff = expert_gemm_efficiency(cluster, model, layout)
     return (flops - experts) / (peak * dense_efficiency) + experts * imbalance / (peak * expert_eff)
 
 
-def ep_mesh(config: ParallelConfig, gpus_per_node: int) -> tuple[int, int]:
+def ep_mesh(layout: Layout, gpus_per_node: int) -> tuple[int, int]:
     """(EP ranks in a node, nodes) of an EP group: ep ranks etp apart, consecutive blocks."""
-    return config.dims.even_node_split("ep", gpus_per_node)
+    return layout.dims.even_node_split("ep", gpus_per_node)
 
 
 def off_node_copies(model: ModelShape, nodes: int) -> float:
@@ -86,12 +86,12 @@ def off_node_copies(model: ModelShape, nodes: int) -> float:
     return (nodes - 1) * (1 - (1 - 1 / nodes) ** model.experts_per_token)
 
 
-def dispatch_call(model: ModelShape, config: ParallelConfig, fabric: Fabric,
+def dispatch_call(model: ModelShape, layout: Layout, fabric: Fabric,
                   gpus_per_node: int, buffer: float, per_node: bool) -> float:
     """One dispatch (or combine) all-to-all of a rank's `buffer` of (token, expert) copies.
     Per node (DeepEP), a token crosses the network once per node it reaches and its copies
     are forwarded over NVLink: the two levels overlap, the slower one sets the time."""
-    p0, p1 = ep_mesh(config, gpus_per_node)
+    p0, p1 = ep_mesh(layout, gpus_per_node)
     if not per_node or p1 == 1:
         return fabric.all_to_all(buffer, p0, p1)
     crossing = buffer / model.experts_per_token * off_node_copies(model, p1)
@@ -99,20 +99,20 @@ def dispatch_call(model: ModelShape, config: ParallelConfig, fabric: Fabric,
                fabric.all_to_all(crossing * p1 / (p1 - 1), 1, p1))
 
 
-def dispatch_comm(model: ModelShape, config: ParallelConfig, fabric: Fabric,
+def dispatch_comm(model: ModelShape, layout: Layout, fabric: Fabric,
                   gpus_per_node: int, act_bytes: int, imbalance: float,
                   per_node: bool = False) -> float:
     """Seconds per step of the dispatch and combine collectives (raw, before overlap)."""
-    etp = expert_tp(config)
-    if not model.is_moe or (config.ep == 1 and etp == 1):
+    etp = expert_tp(layout)
+    if not model.is_moe or (layout.ep == 1 and etp == 1):
         return 0.0
-    routed = tokens_per_rank(model, config) * model.experts_per_token * imbalance
+    routed = tokens_per_rank(model, layout) * model.experts_per_token * imbalance
     buffer = routed * model.hidden * act_bytes
-    per_call = dispatch_call(model, config, fabric, gpus_per_node, buffer, per_node)
-    if etp > 1 and config.sequence_parallel:  # all-gather in, reduce-scatter out
-        per_call += fabric.all_gather(buffer * etp, *config.dims.node_split("etp", gpus_per_node))
-    calls = 4 + 2 * config.recompute_fraction(model.num_layers)
-    return moe_layers_per_rank(model, config) * config.grad_accum_steps * calls * per_call
+    per_call = dispatch_call(model, layout, fabric, gpus_per_node, buffer, per_node)
+    if etp > 1 and layout.sequence_parallel:  # all-gather in, reduce-scatter out
+        per_call += fabric.all_gather(buffer * etp, *layout.dims.node_split("etp", gpus_per_node))
+    calls = 4 + 2 * layout.recompute_fraction(model.num_layers)
+    return moe_layers_per_rank(model, layout) * layout.grad_accum_steps * calls * per_call
 
 
 @dataclass(frozen=True)
@@ -127,38 +127,38 @@ class ExpertComm:
         return self.bandwidth_s + self.latency_s
 
 
-def exposed_dispatch(model: ModelShape, config: ParallelConfig, fabric: Fabric,
+def exposed_dispatch(model: ModelShape, layout: Layout, fabric: Fabric,
                      gpus_per_node: int, act_bytes: int, imbalance: float, hidden_by: float,
                      per_node: bool = False) -> ExpertComm:
     """The dispatch left on the critical path after `hidden_by` seconds of compute cover it,
     split as calibration scales it (bandwidth apart from per-call latency, as TP's)."""
-    raw = dispatch_comm(model, config, fabric, gpus_per_node, act_bytes, imbalance, per_node)
+    raw = dispatch_comm(model, layout, fabric, gpus_per_node, act_bytes, imbalance, per_node)
     if raw <= 0:
         return ExpertComm(0.0, 0.0)
-    bandwidth = dispatch_comm(model, config, fabric.bandwidth_only(), gpus_per_node,
+    bandwidth = dispatch_comm(model, layout, fabric.bandwidth_only(), gpus_per_node,
                               act_bytes, imbalance, per_node)
     left = max(0.0, raw - hidden_by) / raw
     return ExpertComm(bandwidth * left, (raw - bandwidth) * left)
 
 
-def moe_tp_layers(model: ModelShape, config: ParallelConfig) -> float:
+def moe_tp_layers(model: ModelShape, layout: Layout) -> float:
     """Layers' worth of TP collectives per rank: an MoE layer's routed experts leave the TP
     group (for the EP and ETP groups' collectives, priced above), so it keeps half a dense
     layer's, its attention's; shared experts are split over TP like a dense MLP and keep
     theirs. Without sequence parallelism ETP > 1 reduces over TP as a dense MLP does."""
-    layers = config.busiest_stage_layers(model.num_layers)
-    moe = moe_layers_per_rank(model, config)
-    leaves = config.sequence_parallel or expert_tp(config) == 1
+    layers = layout.busiest_stage_layers(model.num_layers)
+    moe = moe_layers_per_rank(model, layout)
+    leaves = layout.sequence_parallel or expert_tp(layout) == 1
     if not moe or model.shared_expert_ffn_hidden or not leaves:
         return layers
     return layers - moe / 2
 
 
-def step_efficiency(cluster: Cluster, model: ModelShape, config: ParallelConfig, flops: float,
+def step_efficiency(cluster: Cluster, model: ModelShape, layout: Layout, flops: float,
                     dense_efficiency: float, imbalance: float) -> float:
     """The fraction of peak a step's compute reaches: the dense shape's, or for MoE the
     blend of the dense and the expert shapes with the busiest rank's load."""
     if not model.is_moe:
         return dense_efficiency
-    seconds = compute_seconds(cluster, model, config, flops, dense_efficiency, imbalance)
-    return flops / (config.world_size * cluster.peak_tflops * 1e12 * seconds)
+    seconds = compute_seconds(cluster, model, layout, flops, dense_efficiency, imbalance)
+    return flops / (layout.world_size * cluster.peak_tflops * 1e12 * seconds)

@@ -21,26 +21,26 @@ from __future__ import annotations
 
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.presets import Cluster
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 # Host memory a node keeps for its system, the data loader and pinned staging buffers.
 HOST_RESERVE = 0.2
 GRAD_BYTES = 2  # bf16 gradients and weights cross the link
 
 
-def offloads_optimizer(config: ParallelConfig) -> bool:
-    return config.offload != "none"
+def offloads_optimizer(layout: Layout) -> bool:
+    return layout.offload != "none"
 
 
-def offloads_params(config: ParallelConfig) -> bool:
-    return config.offload == "optimizer+params"
+def offloads_params(layout: Layout) -> bool:
+    return layout.offload == "optimizer+params"
 
 
-def offload_unsupported(cluster: Cluster, config: ParallelConfig) -> str | None:
+def offload_unsupported(cluster: Cluster, layout: Layout) -> str | None:
     """Why this cluster cannot price the layout's offload, or None."""
-    if not offloads_optimizer(config) or cluster.host_link_gbps > 0:
+    if not offloads_optimizer(layout) or cluster.host_link_gbps > 0:
         return None
-    return (f"offload {config.offload}: cluster {cluster.name} gives no host_link_gbps (the "
+    return (f"offload {layout.offload}: cluster {cluster.name} gives no host_link_gbps (the "
             "host-device bandwidth per device); set it in the cluster")
 
 
@@ -49,24 +49,24 @@ def host_capacity_bytes(cluster: Cluster, gpus_per_node: int) -> float:
     return cluster.host_memory_gb * 1e9 * (1 - HOST_RESERVE) / gpus_per_node
 
 
-def offload_seconds(config: ParallelConfig, cluster: Cluster, c: Coefficients, gpus_per_node: int,
+def offload_seconds(layout: Layout, cluster: Cluster, c: Coefficients, gpus_per_node: int,
                     shard_params: float, fetched_params: float, compute_s: float) -> float:
     """Exposed seconds of a step's host traffic and host optimizer step. `shard_params`: the
     parameters of the rank's optimizer shard; `fetched_params`: those of its weight shard,
     fetched per micro-batch when the weights live on the host."""
-    if not offloads_optimizer(config):
+    if not offloads_optimizer(layout):
         return 0.0
     link = cluster.host_link_gbps * 1e9 * c.bandwidth_efficiency
     if link <= 0:  # offload_unsupported says why
         return 0.0
-    m = config.grad_accum_steps
+    m = layout.grad_accum_steps
     backward_per_micro = compute_s / m * 2 / 3
     to_host = GRAD_BYTES * shard_params / link
     exposed = max(0.0, to_host - c.overlap_grad * backward_per_micro)
-    ranks = min(gpus_per_node, config.world_size)
+    ranks = min(gpus_per_node, layout.world_size)
     exposed += cluster.host_adam_ns_per_param * 1e-9 * shard_params * ranks
     exposed += GRAD_BYTES * shard_params / link
-    if offloads_params(config):
+    if offloads_params(layout):
         fetch = 2 * GRAD_BYTES * fetched_params / link
         exposed += m * max(0.0, fetch - c.overlap_grad * compute_s / m)
     return exposed

@@ -55,27 +55,27 @@ from orchestrator.costmodel.step_terms import DataParallelComm, StepTime
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
 from orchestrator.presets import Cluster, ModelShape
 from orchestrator.result import model_flops_per_iteration
-from orchestrator.space import ParallelConfig, ShardingFactors, dp_mesh
+from orchestrator.space import Layout, ShardingFactors, dp_mesh
 
 # Bytes per element of the PyTorch trainers' float32 weights, gradients and reductions.
 MASTER_BYTES = 4
 
 
-def model_flops(model: ModelShape, tokens: int, config: ParallelConfig | None = None) -> float:
+def model_flops(model: ModelShape, tokens: int, layout: Layout | None = None) -> float:
     """Model FLOPs of `tokens`; with `config`, hardware FLOPs: its recompute counted."""
-    recompute = config.activation_checkpointing if config is not None else "none"
-    fraction = config.recompute_fraction(model.num_layers) if config is not None else 1.0
+    recompute = layout.activation_checkpointing if layout is not None else "none"
+    fraction = layout.recompute_fraction(model.num_layers) if layout is not None else 1.0
     return model_flops_per_iteration(model, tokens, recompute, fraction)
 
 
 def data_parallel_comm(
-    params: float, config: ParallelConfig, fabric: Fabric, gpus_per_node: int,
+    params: float, layout: Layout, fabric: Fabric, gpus_per_node: int,
     weight_bytes: int, c: Coefficients, layers: int, modules: int,
     runtime: ZeroEngine = DEEPSPEED, fsdp_call_s: float = 0.0,
 ) -> DataParallelComm:
-    f = config.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
-    s0dp, s1dp = dp_mesh(config.dp, config.tp, gpus_per_node)
-    m = config.grad_accum_steps
+    f = layout.factors(gpus_per_node, runtime.engine_of(layout.zero_stage))
+    s0dp, s1dp = dp_mesh(layout.dp, layout.tp, gpus_per_node)
+    m = layout.grad_accum_steps
     bucket = c.bucket_bytes
     full = weight_bytes * params
     if f.engine == "torch":
@@ -92,7 +92,7 @@ def data_parallel_comm(
         # Full recompute replays the forward: AMSP keeps the weights it gathers for the
         # replay until the backward (§V-C); DeepSpeed releases them after each module's
         # forward, so the replay gathers once more.
-        replays = (config.recompute_fraction(layers * config.pp) if f.engine == "deepspeed"
+        replays = (layout.recompute_fraction(layers * layout.pp) if f.engine == "deepspeed"
                    else 0.0)
         per_unit = (forward_gather * (1 + replays) + backward_gather
                     + fabric.reduce_scatter(unit, f.s0p, f.s1p))
@@ -163,30 +163,30 @@ def exposed_data_parallel(
 
 
 def model_parallel_comm(
-    model: ModelShape, config: ParallelConfig, fabric: Fabric, gpus_per_node: int,
+    model: ModelShape, layout: Layout, fabric: Fabric, gpus_per_node: int,
     act_bytes: int, tp_call_s: float = 0.0,
 ) -> tuple[float, float]:
     """Seconds of TP collectives and of PP sends per step (raw, before calibration); each TP
     collective with its runtime's software cost (`tp_call_s`: DTensor's, in the torch engine)."""
-    m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
+    m, p, v = layout.grad_accum_steps, layout.pp, layout.virtual_stages
     # A cp rank's activations are those of seq_len/cp tokens.
-    layer_io = config.micro_batch_size * model.seq_len * model.hidden * act_bytes / config.cp
-    tp_calls = 4 + 2 * config.recompute_fraction(model.num_layers)
+    layer_io = layout.micro_batch_size * model.seq_len * model.hidden * act_bytes / layout.cp
+    tp_calls = 4 + 2 * layout.recompute_fraction(model.num_layers)
     tp_comm = 0.0
-    if config.tp > 1:
-        tp_comm = tp_calls * moe_tp_layers(model, config) * m * (
-            fabric.all_reduce(layer_io, *config.dims.node_split("tp", gpus_per_node)) + tp_call_s)
+    if layout.tp > 1:
+        tp_comm = tp_calls * moe_tp_layers(model, layout) * m * (
+            fabric.all_reduce(layer_io, *layout.dims.node_split("tp", gpus_per_node)) + tp_call_s)
     pp_comm = 0.0
     if p > 1:
-        crosses = config.dims.stage_ranks >= gpus_per_node
-        send = layer_io / config.tp  # Megatron's scatter/gather: each TP rank sends 1/t
+        crosses = layout.dims.stage_ranks >= gpus_per_node
+        send = layer_io / layout.tp  # Megatron's scatter/gather: each TP rank sends 1/t
         pp_comm = 2 * v * m * fabric.send(send, crosses)
     return tp_comm, pp_comm
 
 
 def step_time(
     model: ModelShape,
-    config: ParallelConfig,
+    layout: Layout,
     cluster: Cluster,
     *,
     gpus_per_node: int,
@@ -195,40 +195,40 @@ def step_time(
     runtime: ZeroEngine = DEEPSPEED,
 ) -> StepTime:
     """Time of one optimizer step. Ranks are laid out tp fastest, then dp, then pp."""
-    c = layout_coefficients(coefficients, config, dtype)
+    c = layout_coefficients(coefficients, layout, dtype)
     fabric = Fabric.of(cluster, gpus_per_node, c.bandwidth_efficiency)
     act_bytes = ACTIVATION_BYTES[dtype]
-    m, p, v = config.grad_accum_steps, config.pp, config.virtual_stages
-    layers = config.busiest_stage_layers(model.num_layers)
+    m, p, v = layout.grad_accum_steps, layout.pp, layout.virtual_stages
+    layers = layout.busiest_stage_layers(model.num_layers)
 
-    flops = model_flops(model, config.global_batch_size() * model.seq_len, config)
-    efficiency = gemm_efficiency(cluster, model, config)
+    flops = model_flops(model, layout.global_batch_size() * model.seq_len, layout)
+    efficiency = gemm_efficiency(cluster, model, layout)
     compute = compute_with_fp8(
-        model, config, cluster,
-        compute_seconds(cluster, model, config, flops, efficiency, c.expert_load_imbalance),
-        flops, params_on_first_stage(model, config) + expert_params_per_rank(model, config))
+        model, layout, cluster,
+        compute_seconds(cluster, model, layout, flops, efficiency, c.expert_load_imbalance),
+        flops, params_on_first_stage(model, layout) + expert_params_per_rank(model, layout))
     compute *= p * layers / model.num_layers  # every stage waits on the busiest
     bubble = compute * (p - 1) / (v * m)
     overhead = c.launch_overhead_s * layers * m
 
     # DTensor's software cost, in the built-in trainer's and torchtitan's TP (the torch engine).
     tp_call = cluster.tp_call_overhead_us * 1e-6 if runtime.zero_engine == "torch" else 0.0
-    tp_comm, pp_comm = model_parallel_comm(model, config, fabric, gpus_per_node, act_bytes,
+    tp_comm, pp_comm = model_parallel_comm(model, layout, fabric, gpus_per_node, act_bytes,
                                            tp_call)
     # At link bandwidth alone: the rest is a fixed cost per call, scaled apart (α-β, Hockney).
-    tp_bw, pp_bw = model_parallel_comm(model, config, fabric.bandwidth_only(), gpus_per_node,
+    tp_bw, pp_bw = model_parallel_comm(model, layout, fabric.bandwidth_only(), gpus_per_node,
                                        act_bytes)
     bw_scale, lat_scale = c.scale_model_parallel_comm, c.scale_model_parallel_latency
     hidden = c.overlap_expert_comm * compute if runtime.overlaps_expert_comm else 0.0
-    ep = exposed_dispatch(model, config, fabric, gpus_per_node, act_bytes,
+    ep = exposed_dispatch(model, layout, fabric, gpus_per_node, act_bytes,
                           c.expert_load_imbalance, hidden, runtime.dispatch_per_node)
 
     flops_per_s = cluster.peak_tflops * 1e12 * efficiency
-    context = cp_comm(model, config, fabric, gpus_per_node, act_bytes, flops_per_s)
+    context = cp_comm(model, layout, fabric, gpus_per_node, act_bytes, flops_per_s)
     weight_bytes = 2 if dtype == "bf16-mixed" else 4
-    dp, optimizer, engine = _data_parallel(model, config, cluster, fabric, gpus_per_node,
+    dp, optimizer, engine = _data_parallel(model, layout, cluster, fabric, gpus_per_node,
                                            weight_bytes, c, runtime)
-    exposed = _exposed_dp(dp, compute, config, c, runtime, engine)
+    exposed = _exposed_dp(dp, compute, layout, c, runtime, engine)
     return StepTime(
         compute_s=compute * c.scale_compute,
         bubble_s=bubble * c.scale_bubble,
@@ -241,57 +241,57 @@ def step_time(
         optimizer_s=optimizer * c.scale_compute,
         ep_comm_s=ep.bandwidth_s * bw_scale + ep.latency_s * lat_scale,
         cp_comm_s=context * bw_scale,
-        offload_s=offload_seconds(config, cluster, c, gpus_per_node, *offloaded_params(
-            model, config, gpus_per_node, runtime), compute) * c.scale_compute,
+        offload_s=offload_seconds(layout, cluster, c, gpus_per_node, *offloaded_params(
+            model, layout, gpus_per_node, runtime), compute) * c.scale_compute,
     )
 
 
-def _data_parallel(model: ModelShape, config: ParallelConfig, cluster: Cluster, fabric: Fabric,
+def _data_parallel(model: ModelShape, layout: Layout, cluster: Cluster, fabric: Fabric,
                    gpus_per_node: int, weight_bytes: int, c: Coefficients, runtime: ZeroEngine
                    ) -> tuple[DataParallelComm, float, str]:
     """The data-parallel terms, the optimizer step and the engine that runs them: the weights
     outside the routed experts over dp, the experts' over expert-DP."""
-    params = params_on_first_stage(model, config)
-    dense = gradient_group(config, gpus_per_node, runtime)  # over dp x cp (context_parallel.py)
-    factors = dense.factors(gpus_per_node, runtime.engine_of(config.zero_stage))
+    params = params_on_first_stage(model, layout)
+    dense = gradient_group(layout, gpus_per_node, runtime)  # over dp x cp (context_parallel.py)
+    factors = dense.factors(gpus_per_node, runtime.engine_of(layout.zero_stage))
     # Each rank updates the optimizer shard it holds (every ZeRO scheme has s_os >= s_g >= s_p).
     optimizer = cluster.optimizer_ns_per_param * 1e-9 * params / factors.sos
     dp = data_parallel_comm(params, dense, fabric, gpus_per_node, weight_bytes, c,
-                            config.busiest_stage_layers(model.num_layers),
+                            layout.busiest_stage_layers(model.num_layers),
                             modules_per_layer(model, factors.engine), runtime,
                             cluster.fsdp_call_overhead_us * 1e-6)
     if model.is_moe:
-        expert_dp, expert_optimizer = _expert_gradients(model, config, cluster, fabric,
+        expert_dp, expert_optimizer = _expert_gradients(model, layout, cluster, fabric,
                                                         gpus_per_node, weight_bytes, c, runtime)
         dp, optimizer = dp + expert_dp, optimizer + expert_optimizer
-    if offloads_optimizer(config):
+    if offloads_optimizer(layout):
         optimizer = 0.0  # the host steps instead (offload.py)
     return dp, optimizer, factors.engine
 
 
-def _expert_gradients(model: ModelShape, config: ParallelConfig, cluster: Cluster,
+def _expert_gradients(model: ModelShape, layout: Layout, cluster: Cluster,
                       fabric: Fabric, gpus_per_node: int, weight_bytes: int, c: Coefficients,
                       runtime: ZeroEngine) -> tuple[DataParallelComm, float]:
     """The routed experts' data-parallel terms, over expert-DP (their gradients reduce there,
     not over dp), and their optimizer step over the expert shard."""
-    experts = expert_params_per_rank(model, config)
-    layout = expert_layout(config)
-    f = expert_factors(config, gpus_per_node, runtime.engine_of)
+    experts = expert_params_per_rank(model, layout)
+    over_expert_dp = expert_layout(layout)
+    f = expert_factors(layout, gpus_per_node, runtime.engine_of)
     modules = 1 if f.engine == "torch" else (3 if model.gated_mlp else 2)  # fc1 pair, fc2
-    comm = data_parallel_comm(experts, layout, fabric, gpus_per_node, weight_bytes, c,
-                              moe_layers_per_rank(model, config), modules, runtime,
+    comm = data_parallel_comm(experts, over_expert_dp, fabric, gpus_per_node, weight_bytes, c,
+                              moe_layers_per_rank(model, layout), modules, runtime,
                               cluster.fsdp_call_overhead_us * 1e-6)
     return comm, cluster.optimizer_ns_per_param * 1e-9 * experts / f.sos
 
 
-def _exposed_dp(dp, compute: float, config: ParallelConfig, c: Coefficients,
+def _exposed_dp(dp, compute: float, layout: Layout, c: Coefficients,
                 runtime: ZeroEngine, engine: str) -> float:
     """The data-parallel time the step waits for: a fitted exposure where calibration set
     one, else what the overlap model leaves uncovered by compute."""
     if c.dp_exposure is not None:
         gathers = c.dp_exposure if c.dp_exposure_gathers is None else c.dp_exposure_gathers
         return c.dp_exposure * (dp.total - dp.t_p) + gathers * dp.t_p
-    overlaps = runtime.ddp_overlaps or bool(config.overlap_comm)
-    hidden = (c if overlaps or config.zero_stage or config.sharding
+    overlaps = runtime.ddp_overlaps or bool(layout.overlap_comm)
+    hidden = (c if overlaps or layout.zero_stage or layout.sharding
               else c.with_(overlap_grad=0.0))  # a DDP reduced after the backward
-    return exposed_data_parallel(dp, compute, config.grad_accum_steps, hidden, engine)
+    return exposed_data_parallel(dp, compute, layout.grad_accum_steps, hidden, engine)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from orchestrator.presets import Cluster, ModelShape
 from orchestrator.result import recompute_forwards
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 CAST_BYTES = {"fp8-tensorwise": 7, "fp8-rowwise": 7, "fp8-delayed": 5, "fp8-blockwise": 6,
               "mxfp8": 6}
@@ -35,24 +35,24 @@ CAST_BYTES = {"fp8-tensorwise": 7, "fp8-rowwise": 7, "fp8-delayed": 5, "fp8-bloc
 MEMORY_EFFICIENCY = 0.8
 
 
-def is_fp8(config: ParallelConfig) -> bool:
-    return config.precision != "bf16"
+def is_fp8(layout: Layout) -> bool:
+    return layout.precision != "bf16"
 
 
-def fp8_unsupported(cluster: Cluster, config: ParallelConfig) -> str | None:
+def fp8_unsupported(cluster: Cluster, layout: Layout) -> str | None:
     """Why this cluster cannot run the layout's FP8 recipe, or None."""
-    if not is_fp8(config) or cluster.fp8_peak_tflops > 0:
+    if not is_fp8(layout) or cluster.fp8_peak_tflops > 0:
         return None
-    return (f"precision {config.precision}: {cluster.name}'s {cluster.device} has no FP8 tensor "
+    return (f"precision {layout.precision}: {cluster.name}'s {cluster.device} has no FP8 tensor "
             "cores (fp8_peak_tflops 0); FP8 needs H100/H200-class GPUs (CUDA 8.9+) or MI300")
 
 
-def attention_and_logit_flops(model: ModelShape, tokens: int, config: ParallelConfig) -> float:
+def attention_and_logit_flops(model: ModelShape, tokens: int, layout: Layout) -> float:
     """The step's FLOPs that stay bf16: attention scores and values and the logits, counted
     as `model_flops_per_iteration` counts them (recompute included)."""
     scores_fwd = 4 * model.seq_len * model.num_heads * model.head_dim
     layers_again, attention_again = recompute_forwards(
-        config.activation_checkpointing, config.recompute_fraction(model.num_layers))
+        layout.activation_checkpointing, layout.recompute_fraction(model.num_layers))
     passes = 3 + layers_again + attention_again
     logits = 3 * 2 * model.hidden * model.vocab_size
     return (model.num_layers * scores_fwd * passes + logits) * tokens
@@ -75,19 +75,19 @@ def linear_io_per_token(model: ModelShape) -> float:
     return attention + (dense + routed) / model.num_layers
 
 
-def cast_seconds(model: ModelShape, config: ParallelConfig, cluster: Cluster,
+def cast_seconds(model: ModelShape, layout: Layout, cluster: Cluster,
                  layer_params: float) -> float:
     """Seconds a rank spends casting to FP8 in one step: its tokens' linear inputs and output
     gradients (again for a recomputed forward's inputs), and its layers' weights per
     micro-batch. `layer_params`: the linear weights of the rank's layers."""
-    if not is_fp8(config) or not cluster.hbm_gbps:
+    if not is_fp8(layout) or not cluster.hbm_gbps:
         return 0.0
-    layers = config.busiest_stage_layers(model.num_layers)
-    tokens = config.micro_batch_size * config.grad_accum_steps * model.seq_len / config.cp
-    passes = 1 + config.recompute_fraction(model.num_layers) / 2  # a replay casts inputs again
-    activations = tokens * layers * linear_io_per_token(model) / config.tp * passes
-    weights = config.grad_accum_steps * layer_params
-    nbytes = CAST_BYTES[config.precision] * (activations + weights)
+    layers = layout.busiest_stage_layers(model.num_layers)
+    tokens = layout.micro_batch_size * layout.grad_accum_steps * model.seq_len / layout.cp
+    passes = 1 + layout.recompute_fraction(model.num_layers) / 2  # a replay casts inputs again
+    activations = tokens * layers * linear_io_per_token(model) / layout.tp * passes
+    weights = layout.grad_accum_steps * layer_params
+    nbytes = CAST_BYTES[layout.precision] * (activations + weights)
     return nbytes / (cluster.hbm_gbps * 1e9 * MEMORY_EFFICIENCY)
 
 
@@ -97,20 +97,20 @@ def fp8_compute_seconds(bf16_seconds: float, fp8_share: float, cluster: Cluster)
     return bf16_seconds * (1 - fp8_share + fp8_share / speedup)
 
 
-def compute_with_fp8(model: ModelShape, config: ParallelConfig, cluster: Cluster,
+def compute_with_fp8(model: ModelShape, layout: Layout, cluster: Cluster,
                      bf16_seconds: float, flops: float, stage_params: float) -> float:
     """A step's compute under the layout's FP8 recipe: the linear GEMMs' share (by FLOPs) at
     the FP8 peak, plus the casts; unchanged in bf16 or without FP8 cores."""
-    if not is_fp8(config) or not cluster.fp8_peak_tflops:
+    if not is_fp8(layout) or not cluster.fp8_peak_tflops:
         return bf16_seconds
-    tokens = config.global_batch_size() * model.seq_len
-    share = max(0.0, 1 - attention_and_logit_flops(model, tokens, config) / flops)
+    tokens = layout.global_batch_size() * model.seq_len
+    share = max(0.0, 1 - attention_and_logit_flops(model, tokens, layout) / flops)
     return (fp8_compute_seconds(bf16_seconds, share, cluster)
-            + cast_seconds(model, config, cluster, stage_params))
+            + cast_seconds(model, layout, cluster, stage_params))
 
 
-def cast_weight_bytes(model: ModelShape, config: ParallelConfig) -> float:
+def cast_weight_bytes(model: ModelShape, layout: Layout) -> float:
     """The FP8 weight and its transpose of the layer in flight (memory module docstring)."""
-    if not is_fp8(config):
+    if not is_fp8(layout):
         return 0.0
-    return 2 * model.params_per_layer_outside_experts / config.tp
+    return 2 * model.params_per_layer_outside_experts / layout.tp

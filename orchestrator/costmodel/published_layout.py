@@ -1,4 +1,4 @@
-"""A published row's layout as a `ParallelConfig`: the degrees it publishes, and the framework's
+"""A published row's layout as a `Layout`: the degrees it publishes, and the framework's
 defaults for what it does not (micro-batches, ZeRO stage, pipeline schedule and split), each
 default recorded in the row's assumptions (published_rows.py).
 
@@ -20,7 +20,7 @@ from orchestrator.costmodel.estimate import CostModel
 from orchestrator.costmodel.published_names import Framework, NotPriced, RowText
 from orchestrator.layout import PIPELINE_SPLITS, ParallelDims
 from orchestrator.pipeline_split import split_problem
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.space.errors import InvalidConfig
 
 
@@ -28,7 +28,7 @@ RECOMPUTE_LEAST_FIRST = ("none", "selective", "full")
 
 
 def layout(row: RowText, cost: CostModel, gpus: int, framework: Framework,
-           precision: str) -> ParallelConfig:
+           precision: str) -> Layout:
     model = cost.model
     tp, pp, cp = row.count("tp"), row.count("pp"), row.count("cp")
     fsdp_only = framework.family in ("fsdp", "torchtitan")
@@ -66,7 +66,7 @@ def layout(row: RowText, cost: CostModel, gpus: int, framework: Framework,
                                 "Megatron-Bridge); attention keeps tp")
     split = _split(row, model.num_layers, pp, vp)
     try:
-        config = ParallelConfig(
+        config = Layout(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero_stage=zero, micro_batch_size=micro,
             grad_accum_steps=accum, activation_checkpointing=recompute or "none",
             sequence_parallel=sp, pp_schedule=schedule, virtual_stages=vp,
@@ -85,13 +85,13 @@ def layout(row: RowText, cost: CostModel, gpus: int, framework: Framework,
 
 
 def _least_recompute_that_fits(row: RowText, cost: CostModel,
-                               config: ParallelConfig) -> ParallelConfig:
+                               layout: Layout) -> Layout:
     """The layout with the least recompute the model says fits (full if none does)."""
     choice = next((mode for mode in RECOMPUTE_LEAST_FIRST
-                   if cost.fits(replace(config, activation_checkpointing=mode))), "full")
+                   if cost.fits(replace(layout, activation_checkpointing=mode))), "full")
     row.assumptions.append(f"recompute not published: the least the model says fits, {choice}")
     row.unpublished_memory_settings.append("recompute")
-    return replace(config, activation_checkpointing=choice)
+    return replace(layout, activation_checkpointing=choice)
 
 
 def _batch(row: RowText, dims: ParallelDims, pp: int, framework: Framework

@@ -3,7 +3,7 @@ reason the model cannot price it.
 
 A row is the text its source published ("" where nothing was). Pricing it takes a model shape
 (the row's own columns, else a preset of orchestrator/presets/models.py), a cluster preset
-(its `gpu_type`), a layout (`ParallelConfig`) and the trainer's runtime (zero_engine.py), and
+(its `gpu_type`), a layout (`Layout`) and the trainer's runtime (zero_engine.py), and
 converts the published metric into the measured time of one optimizer step. Every setting the
 source does not publish is priced at the framework's default (or, where there is none, at the
 least favourable plausible value) and listed in `assumptions`; a setting the model has no knob
@@ -35,7 +35,7 @@ from orchestrator.costmodel.published_names import (
     preset_of,
 )
 from orchestrator.presets import Cluster, ModelShape
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 __all__ = ["PricedRow", "Unpriced", "price_row"]
 
@@ -50,7 +50,7 @@ class PricedRow:
     landscape: str
     series: str  # the same without the GPU count (a scale series)
     cost: CostModel
-    config: ParallelConfig
+    config: Layout
     # Measured time of one optimizer step, converted from the published metric (how: in
     # `assumptions`).
     measured_step_s: float
@@ -191,12 +191,12 @@ class _Pricing(RowText):
 
     # -- layout -----------------------------------------------------------------------------
 
-    def measured_step(self, cost: CostModel, config: ParallelConfig, gpus: int) -> float:
+    def measured_step(self, cost: CostModel, layout: Layout, gpus: int) -> float:
         metric = self.text("metric_name")
         value = number(self.text("metric_value"))
         if value is None or value <= 0:
             raise NotPriced(f"metric_value {self.text('metric_value')!r}: not a positive number")
-        tokens = config.global_batch_size() * cost.model.seq_len
+        tokens = layout.global_batch_size() * cost.model.seq_len
         if metric in ("iteration_time_s", "step_time_s", "median_train_step_time_s"):
             return value
         if metric == "iteration_latency_ms":
@@ -206,10 +206,10 @@ class _Pricing(RowText):
             return tokens / (value * gpus)
         if metric == "throughput_samples_per_s":
             self.assumptions.append("step time = global_batch / samples/s")
-            return config.global_batch_size() / value
+            return layout.global_batch_size() / value
         flops = model_flops(cost.model, tokens)
         if "2021" in self.text("framework"):
-            flops = model_flops(cost.model, tokens, config)
+            flops = model_flops(cost.model, tokens, layout)
             self.assumptions.append("TFLOP/s of 2021 count the recompute (the paper's formula)")
         if metric in ("tflops_per_gpu", "model_tflops_per_gpu"):
             self.assumptions.append("the source's FLOP convention taken as Megatron's "

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from orchestrator.costmodel.amsp import Plan, rank_plans
 from orchestrator.costmodel.estimate import CostModel, Estimate
 from orchestrator.costmodel.fit_verdict import RISKY
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Ranking:
 
 
 def rank_by_throughput(
-    cost: CostModel, candidates: list[ParallelConfig], top_k: int = 10
+    cost: CostModel, candidates: list[Layout], top_k: int = 10
 ) -> Ranking:
     estimates = list(map(cost.estimate, candidates))
     fitting = sorted((e for e in estimates if e.fits), key=_by_throughput)
@@ -53,9 +53,9 @@ def _is_risky(e: Estimate) -> bool:
     return e.unsupported is None and e.memory_verdict == RISKY
 
 
-def rank_amsp(cost: CostModel, candidates: list[ParallelConfig], top_k: int = 10) -> Ranking:
+def rank_amsp(cost: CostModel, candidates: list[Layout], top_k: int = 10) -> Ranking:
     """Group candidates by their layout without sharding; plan each group; best layout first."""
-    groups: dict[ParallelConfig, list[Plan]] = {}
+    groups: dict[Layout, list[Plan]] = {}
     risky = []
     for config in candidates:
         if config.sharding is None:

@@ -14,27 +14,27 @@ from __future__ import annotations
 import dataclasses
 
 from orchestrator.costmodel.estimate import CostModel
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
-def fewest_recomputed_layers(cost: CostModel, config: ParallelConfig) -> ParallelConfig:
+def fewest_recomputed_layers(cost: CostModel, layout: Layout) -> Layout:
     """`config` with the fewest recomputed layers per stage that fit (no recompute if that
     fits); `config` itself unless it recomputes every layer or nothing less fits."""
-    if config.activation_checkpointing != "full" or config.recompute_num_layers is not None:
-        return config
+    if layout.activation_checkpointing != "full" or layout.recompute_num_layers is not None:
+        return layout
 
-    without = dataclasses.replace(config, activation_checkpointing="none")
+    without = dataclasses.replace(layout, activation_checkpointing="none")
     if cost.fits(without):
         return without
-    chunk = config.busiest_chunk_layers(cost.model.num_layers)
+    chunk = layout.busiest_chunk_layers(cost.model.num_layers)
     low, high = 1, chunk - 1  # the answer, if any, is in [low, high]
-    if high < low or not cost.fits(dataclasses.replace(config, recompute_num_layers=high)):
-        return config
+    if high < low or not cost.fits(dataclasses.replace(layout, recompute_num_layers=high)):
+        return layout
     while low < high:
         middle = (low + high) // 2
-        if cost.fits(dataclasses.replace(config, recompute_num_layers=middle)):
+        if cost.fits(dataclasses.replace(layout, recompute_num_layers=middle)):
             high = middle
         else:
             low = middle + 1
-    return dataclasses.replace(config, recompute_num_layers=low)
+    return dataclasses.replace(layout, recompute_num_layers=low)
 

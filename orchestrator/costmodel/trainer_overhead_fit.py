@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from orchestrator.costmodel.estimate import CostModel
 from orchestrator.costmodel.zero_engine import PYTORCH
 from orchestrator.presets import Cluster, ModelShape
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 # Candidate half-rate sizes for compute.py's shape model (tokens, or hidden width).
 HALVES = (0.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
@@ -51,8 +51,8 @@ def profile_shape(model: dict) -> ModelShape:
                       seq_len=model["seq_len"], gated_mlp=model.get("gated_mlp", True))
 
 
-def step_config(row: dict) -> ParallelConfig:
-    return ParallelConfig(tp=row.get("tp", 1), dp=row.get("dp", 1),
+def step_config(row: dict) -> Layout:
+    return Layout(tp=row.get("tp", 1), dp=row.get("dp", 1),
                           zero_stage=row.get("zero_stage", 0),
                           micro_batch_size=row["micro_batch_size"],
                           grad_accum_steps=row.get("grad_accum_steps", 1))

@@ -18,7 +18,7 @@ from pathlib import Path
 from orchestrator.export.configs import export_yaml
 from orchestrator.export.program_scripts import export_program_sbatch, export_program_torchrun
 from orchestrator.export.scripts import export_sbatch, export_torchrun
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers.registry import adapter, names, trainer_for
 
@@ -69,15 +69,15 @@ def unmeasured_note(fmt: str, spec: CampaignSpec) -> str | None:
 
 def _script(builtin, program):
     """A script format: ParaTune's own job's, or the measured program's."""
-    def exporter(spec, trial_id, config, trial_dir=None):
+    def exporter(spec, trial_id, layout, trial_dir=None):
         if not trainer_for(spec).runs_a_program:
-            return builtin(spec, trial_id, config)
-        return program(spec, trial_id, config, trial_dir)
+            return builtin(spec, trial_id, layout)
+        return program(spec, trial_id, layout, trial_dir)
     return exporter
 
 
 def _without_folder(exporter):
-    return lambda spec, trial_id, config, trial_dir=None: exporter(spec, trial_id, config)
+    return lambda spec, trial_id, layout, trial_dir=None: exporter(spec, trial_id, layout)
 
 
 EXPORTERS = {"yaml": _without_folder(export_yaml),
@@ -85,7 +85,7 @@ EXPORTERS = {"yaml": _without_folder(export_yaml),
              "sbatch": _script(export_sbatch, export_program_sbatch)}
 
 
-def export(fmt: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig,
+def export(fmt: str, spec: CampaignSpec, trial_id: str, layout: Layout,
            trial_dir: Path | None = None) -> str:
     """The launch file for `config`, the campaign's trial `trial_id`; `trial_dir`, that
     trial's folder, gives the DeepSpeed config it ran."""
@@ -96,4 +96,4 @@ def export(fmt: str, spec: CampaignSpec, trial_id: str, config: ParallelConfig,
     writers.update(trainer_for(spec).exporters())
     if fmt not in writers:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(formats())}")
-    return writers[fmt](spec, trial_id, config, trial_dir)
+    return writers[fmt](spec, trial_id, layout, trial_dir)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from orchestrator.presets.cluster_env import CLUSTER_ENV
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec, SimulatedBackendSpec
 from orchestrator.campaign_spec.strings import ENV_NAME
 from orchestrator.campaign_spec.trial import BASH_READONLY, is_shell_variable
@@ -54,12 +54,12 @@ def torch_build(spec: CampaignSpec) -> str:
     return f"the trials ran {build}"
 
 
-def origin(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
+def origin(spec: CampaignSpec, trial_id: str, layout: Layout,
            tool: str = BUILTIN_TOOL) -> str:
     """Where the file came from, as one line of printable text: it goes into `#` comments, so
     no name may end the comment line (the spec refuses such names; this holds regardless)."""
     text = (
-        f"ParaTune campaign {spec.name!r}, trial {trial_id} ({config.key()}); "
+        f"ParaTune campaign {spec.name!r}, trial {trial_id} ({layout.key()}); "
         f"model {spec.model.name!r}, {spec.world_size} ranks on {spec.cluster.name!r}; "
         f"written for {tool}; {torch_build(spec)}"
     )

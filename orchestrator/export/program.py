@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from orchestrator.common.bounded_files import UnreadableFile, read_bounded
 from orchestrator.common.bounded_json import NotJson, UnfitJson, loads_bounded
 from orchestrator.common.errors import SpecError
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.deepspeed.config import base_config, production_config
@@ -102,12 +102,12 @@ def winner_deepspeed_config(spec: CampaignSpec, trial_dir: Path | None,
     return production_config(data, base)
 
 
-def exported_program(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
+def exported_program(spec: CampaignSpec, trial_id: str, layout: Layout,
                      trial_dir: Path | None = None) -> ExportedProgram:
     """The campaign's trainer's program for `config`, as its trial `trial_id` ran it."""
     trainer = trainer_for(spec)
-    run = trainer.run(spec, config, trial_id, RUN_DIR_FOLDER, spec.trial.steps)
-    longer = trainer.run(spec, config, trial_id, RUN_DIR_FOLDER, spec.trial.steps + LONGER)
+    run = trainer.run(spec, layout, trial_id, RUN_DIR_FOLDER, spec.trial.steps)
+    longer = trainer.run(spec, layout, trial_id, RUN_DIR_FOLDER, spec.trial.steps + LONGER)
     read = [name for name in run.files
             if any(f"{RUN_DIR_MARK}/{name}" in item for item in run.program)]
     files = {name: run.files[name] for name in read}

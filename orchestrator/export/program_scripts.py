@@ -21,7 +21,7 @@ from orchestrator.export.program import (
     write_files,
 )
 from orchestrator.export.scripts import SRUN_TORCHRUN, rendezvous, sbatch_lines, sbatch_setup
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers import trainer_for
 
@@ -52,22 +52,22 @@ def _launch(spec: CampaignSpec, program: ExportedProgram) -> str:
             f'--nproc_per_node={spec.gpus_per_node}{CONTINUED}{words}')
 
 
-def export_program_torchrun(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
+def export_program_torchrun(spec: CampaignSpec, trial_id: str, layout: Layout,
                             trial_dir=None) -> str:
-    program = exported_program(spec, trial_id, config, trial_dir)
+    program = exported_program(spec, trial_id, layout, trial_dir)
     nodes = "" if program.launcher == "self" else rendezvous(spec.scale.nodes) + "\n"
     return f"""#!/usr/bin/env bash
-# {origin(spec, trial_id, config, _tool(spec))}
+# {origin(spec, trial_id, layout, _tool(spec))}
 {length_note(spec, program.length_args)}{measurement_note(program.measurement_args)}set -euo pipefail
 {_prelude(spec, program)}{nodes}{_launch(spec, program)}
 """
 
 
-def export_program_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelConfig,
+def export_program_sbatch(spec: CampaignSpec, trial_id: str, layout: Layout,
                           trial_dir=None) -> str:
     """The program under Slurm: one torchrun per node, or once from the batch script; its
     $RUN_DIR must be on a filesystem every node sees."""
-    program = exported_program(spec, trial_id, config, trial_dir)
+    program = exported_program(spec, trial_id, layout, trial_dir)
     if program.launcher == "self":
         launch = _launch(spec, program)
     else:
@@ -75,7 +75,7 @@ def export_program_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelCon
         launch = f"""MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 {SRUN_TORCHRUN.format(gpus=spec.gpus_per_node)} "$@"' "$PYTHON"{CONTINUED}{words}"""
     return f"""#!/bin/bash
-{sbatch_lines(spec)}# {origin(spec, trial_id, config, _tool(spec))}
+{sbatch_lines(spec)}# {origin(spec, trial_id, layout, _tool(spec))}
 {length_note(spec, program.length_args)}{measurement_note(program.measurement_args)}set -euo pipefail
 {sbatch_setup(spec)}{_prelude(spec, program)}{launch}
 """

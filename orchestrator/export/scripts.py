@@ -11,7 +11,7 @@ import shlex
 from orchestrator.common.errors import SpecError
 from orchestrator.export.common import interpreter, origin, run_context
 from orchestrator.export.program import LONGER, length_note
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec, SlurmBackendSpec
 from orchestrator.campaign_spec.strings import SBATCH_OPTION, SBATCH_VALUE
 from orchestrator.trainers.builtin.settings import job_flags, job_settings
@@ -46,15 +46,15 @@ else
 fi"""
 
 
-def _job_flags(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
-    pairs = job_flags(job_settings(spec, config, trial_id))
+def _job_flags(spec: CampaignSpec, trial_id: str, layout: Layout) -> str:
+    pairs = job_flags(job_settings(spec, layout, trial_id))
     return " \\\n    ".join(shlex.join(pairs[i:i + 2]) for i in range(0, len(pairs), 2))
 
 
-def builtin_length_note(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+def builtin_length_note(spec: CampaignSpec, trial_id: str, layout: Layout) -> str:
     """The built-in trainer's flags that carry the trials' length, named in a comment."""
-    short = job_flags(job_settings(spec, config, trial_id))
-    long = job_flags(job_settings(spec, config, trial_id, spec.trial.steps + LONGER))
+    short = job_flags(job_settings(spec, layout, trial_id))
+    long = job_flags(job_settings(spec, layout, trial_id, spec.trial.steps + LONGER))
     changed = {i for i, (a, b) in enumerate(zip(short, long)) if a != b}
     return length_note(spec, [w for i, w in enumerate(short) if i in changed or i + 1 in changed])
 
@@ -81,15 +81,15 @@ def sbatch_lines(spec: CampaignSpec) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def export_torchrun(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+def export_torchrun(spec: CampaignSpec, trial_id: str, layout: Layout) -> str:
     """A script for one node (--standalone) or, with NNODES/NODE_RANK/MASTER_ADDR set, many."""
     return f"""#!/usr/bin/env bash
-# {origin(spec, trial_id, config)}
-{builtin_length_note(spec, trial_id, config)}set -euo pipefail
+# {origin(spec, trial_id, layout)}
+{builtin_length_note(spec, trial_id, layout)}set -euo pipefail
 {interpreter()}{run_context(spec, in_workdir=False)}{rendezvous(spec.scale.nodes)}
 exec "$PYTHON" -m torch.distributed.run "${{RDZV[@]}}" --nproc_per_node={spec.gpus_per_node} \\
     -m jobs.train \\
-    {_job_flags(spec, trial_id, config)} "$@"
+    {_job_flags(spec, trial_id, layout)} "$@"
 """
 
 
@@ -122,12 +122,12 @@ def sbatch_directives(spec: CampaignSpec) -> list[tuple[str, object]]:
     return list(options.items())
 
 
-def export_sbatch(spec: CampaignSpec, trial_id: str, config: ParallelConfig) -> str:
+def export_sbatch(spec: CampaignSpec, trial_id: str, layout: Layout) -> str:
     """One torchrun per node under srun, rendezvous on the allocation's first node."""
     return f"""#!/bin/bash
-{sbatch_lines(spec)}# {origin(spec, trial_id, config)}
-{builtin_length_note(spec, trial_id, config)}set -euo pipefail
+{sbatch_lines(spec)}# {origin(spec, trial_id, layout)}
+{builtin_length_note(spec, trial_id, layout)}set -euo pipefail
 {sbatch_setup(spec)}{interpreter()}{run_context(spec, in_workdir=False)}MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 {SRUN_TORCHRUN.format(gpus=spec.gpus_per_node)} -m jobs.train "$@"' "$PYTHON" \\
-    {_job_flags(spec, trial_id, config)} "$@"
+    {_job_flags(spec, trial_id, layout)} "$@"
 """

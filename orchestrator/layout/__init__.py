@@ -4,7 +4,7 @@ that derives a layout's sizes (world, model-parallel ranks, gradient group, expe
 sequence divisor, the rank order).
 
 Standard library only, so the trial job (jobs/) imports it beside the result schema. Everything
-that lists the knobs derives from here: `ParallelConfig` and the job's `JobConfig` (fields and
+that lists the knobs derives from here: `Layout` and the job's `JobConfig` (fields and
 flags), the search space's ranges and enumeration, the spec's `space` section and list entries,
 the searchers' encodings, the journal and MLflow params. What gives a knob meaning lives where
 it belongs: its memory and time in the cost model, its mechanics in jobs/, its flags in each

@@ -38,7 +38,7 @@ class ParallelDims:
     @classmethod
     def of(cls, layout: Mapping[str, Any] | Any) -> "ParallelDims":
         """The dims of a layout: knob values by name, or any object with the knobs as
-        attributes (`ParallelConfig`, the job's `JobConfig`); a degree it lacks is 1."""
+        attributes (`Layout`, the job's `JobConfig`); a degree it lacks is 1."""
         if isinstance(layout, Mapping):
             return cls(**{f.name: layout.get(f.name, f.default) for f in fields(cls)})
         return cls(**{f.name: getattr(layout, f.name, f.default) for f in fields(cls)})

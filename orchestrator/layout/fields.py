@@ -1,5 +1,5 @@
 """Dataclass fields from the schema: a field per declared knob, typed and defaulted by it, for
-`ParallelConfig`, the job's `JobConfig` and the search space's ranges."""
+`Layout`, the job's `JobConfig` and the search space's ranges."""
 
 from __future__ import annotations
 

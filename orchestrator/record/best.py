@@ -14,7 +14,7 @@ import math
 
 from orchestrator.common.objective import Objective
 from orchestrator.record.journal import CONFIRM, REPEAT, SCREEN, SEARCH, TARGET, TrialRecord
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 FULL_PHASES = (SEARCH, CONFIRM, REPEAT)
 TIE = 1e-9  # distances to a mean that differ by less than this share of it are equal
@@ -26,9 +26,9 @@ class Standings:
 
     def __init__(self, objective: Objective):
         self.objective = objective
-        self.layouts: dict[ParallelConfig, list[TrialRecord]] = {}  # successful full ones
+        self.layouts: dict[Layout, list[TrialRecord]] = {}  # successful full ones
         self.screens: list[TrialRecord] = []  # successful screens
-        self.at_target: set[ParallelConfig] = set()  # a slice campaign's, measured at its target
+        self.at_target: set[Layout] = set()  # a slice campaign's, measured at its target
 
     def add(self, record: TrialRecord) -> None:
         """Count a trial that ended; failures, other scales and unfinished trials count not."""
@@ -41,10 +41,10 @@ class Standings:
         elif record.phase == SCREEN:
             self.screens.append(record)
 
-    def mean(self, config: ParallelConfig) -> float:
+    def mean(self, layout: Layout) -> float:
         """A layout's value: the mean of its full measurements, summed exactly so that it
         does not depend on the order they were added in."""
-        values = [self.objective.value(r.result) for r in self.layouts[config]]
+        values = [self.objective.value(r.result) for r in self.layouts[layout]]
         return math.fsum(values) / len(values)
 
     def best(self) -> TrialRecord | None:
@@ -57,11 +57,11 @@ class Standings:
         first_measured = sorted(pool, key=lambda c: min(r.trial_id for r in self.layouts[c]))
         return self.nearest_mean(self.objective.best(first_measured, self.mean))
 
-    def nearest_mean(self, config: ParallelConfig) -> TrialRecord:
+    def nearest_mean(self, layout: Layout) -> TrialRecord:
         """The layout's measurement closest to its mean; of two as close (two measurements
         always are, but for rounding) the first by trial ID."""
-        mean = self.mean(config)
-        distances = [(abs(self.objective.value(r.result) - mean), r) for r in self.layouts[config]]
+        mean = self.mean(layout)
+        distances = [(abs(self.objective.value(r.result) - mean), r) for r in self.layouts[layout]]
         nearest = min(d for d, _ in distances) + TIE * abs(mean)
         return min((r for d, r in distances if d <= nearest), key=lambda r: r.trial_id)
 

@@ -23,7 +23,7 @@ from orchestrator.record.journal import (
     spec_digest,
 )
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec, load_campaign_spec
 from orchestrator.campaign_spec.planning import cost_model_for
 from orchestrator.trial.folder import TrialFolder
@@ -31,7 +31,7 @@ from orchestrator.trial.folder import TrialFolder
 JOURNAL_FILE = "journal.jsonl"
 
 
-def calibration_input(records: list[TrialRecord]) -> list[tuple[str, ParallelConfig, TrialResult]]:
+def calibration_input(records: list[TrialRecord]) -> list[tuple[str, Layout, TrialResult]]:
     """What the cost model is refit on: every ended trial at the tuned scale (calibration keeps
     the ones that succeeded); a slice campaign's trials at its target are another scale."""
     return [(r.trial_id, r.config, r.result) for r in records

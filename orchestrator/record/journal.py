@@ -30,7 +30,7 @@ from typing import Any
 from orchestrator.common.errors import CampaignStateError, excerpt
 from orchestrator.record.journal_lines import Damage, open_journal, parse_lines, read_raw
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def phase_of(fidelity: str, screens: bool) -> str:
 @dataclass
 class TrialRecord:
     trial_id: str
-    config: ParallelConfig
+    config: Layout
     submitted_at: float | None = None
     handle: dict[str, Any] = field(default_factory=dict)
     result: TrialResult | None = None
@@ -221,8 +221,8 @@ class Journal:
     def record_budget_change(self, key: str, old: Any, new: Any) -> None:
         self.append("budget_changed", key=key, old=old, new=new)
 
-    def record_tracked(self, trial_id: str, config: ParallelConfig, run_id: str) -> None:
-        self.append("tracked", trial_id=trial_id, config=config.to_dict(), run_id=run_id)
+    def record_tracked(self, trial_id: str, layout: Layout, run_id: str) -> None:
+        self.append("tracked", trial_id=trial_id, config=layout.to_dict(), run_id=run_id)
 
 
 def _merged_campaign_info(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -238,7 +238,7 @@ def _replay(records: dict[str, TrialRecord], event: dict[str, Any], screens: boo
     kind, trial_id = event["event"], event["trial_id"]
     record = records.get(trial_id)
     if record is None:
-        record = TrialRecord(trial_id, ParallelConfig.from_dict(event["config"]),
+        record = TrialRecord(trial_id, Layout.from_dict(event["config"]),
                              phase=phase_of(event.get("fidelity", _FULL), screens))
     if kind == "submitted":
         record.submitted_at = event["time"]

@@ -21,7 +21,7 @@ from orchestrator.record.journal import TARGET, TrialRecord
 from orchestrator.search.encoding import KnobSpace, knob_values
 from orchestrator.search.repeats import estimate_noise
 from orchestrator.search.residuals import NOISE_FLOOR, KnobCodes, ResidualModel, group_by
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.space.rescaled import scaled_config
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
@@ -29,8 +29,8 @@ from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidate
 
 @dataclass(frozen=True)
 class TargetPrediction:
-    config: ParallelConfig  # at the target
-    slice_config: ParallelConfig | None  # what runs on the slice; None: not measurable there
+    config: Layout  # at the target
+    slice_config: Layout | None  # what runs on the slice; None: not measurable there
     value: float  # the objective's metric predicted at the target
     upper: float  # the same, one standard deviation of the slice's residual model better
     measured_on_slice: bool  # its slice layout has a successful full measurement
@@ -42,9 +42,9 @@ class TargetPrediction:
     confirmable: bool = True
 
 
-def slice_measurements(records: list[TrialRecord]) -> dict[ParallelConfig, list[float]]:
+def slice_measurements(records: list[TrialRecord]) -> dict[Layout, list[float]]:
     """The slice's successful full measurements, step times by layout."""
-    found: dict[ParallelConfig, list[float]] = {}
+    found: dict[Layout, list[float]] = {}
     for r in records:
         if r.phase in FULL_PHASES and r.result is not None and r.result.ok \
                 and r.result.step_time_s and math.isfinite(r.result.step_time_s):
@@ -60,8 +60,8 @@ def slice_calibration(spec: CampaignSpec, records: list[TrialRecord]) -> Calibra
     return calibrate_from_slice(cost_model_for(spec), trials)
 
 
-def slice_residuals(model, configs: list[ParallelConfig],
-                    measured: dict[ParallelConfig, list[float]]) -> tuple[list[float], list[float]]:
+def slice_residuals(model, configs: list[Layout],
+                    measured: dict[Layout, list[float]]) -> tuple[list[float], list[float]]:
     """What the slice says the model gets wrong on each target layout, log(predicted /
     measured step time): the cost-guided searcher's model of residuals (search/residuals.py,
     an effect per knob value and per pair) fitted to the slice's measurements, whose knob
@@ -86,7 +86,7 @@ def slice_residuals(model, configs: list[ParallelConfig],
     return [float(m) for m in fit.mean], [float(s) for s in fit.std]
 
 
-def target_correction(steps: dict[ParallelConfig, tuple[float, float]],
+def target_correction(steps: dict[Layout, tuple[float, float]],
                       records: list[TrialRecord]) -> float:
     """How much more (or less) the target's data-parallel collectives cost than the model
     says, as a share of them, from the layouts measured at the target (`steps`: a target
@@ -102,7 +102,7 @@ def target_correction(steps: dict[ParallelConfig, tuple[float, float]],
 
 
 def predict_target(spec: CampaignSpec, records: list[TrialRecord], objective: Objective,
-                   candidates: list[ParallelConfig] | None = None) -> list[TargetPrediction]:
+                   candidates: list[Layout] | None = None) -> list[TargetPrediction]:
     """Every target layout of the space (`candidates`, the spec's own by default), best
     predicted first: the slice-calibrated model, what the slice's measurements say it gets
     wrong on each layout, and the target's measured correction of its data-parallel

@@ -15,7 +15,7 @@ from orchestrator.record.best import best_record
 from orchestrator.record.budget import executed, gpu_hours
 from orchestrator.record.journal import TARGET, TrialRecord
 from orchestrator.record.slice_prediction import predict_target
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.space.rescaled import scaled_config
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.campaign_spec.slice_scale import slices_in_target
@@ -48,7 +48,7 @@ def slice_summary(spec: CampaignSpec, records: list[TrialRecord], objective: Obj
     return found
 
 
-def value_on_slice(spec: CampaignSpec, on_slice: list[TrialRecord], layout: ParallelConfig,
+def value_on_slice(spec: CampaignSpec, on_slice: list[TrialRecord], layout: Layout,
                    objective: Objective) -> float | None:
     """The mean of what a target layout's slice image measured on the slice; None if it was
     not measured there."""
@@ -77,7 +77,7 @@ def slice_line(s: dict[str, Any], number) -> str:
 
 
 def layout_for_target(spec: CampaignSpec, best: TrialRecord
-                      ) -> tuple[ParallelConfig, str | None]:
+                      ) -> tuple[Layout, str | None]:
     """The layout a production run at the target takes from the campaign's best, with a line
     to say where it was not measured there: a slice campaign's best measured on the slice only
     is moved to the target (its replicas and batch scaled up, each GPU's work kept)."""

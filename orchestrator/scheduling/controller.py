@@ -42,7 +42,7 @@ from orchestrator.scheduling.slots import NoSlotLimit, TrialSlots
 from orchestrator.scheduling.target_confirmation import TargetConfirmation
 from orchestrator.scheduling.warm_start import warm_start
 from orchestrator.search import Searcher, make_searcher
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import SPEC_FILE, CampaignSpec
 from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 from orchestrator.campaign_spec.preflight import preflight
@@ -187,7 +187,7 @@ class Controller:
             self.view.journal.append("campaign", name=self.spec.name, started_at=time.time(),
                                      spec_digest=spec_digest(self.spec))
 
-    def _searcher(self, candidates: list[ParallelConfig]) -> tuple[CostModel, Searcher]:
+    def _searcher(self, candidates: list[Layout]) -> tuple[CostModel, Searcher]:
         """The starting cost model (seeded by a warm start) and the searcher it guides."""
         s = self.spec
         cost_model, prior = cost_model_for(s), []

@@ -12,10 +12,10 @@ import math
 from orchestrator.common.objective import Objective
 from orchestrator.record.journal import CONFIRM, SCREEN, TrialRecord
 from orchestrator.scheduling.proposals import LoopState, Proposal, ProposalSource
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
-def promotions(records: list[TrialRecord], fidelity, objective: Objective) -> list[ParallelConfig]:
+def promotions(records: list[TrialRecord], fidelity, objective: Objective) -> list[Layout]:
     """Screened configs now in the top `keep_fraction` that have no confirming trial yet, best
     first. `fidelity` is the spec's `search.fidelity` section."""
     screened = objective.ranked((r for r in records if r.phase == SCREEN),

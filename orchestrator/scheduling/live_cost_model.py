@@ -20,7 +20,7 @@ from orchestrator.costmodel.fit_verdict import RISKY
 from orchestrator.record.campaign import calibration_input
 from orchestrator.record.journal import TrialRecord
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 # Refitting is cheap: on every success while few are measured, then on every 10th.
 EVERY_SUCCESS_UNTIL = 30
@@ -43,26 +43,26 @@ class LiveCostModel:
             if self.calibration is not None:
                 self.current = self.calibration.model
 
-    def infeasible(self, config: ParallelConfig) -> TrialResult | None:
+    def infeasible(self, layout: Layout) -> TrialResult | None:
         """The `infeasible` result of a layout the cluster cannot run (an FP8 recipe without FP8
         cores) or the memory model (scaled by calibration) puts beyond its margin, or None if it
         may run (it fits, or is risky)."""
-        prediction = self.current.estimate(config)
+        prediction = self.current.estimate(layout)
         if prediction.unsupported:
-            return TrialResult(status="infeasible", world_size=config.world_size,
+            return TrialResult(status="infeasible", world_size=layout.world_size,
                                error=prediction.unsupported)
         scale = self._memory_scale()
         if not prediction.prunable_scaled(scale):
             return None
         memory = prediction.memory
         if memory.host_capacity and memory.host > memory.host_capacity:
-            return TrialResult(status="infeasible", world_size=config.world_size,
+            return TrialResult(status="infeasible", world_size=layout.world_size,
                                error=f"predicted {memory.host / GB:.2f} GB of offloaded states "
                                      f"per rank > {memory.host_capacity / GB:.2f} GB, its share of "
                                      "the node's host memory")
         predicted_gb = ((memory.total - memory.reserve) * scale + memory.reserve) / GB
         return TrialResult(
-            status="infeasible", world_size=config.world_size,
+            status="infeasible", world_size=layout.world_size,
             error=_overflow_message(predicted_gb, prediction.memory_gb, prediction.capacity_gb,
                                     prediction.memory_margin),
             extra={"predicted_memory_gb": predicted_gb},
@@ -71,10 +71,10 @@ class LiveCostModel:
     def _memory_scale(self) -> float:
         return self.calibration.memory_scale if self.calibration else 1.0
 
-    def annotate(self, config: ParallelConfig, result: TrialResult) -> None:
+    def annotate(self, layout: Layout, result: TrialResult) -> None:
         """Record beside a measured result what the model predicted for it (and, for a risky
         layout, that it was measured inside the margin)."""
-        predicted = self.current.estimate(config)
+        predicted = self.current.estimate(layout)
         result.extra.setdefault("predicted_tokens_per_s", predicted.tokens_per_s)
         result.extra.setdefault("predicted_memory_gb", predicted.memory_gb_used)
         if predicted.memory_verdict_scaled(self._memory_scale()) == RISKY:

@@ -36,7 +36,7 @@ from orchestrator.scheduling.requests import trial_request
 from orchestrator.scheduling.reservations import Reservations
 from orchestrator.scheduling.slots import NoSlotLimit, TrialSlots
 from orchestrator.search import Searcher
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.campaign_spec.slice_scale import trials_at_once
 from orchestrator.tracking.session import TrackingSession
@@ -90,8 +90,8 @@ class SchedulingLoop:
     def busy(self) -> int:
         return len(self.running) + len(self._pending)
 
-    def is_new(self, config: ParallelConfig, phase: str) -> bool:
-        return (config, phase) not in self._seen
+    def is_new(self, layout: Layout, phase: str) -> bool:
+        return (layout, phase) not in self._seen
 
     @property
     def trials_left(self) -> int:

@@ -20,7 +20,7 @@ from orchestrator.backends import Backend, TrialRequest
 from orchestrator.common.errors import UserError
 from orchestrator.costmodel.profile_fit import profiled_cluster
 from orchestrator.presets import Cluster
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.trainers import Measure, TrainerRun
 from orchestrator.trainers.command import CommandTrainer
 from orchestrator.trial.folder import TrialFolder
@@ -88,7 +88,7 @@ def profile_request(folder: TrialFolder, target: ProfileTarget, timeout_s: float
     world = target.world_size
     measure = Measure(world_size=world, seq_len=1, tokens_per_step=1,
                       model_flops_per_step=0.0, peak_tflops=1.0, warmup_steps=0)
-    return TrialRequest(trial_id=folder.path.name, config=ParallelConfig(dp=world),
+    return TrialRequest(trial_id=folder.path.name, config=Layout(dp=world),
                         folder=folder, trainer=CommandTrainer(), run=run, measure=measure,
                         steps=1, timeout_s=timeout_s, env=dict(target.env),
                         workdir=target.workdir)

@@ -14,12 +14,12 @@ from typing import Protocol
 
 from orchestrator.record.journal import REPEAT, SCREEN, TrialRecord
 from orchestrator.search import Searcher
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
 @dataclass(frozen=True)
 class Proposal:
-    config: ParallelConfig
+    config: Layout
     phase: str
     # Check the (calibrated) memory model first and record it as infeasible if it cannot fit.
     prune: bool = True
@@ -36,7 +36,7 @@ class LoopState(Protocol):
         """Trials running or about to be submitted."""
         ...
 
-    def is_new(self, config: ParallelConfig, phase: str) -> bool:
+    def is_new(self, layout: Layout, phase: str) -> bool:
         """No trial of this config in this phase exists yet."""
         ...
 

@@ -9,15 +9,15 @@ from pathlib import Path
 from orchestrator.backends import TrialRequest
 from orchestrator.costmodel import CostModel
 from orchestrator.record.journal import SCREEN, TrialRecord
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers import Measure, trainer_for
 from orchestrator.trial.folder import TrialFolder
 
 
-def measure_for(spec: CampaignSpec, config: ParallelConfig, cost_model: CostModel) -> Measure:
-    estimate = cost_model.estimate(config)
-    return Measure(world_size=config.world_size, seq_len=spec.model.seq_len,
+def measure_for(spec: CampaignSpec, layout: Layout, cost_model: CostModel) -> Measure:
+    estimate = cost_model.estimate(layout)
+    return Measure(world_size=layout.world_size, seq_len=spec.model.seq_len,
                    tokens_per_step=estimate.tokens_per_step,
                    model_flops_per_step=estimate.model_flops_per_step,
                    peak_tflops=spec.cluster.peak_tflops, warmup_steps=spec.trial.warmup_steps)

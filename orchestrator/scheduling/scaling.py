@@ -17,7 +17,7 @@ from orchestrator.common.objective import Objective
 from orchestrator.record.best import best_record
 from orchestrator.record.journal import SCALING, TrialRecord
 from orchestrator.scheduling.proposals import LoopState, Proposal, ProposalSource, SearchProposals
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.space.rescaled import scaled_config
 
 
@@ -30,7 +30,7 @@ class ScalingStudy(ProposalSource):
         self.scale = scale  # the spec's `scale` section
         self.objective = objective
         self.after = after
-        self._queue: list[ParallelConfig] | None = None  # made once the search is over
+        self._queue: list[Layout] | None = None  # made once the search is over
 
     def propose(self, state: LoopState) -> Proposal | None:
         if state.busy or not (self.after.exhausted or self.after.held_back or state.stop_reason):
@@ -43,7 +43,7 @@ class ScalingStudy(ProposalSource):
                 return Proposal(config, SCALING)
         return None
 
-    def _plan(self, records: list[TrialRecord]) -> list[ParallelConfig]:
+    def _plan(self, records: list[TrialRecord]) -> list[Layout]:
         best = best_record(records, self.objective)
         if best is None:
             return []

@@ -15,7 +15,7 @@ from orchestrator.record.budget import gpu_hours
 from orchestrator.record.journal import TARGET, TrialRecord
 from orchestrator.record.slice_prediction import predict_target
 from orchestrator.scheduling.proposals import LoopState, Proposal, ProposalSource, SearchProposals
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.campaign_spec.planning import fitted_candidates
 
@@ -27,7 +27,7 @@ class TargetConfirmation(ProposalSource):
         self.spec = spec
         self.objective = objective
         self.after = after
-        self._candidates: list[ParallelConfig] | None = None  # the target's, made once
+        self._candidates: list[Layout] | None = None  # the target's, made once
         self.ended: str | None = None  # why it confirms no more, once it does not
 
     def outcome(self, records: list[TrialRecord]) -> str:

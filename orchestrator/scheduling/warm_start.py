@@ -23,12 +23,12 @@ from orchestrator.costmodel.calibration import calibrate_from_slice
 from orchestrator.record.campaign import CampaignView
 from orchestrator.record.journal import CONFIRM, REPEAT, SEARCH
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.campaign_spec.planning import cost_model_for
 
 
-def source_results(view: CampaignView) -> list[tuple[str, ParallelConfig, TrialResult]]:
+def source_results(view: CampaignView) -> list[tuple[str, Layout, TrialResult]]:
     """The source campaign's full-fidelity trials at its own scale that ran (not the ones
     pruned as infeasible, the screens or a scaling study's other scales)."""
     return [(r.trial_id, r.config, r.result) for r in view.records()

@@ -13,14 +13,14 @@ from orchestrator.search.base import Searcher
 from orchestrator.search.grid import GridSearcher
 from orchestrator.search.random_search import RandomSearcher
 from orchestrator.search.repeats import MAX_REPEATS
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 ALGORITHMS = ("grid", "random", "deephyper-cbo", "optuna", "hyperopt", "cost-guided")
 
 
 def make_searcher(
     algorithm: str,
-    candidates: list[ParallelConfig],
+    candidates: list[Layout],
     objective: Objective,
     *,
     seed: int = 0,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
 class Searcher(ABC):
@@ -22,14 +22,14 @@ class Searcher(ABC):
     stop_reason: str | None = None
 
     @abstractmethod
-    def ask(self, n: int = 1) -> list[ParallelConfig]:
+    def ask(self, n: int = 1) -> list[Layout]:
         """Up to n configs not proposed before; fewer (or none) when the space is exhausted."""
 
     @abstractmethod
-    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
+    def tell(self, layout: Layout, result: TrialResult) -> None:
         """Record the outcome of a config (which may be a failure), whoever proposed it."""
 
-    def repeat(self, trials_left: int | None = None) -> ParallelConfig | None:
+    def repeat(self, trials_left: int | None = None) -> Layout | None:
         """A config measured before that should be measured again before a winner is named
         (a close contender, within the measured noise), or None. Asked before `ask`;
         the repeat is a trial of its own, told back through `tell` like any other.
@@ -38,12 +38,12 @@ class Searcher(ABC):
         noise never ask for one."""
         return None
 
-    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
+    def running(self, layout: Layout, repeat: bool = False) -> None:
         """On resume: a trial of `config` this searcher proposed is still running (or is run
         again), a repeat if `repeat`; count it as asked, as before the controller died.
         Searchers that keep no record of what they asked need nothing."""
 
-    def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:
+    def add_prior(self, residuals: list[tuple[Layout, float]]) -> None:
         """Residuals log(measured / predicted gain) seen in another campaign (warm start).
         Searchers that do not model the cost model's error ignore them."""
 
@@ -51,17 +51,17 @@ class Searcher(ABC):
 class CandidateListSearcher(Searcher):
     """Walks a fixed order of candidates, skipping any config already asked or told."""
 
-    def __init__(self, order: list[ParallelConfig]):
+    def __init__(self, order: list[Layout]):
         self._order = order
         self._next = 0
-        self._seen: set[ParallelConfig] = set()
-        self.history: list[tuple[ParallelConfig, TrialResult]] = []
+        self._seen: set[Layout] = set()
+        self.history: list[tuple[Layout, TrialResult]] = []
 
-    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
-        self._seen.add(config)
+    def running(self, layout: Layout, repeat: bool = False) -> None:
+        self._seen.add(layout)
 
-    def ask(self, n: int = 1) -> list[ParallelConfig]:
-        proposed: list[ParallelConfig] = []
+    def ask(self, n: int = 1) -> list[Layout]:
+        proposed: list[Layout] = []
         while len(proposed) < n and self._next < len(self._order):
             config = self._order[self._next]
             self._next += 1
@@ -70,6 +70,6 @@ class CandidateListSearcher(Searcher):
                 proposed.append(config)
         return proposed
 
-    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
-        self._seen.add(config)
-        self.history.append((config, result))
+    def tell(self, layout: Layout, result: TrialResult) -> None:
+        self._seen.add(layout)
+        self.history.append((layout, result))

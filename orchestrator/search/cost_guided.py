@@ -58,7 +58,7 @@ from orchestrator.search.families import family_left_to_measure, regime
 from orchestrator.search.memory_belief import MemoryBelief
 from orchestrator.search.repeats import MAX_REPEATS, Noise, Standing, estimate_noise, repeat_price
 from orchestrator.search.residuals import NOISE_FLOOR, KnobCodes, ResidualModel, group_by
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 KAPPA_EARLY, EARLY_TRIALS = 0.5, 10  # the exploration weight of the first measured trials
 KAPPA = 2.0  # and after them
@@ -74,7 +74,7 @@ class CostGuidedSearcher(Searcher):
     residual_model = ResidualModel  # a subclass may learn its residuals under another prior
     recalibrates = True  # refit the cost model's multipliers on each result
 
-    def __init__(self, candidates: list[ParallelConfig], cost_model: CostModel,
+    def __init__(self, candidates: list[Layout], cost_model: CostModel,
                  objective: Objective, *, seed: int = 0, stop_margin: float = 0.0,
                  max_repeats: int = MAX_REPEATS):
         self.candidates = list(candidates)
@@ -87,17 +87,17 @@ class CostGuidedSearcher(Searcher):
         self.stop_reason: str | None = None  # why ask returns nothing, once it does
         self.space = KnobSpace.of(self.candidates)
         self.memory_scale = 1.0
-        self.history: list[tuple[str, ParallelConfig, TrialResult]] = []  # (id, config, result)
-        self._taken: set[ParallelConfig] = set()
-        self._predictions: dict[ParallelConfig, tuple[float, float]] = {}  # gain, chance to run
+        self.history: list[tuple[str, Layout, TrialResult]] = []  # (id, config, result)
+        self._taken: set[Layout] = set()
+        self._predictions: dict[Layout, tuple[float, float]] = {}  # gain, chance to run
         self._prior: list[tuple[np.ndarray, float]] = []
-        self._repeating: set[ParallelConfig] = set()  # repeats asked, not yet told
+        self._repeating: set[Layout] = set()  # repeats asked, not yet told
         self._multipliers = None
         self._global_scale = 1.0
         self._precompute()
         self._refresh()
 
-    def add_prior(self, residuals: list[tuple[ParallelConfig, float]]) -> None:
+    def add_prior(self, residuals: list[tuple[Layout, float]]) -> None:
         """Residuals log(measured/predicted) seen elsewhere (warm start), on shared knobs;
         knob values this space lacks simply contribute nothing."""
         for config, residual in residuals:
@@ -110,7 +110,7 @@ class CostGuidedSearcher(Searcher):
         """Estimate every candidate once. A calibrated step time is a combination of the
         calibration features, so refits later cost one matrix product, not a re-estimate."""
         feature_cost = feature_model(self.base)
-        self._rows: dict[ParallelConfig, list[float]] = {}
+        self._rows: dict[Layout, list[float]] = {}
         base_gain, base_step, used, reserve = [], [], [], []
         for config in self.candidates:
             est = self.base.estimate(config)
@@ -141,7 +141,7 @@ class CostGuidedSearcher(Searcher):
         self._predictions = {c: (float(m), 1.0 if c in ran else float(p))
                              for c, m, p in zip(self.candidates, gain, chance)}
 
-    def _measurements(self) -> list[tuple[ParallelConfig, float]]:
+    def _measurements(self) -> list[tuple[Layout, float]]:
         """(config, gain) of every successful measurement, repeats included."""
         out = [(c, self.objective.result_gain(r)) for _, c, r in self.history]
         return [(c, v) for c, v in out if v is not None and v > 0]
@@ -159,7 +159,7 @@ class CostGuidedSearcher(Searcher):
         self._residuals.fit(np.array(rows, dtype=np.int64).reshape(len(rows), width),
                             np.array(y), max(self.noise().std, NOISE_FLOOR))
 
-    def _bounds(self, configs: list[ParallelConfig], kappa: float | None = None
+    def _bounds(self, configs: list[Layout], kappa: float | None = None
                 ) -> list[tuple[float, float]]:
         """(expected, upper bound at `kappa` std) of each config's gain; by default κ is the
         weight for the trials measured so far."""
@@ -182,12 +182,12 @@ class CostGuidedSearcher(Searcher):
         measured = list({c for c, _ in self._measurements() if c in self._index})
         return max(e for e, _ in self._bounds(measured)) if measured else None
 
-    def winner(self) -> ParallelConfig | None:
+    def winner(self) -> Layout | None:
         """The measured config with the best mean log gain over its measurements."""
         groups = group_by([(c, math.log(v)) for c, v in self._measurements()])
         return max(groups, key=lambda c: sum(groups[c]) / len(groups[c]), default=None)
 
-    def repeat(self, trials_left: int | None = None) -> ParallelConfig | None:
+    def repeat(self, trials_left: int | None = None) -> Layout | None:
         """A measured config to measure again, once the search is over: the leader or a rival
         not yet told apart from it at the measured noise (repeats.py); the closest rival first
         and, of that pair, the less measured; the leader alone while no layout has been
@@ -219,11 +219,11 @@ class CostGuidedSearcher(Searcher):
             self._repeating.add(config)
         return config
 
-    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
-        (self._repeating if repeat else self._taken).add(config)
+    def running(self, layout: Layout, repeat: bool = False) -> None:
+        (self._repeating if repeat else self._taken).add(layout)
 
-    def ask(self, n: int = 1) -> list[ParallelConfig]:
-        proposed: list[ParallelConfig] = []
+    def ask(self, n: int = 1) -> list[Layout]:
+        proposed: list[Layout] = []
         for _ in range(n):
             config = self._next()
             if config is None:
@@ -232,7 +232,7 @@ class CostGuidedSearcher(Searcher):
             proposed.append(config)
         return proposed
 
-    def _next(self) -> ParallelConfig | None:
+    def _next(self) -> Layout | None:
         """The next untried layout to measure, or None with `stop_reason` saying why."""
         open_ = [c for c in self.candidates if c not in self._taken and self._predictions[c][1]]
         if not open_:
@@ -270,20 +270,20 @@ class CostGuidedSearcher(Searcher):
                     return open_[i]
         return open_[order[0]]
 
-    def _unverified_favourite(self) -> ParallelConfig | None:
+    def _unverified_favourite(self) -> Layout | None:
         """The best of the calibrated model's VERIFY_TOP fitting layouts not yet measured
         (residuals aside), or None once all of them have been."""
         fitting = [c for c in self.candidates if self._predictions[c][1] == 1.0]
         top = sorted(fitting, key=lambda c: -self._predictions[c][0])[:VERIFY_TOP]
         return next((c for c in top if c not in self._taken), None)
 
-    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
-        self._taken.add(config)
-        self._repeating.discard(config)
-        self.history.append((f"t{len(self.history) + 1:04d}", config, result))
-        if result.status == "oom" and config in self._rows:
+    def tell(self, layout: Layout, result: TrialResult) -> None:
+        self._taken.add(layout)
+        self._repeating.discard(layout)
+        self.history.append((f"t{len(self.history) + 1:04d}", layout, result))
+        if result.status == "oom" and layout in self._rows:
             # Every layout predicted to need as much or more is skipped from now on.
-            self._memory.out_of_memory(self._index[config])
+            self._memory.out_of_memory(self._index[layout])
         fit = (calibrate(self.base, self.history, feature_rows=self._rows, gathers_apart=False)
                if self.recalibrates else None)
         if fit is not None:

@@ -29,16 +29,16 @@ from orchestrator.common.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search.base import Searcher
 from orchestrator.search.encoding import CONDITIONS, KnobSpace
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
 class DeepHyperCBOSearcher(Searcher):
-    def __init__(self, candidates: list[ParallelConfig], objective: Objective, *, seed: int = 0,
+    def __init__(self, candidates: list[Layout], objective: Objective, *, seed: int = 0,
                  fast: bool = True, n_initial_points: int | None = None, forbid: bool = True):
         self.space = KnobSpace.of(candidates)
         self.objective = objective
-        self._taken: set[ParallelConfig] = set()
-        self._asked: dict[ParallelConfig, dict[str, Any]] = {}
+        self._taken: set[Layout] = set()
+        self._asked: dict[Layout, dict[str, Any]] = {}
         self._log_dir = tempfile.TemporaryDirectory(prefix="paratune-cbo-")
         self.problem = self._problem(seed, forbid)
         # Layouts pruned as infeasible come back as failures too: no quota on failures.
@@ -84,7 +84,7 @@ class DeepHyperCBOSearcher(Searcher):
             point[knob] = matches[0] if matches else values[0]  # inactive: first value
         return point
 
-    def ask(self, n: int = 1) -> list[ParallelConfig]:
+    def ask(self, n: int = 1) -> list[Layout]:
         proposed, infeasible = [], []
         for suggestion in self.cbo.ask(n):
             point = self._to_point(suggestion)
@@ -101,14 +101,14 @@ class DeepHyperCBOSearcher(Searcher):
             self.cbo.tell(infeasible)
         return proposed
 
-    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
-        self._taken.add(config)
+    def running(self, layout: Layout, repeat: bool = False) -> None:
+        self._taken.add(layout)
 
-    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
-        self._taken.add(config)
-        suggestion = self._asked.pop(config, None)
+    def tell(self, layout: Layout, result: TrialResult) -> None:
+        self._taken.add(layout)
+        suggestion = self._asked.pop(layout, None)
         if suggestion is None:  # replayed, asked in place of another suggestion, or not ours
-            suggestion = {k: _text(v) for k, v in self.space.point(config).items()}
+            suggestion = {k: _text(v) for k, v in self.space.point(layout).items()}
         value = self.objective.result_gain(result)
         self.cbo.tell([(suggestion, value if value is not None else f"F_{result.status}")])
 

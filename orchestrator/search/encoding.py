@@ -16,7 +16,7 @@ from itertools import combinations, product
 from typing import Any
 
 from orchestrator.layout import searched_knobs
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 # The searched knobs, zero_stage standing for the whole sharding choice (a ZeRO stage or a set
 # of AMSP factors).
@@ -26,24 +26,24 @@ NUMERIC = {k.name for k in searched_knobs() if k.ordinal}
 CONDITIONS = {k.name: k.active_when for k in searched_knobs() if k.active_when}
 
 
-def knob_values(config: ParallelConfig) -> dict[str, Any]:
+def knob_values(layout: Layout) -> dict[str, Any]:
     """A config as knob values; `sharding` is the ZeRO stage or the AMSP factors as text."""
-    values = config.knob_values()
-    values["sharding"] = (f"amsp{config.sharding.as_tuple()}" if config.sharding is not None
-                          else f"zero{config.zero_stage}")
+    values = layout.knob_values()
+    values["sharding"] = (f"amsp{layout.sharding.as_tuple()}" if layout.sharding is not None
+                          else f"zero{layout.zero_stage}")
     return {knob: values[knob] for knob in KNOBS}
 
 
 @dataclass
 class KnobSpace:
-    candidates: list[ParallelConfig]
+    candidates: list[Layout]
     values: dict[str, list]  # knob -> its distinct values, sorted; only knobs that vary
-    _index: dict[tuple, list[ParallelConfig]] | None = field(default=None, repr=False,
+    _index: dict[tuple, list[Layout]] | None = field(default=None, repr=False,
                                                               compare=False)
     _points: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def of(cls, candidates: list[ParallelConfig]) -> "KnobSpace":
+    def of(cls, candidates: list[Layout]) -> "KnobSpace":
         seen: dict[str, set] = {k: set() for k in KNOBS}
         for config in candidates:
             for knob, value in knob_values(config).items():
@@ -52,8 +52,8 @@ class KnobSpace:
                   for k, v in seen.items() if len(v) > 1}
         return cls(candidates, values)
 
-    def point(self, config: ParallelConfig) -> dict[str, Any]:
-        values = knob_values(config)
+    def point(self, layout: Layout) -> dict[str, Any]:
+        values = knob_values(layout)
         return {k: values[k] for k in self.values}
 
     def points(self) -> list[dict[str, Any]]:
@@ -112,7 +112,7 @@ class KnobSpace:
         moot (the pipeline schedule without pipelining) is whatever a library left there."""
         return tuple((k, point[k]) for k in self.values if self._matters(k, point))
 
-    def matching(self, point: dict[str, Any]) -> list[ParallelConfig]:
+    def matching(self, point: dict[str, Any]) -> list[Layout]:
         """The candidates a point stands for; none when it is not a valid layout."""
         if self._index is None:
             self._index = {}
@@ -129,7 +129,7 @@ class KnobSpace:
                 total += 0.0 if a[knob] == b[knob] else 1.0
         return total
 
-    def nearest(self, point: dict[str, Any], taken: set[ParallelConfig]) -> ParallelConfig | None:
+    def nearest(self, point: dict[str, Any], taken: set[Layout]) -> Layout | None:
         best, best_distance = None, float("inf")
         for config in self.candidates:
             if config in taken:

@@ -18,22 +18,22 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 MODEL_ERROR = 0.2138  # docs/validation.json within_landscape.p90_abs (a test keeps them equal)
 
 
-def family(config: ParallelConfig) -> tuple[int, int, int, int]:
-    return config.tp, config.pp, config.cp, config.ep
+def family(layout: Layout) -> tuple[int, int, int, int]:
+    return layout.tp, layout.pp, layout.cp, layout.ep
 
 
-def regime(config: ParallelConfig) -> tuple:
+def regime(layout: Layout) -> tuple:
     """What the first picks spread over, so the calibration sees different regimes."""
-    return config.tp, config.pp, config.zero_stage, config.sharding
+    return layout.tp, layout.pp, layout.zero_stage, layout.sharding
 
 
-def family_left_to_measure(untried: Sequence[ParallelConfig], expected: Sequence[float],
-                           ran: Collection[ParallelConfig], bar: float) -> ParallelConfig | None:
+def family_left_to_measure(untried: Sequence[Layout], expected: Sequence[float],
+                           ran: Collection[Layout], bar: float) -> Layout | None:
     """The untried layout of highest `expected` gain (its chance to run included) in a family
     `ran` does not touch, whose gain times exp(MODEL_ERROR) reaches `bar`; None if none."""
     touched = {family(c) for c in ran}

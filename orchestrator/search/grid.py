@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from orchestrator.search.base import CandidateListSearcher
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
 class GridSearcher(CandidateListSearcher):
-    def __init__(self, candidates: list[ParallelConfig]):
+    def __init__(self, candidates: list[Layout]):
         super().__init__(list(candidates))

@@ -23,13 +23,13 @@ from typing import Any, Callable
 from orchestrator.common.objective import Objective
 from orchestrator.search.sampler_trials import SamplerTrials
 from orchestrator.search.encoding import KnobSpace
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 Choose = Callable[[str, list], Any]  # (parameter name, the values left) -> the value chosen
 
 
 class OptunaTPESearcher(SamplerTrials):
-    def __init__(self, candidates: list[ParallelConfig], objective: Objective, *, seed: int = 0):
+    def __init__(self, candidates: list[Layout], objective: Objective, *, seed: int = 0):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -58,7 +58,7 @@ class OptunaTPESearcher(SamplerTrials):
         """The layout's knob values a trial's parameters stand for."""
         return self._walk(lambda name, left: params.get(name))
 
-    def ask(self, n: int = 1) -> list[ParallelConfig]:
+    def ask(self, n: int = 1) -> list[Layout]:
         proposed = []
         for _ in range(n):
             trial = self.study.ask()
@@ -85,13 +85,13 @@ class OptunaTPESearcher(SamplerTrials):
         else:
             self.study.tell(trial, value)
 
-    def _add(self, config: ParallelConfig, value: float | None) -> None:
+    def _add(self, layout: Layout, value: float | None) -> None:
         """Add a layout the sampler did not suggest as a finished trial, with the parameters
         and distributions its own suggestion of that layout would have had."""
         import optuna
         from optuna.distributions import CategoricalDistribution
 
-        target = self.space.point(config)
+        target = self.space.point(layout)
         params: dict[str, Any] = {}
         distributions: dict[str, CategoricalDistribution] = {}
 

@@ -27,14 +27,14 @@ from typing import Any
 from orchestrator.common.objective import Objective
 from orchestrator.search.sampler_trials import SamplerTrials
 from orchestrator.search.encoding import KnobSpace
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 METRIC = "objective"  # the objective's gain, which the sampler maximises
 INFEASIBLE = 0.0  # the gain told for a suggestion that is no valid layout: gains are positive
 
 
 class RayTuneSearcher(SamplerTrials):
-    def __init__(self, candidates: list[ParallelConfig], objective: Objective, *,
+    def __init__(self, candidates: list[Layout], objective: Objective, *,
                  algorithm: str = "hyperopt", seed: int = 0):
         super().__init__(objective)
         self.space = KnobSpace.of(candidates)
@@ -51,7 +51,7 @@ class RayTuneSearcher(SamplerTrials):
     def _point(self, suggestion: dict[str, Any]) -> dict[str, Any]:
         return {knob: values[int(suggestion[knob])] for knob, values in self.space.values.items()}
 
-    def ask(self, n: int = 1) -> list[ParallelConfig]:
+    def ask(self, n: int = 1) -> list[Layout]:
         proposed = []
         for _ in range(n):
             trial_id = f"p{next(self._ids)}"
@@ -68,11 +68,11 @@ class RayTuneSearcher(SamplerTrials):
             proposed.append(config)
         return proposed
 
-    def _settle(self, trial_id: str, point: dict[str, Any], config: ParallelConfig) -> None:
+    def _settle(self, trial_id: str, point: dict[str, Any], layout: Layout) -> None:
         """Tie the sampler's trial to the layout it suggested, so it is completed with that
         layout's result and never with the result of the layout run in its place."""
-        if self.space.key(point) == self.space.key(self.space.point(config)):
-            self._waiting.setdefault(config, []).append(trial_id)
+        if self.space.key(point) == self.space.key(self.space.point(layout)):
+            self._waiting.setdefault(layout, []).append(trial_id)
             return
         twins = self.space.matching(point)  # all taken, or `nearest` would have chosen one
         if not twins:
@@ -86,14 +86,14 @@ class RayTuneSearcher(SamplerTrials):
         else:
             self.searcher.on_trial_complete(trial_id, result={METRIC: value})
 
-    def _add(self, config: ParallelConfig, value: float | None) -> None:
+    def _add(self, layout: Layout, value: float | None) -> None:
         """Add the layout as an evaluated point. Ray's HyperOptSearch has no
         `add_evaluated_point`, so the point goes into its hyperopt `Trials` as a finished
         document, as hyperopt's own `generate_trial` lays one out."""
         import hyperopt
         from hyperopt.fmin import generate_trial
 
-        indices = {k: self.space.values[k].index(v) for k, v in self.space.point(config).items()}
+        indices = {k: self.space.values[k].index(v) for k, v in self.space.point(layout).items()}
         trials = self.searcher.get_state()["hyperopt_trials"]
         (tid,) = trials.new_trial_ids(1)
         doc = generate_trial(tid, indices)

@@ -100,19 +100,19 @@ class Standing:
         self.means = {c: sum(v) / len(v) for c, v in groups.items()}
         self.leader = max(self.means, key=self.means.get)
 
-    def count(self, config: Any) -> int:
-        return len(self.groups[config])
+    def count(self, layout: Any) -> int:
+        return len(self.groups[layout])
 
-    def _error(self, config: Any) -> float:
-        """Standard error of the leader's lead over `config`."""
-        return self.noise.std * math.sqrt(1 / self.count(config) + 1 / self.count(self.leader))
+    def _error(self, layout: Any) -> float:
+        """Standard error of the leader's lead over `layout`."""
+        return self.noise.std * math.sqrt(1 / self.count(layout) + 1 / self.count(self.leader))
 
-    def _lead(self, config: Any) -> float:
-        return self.means[self.leader] - self.means[config]
+    def _lead(self, layout: Any) -> float:
+        return self.means[self.leader] - self.means[layout]
 
-    def z(self, config: Any) -> float:
-        """The leader's lead over `config`, in standard errors."""
-        return self._lead(config) / max(self._error(config), 1e-12)
+    def z(self, layout: Any) -> float:
+        """The leader's lead over `layout`, in standard errors."""
+        return self._lead(layout) / max(self._error(layout), 1e-12)
 
     def rivals(self) -> list[Any]:
         """The contenders, the closest (smallest lead in standard errors) first."""
@@ -120,9 +120,9 @@ class Standing:
                  and CONTENDER_Z * self._error(c) > INDIFFERENCE]
         return sorted(close, key=self.z)
 
-    def settled(self, config: Any, cap: int) -> bool:
-        """No more measurements of `config`: it has `cap`, or 2 that agree."""
-        n = self.count(config)
+    def settled(self, layout: Any, cap: int) -> bool:
+        """No more measurements of `layout`: it has `cap`, or 2 that agree."""
+        n = self.count(layout)
         return n >= cap or (n >= 2 and self.noise.agreeing)
 
     def needed(self, rivals: list[Any], cap: int = MAX_REPEATS) -> int:
@@ -136,13 +136,13 @@ class Standing:
             leader_needs = max(leader_needs, each - self.count(self.leader))
         return total + leader_needs
 
-    def avoidable_loss(self, config: Any, rival: Any) -> float:
-        """The regret one more measurement of `config` (`rival` or the leader) can avoid: its
+    def avoidable_loss(self, layout: Any, rival: Any) -> float:
+        """The regret one more measurement of `layout` (`rival` or the leader) can avoid: its
         knowledge gradient (Frazier et al., 2008, for two normal means), by how much it lowers
         in expectation the share of throughput lost by naming the better-looking of the pair."""
         n_rival, n_leader = self.count(rival), self.count(self.leader)
         before = 1 / n_rival + 1 / n_leader
-        after = (1 / (n_rival + 1) + 1 / n_leader if config == rival
+        after = (1 / (n_rival + 1) + 1 / n_leader if layout == rival
                  else 1 / n_rival + 1 / (n_leader + 1))
         moves = self.noise.std * math.sqrt(before - after)  # std of the lead's change
         u = -self._lead(rival) / max(moves, 1e-12)
@@ -154,8 +154,8 @@ class Standing:
         leader is worth a repeat, the less measured of the two that is below `cap` and not
         already `asked`; the leader alone while no layout has been measured twice (the noise
         is then the prior's guess). `price` gives a layout's (world size, trial seconds)."""
-        def open_(config: Any) -> bool:
-            return not self.settled(config, cap) and config not in asked
+        def open_(layout: Any) -> bool:
+            return not self.settled(layout, cap) and layout not in asked
 
         for rival in rivals:
             worth = [c for c in (rival, self.leader)
@@ -176,11 +176,11 @@ def trial_seconds(result: TrialResult) -> float | None:
     return result.step_time_s
 
 
-def repeat_price(history, config) -> tuple[int, float]:
+def repeat_price(history, layout) -> tuple[int, float]:
     """(world size, mean trial seconds) of `config`'s successful measurements in `history`
     ((id, config, result) triples): what one more of them costs."""
-    seconds = [trial_seconds(r) or 0.0 for _, c, r in history if c == config and r.ok]
-    return config.world_size, sum(seconds) / len(seconds) if seconds else 0.0
+    seconds = [trial_seconds(r) or 0.0 for _, c, r in history if c == layout and r.ok]
+    return layout.world_size, sum(seconds) / len(seconds) if seconds else 0.0
 
 
 def worth_repeating(avoidable_loss: float, world_size: int, trial_s: float) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 from orchestrator.common.objective import Objective
 from orchestrator.result import TrialResult
 from orchestrator.search.base import Searcher
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
 class SamplerTrials(Searcher):
@@ -19,19 +19,19 @@ class SamplerTrials(Searcher):
 
     def __init__(self, objective: Objective):
         self.objective = objective
-        self._taken: set[ParallelConfig] = set()
+        self._taken: set[Layout] = set()
         # Trials that suggested a layout, waiting for its result; the gains (None: failed) of
         # the layouts told so far.
-        self._waiting: dict[ParallelConfig, list[Any]] = {}
-        self._gains: dict[ParallelConfig, float | None] = {}
+        self._waiting: dict[Layout, list[Any]] = {}
+        self._gains: dict[Layout, float | None] = {}
 
     def _complete(self, trial: Any, value: float | None) -> None:
         raise NotImplementedError
 
-    def _add(self, config: ParallelConfig, value: float | None) -> None:
+    def _add(self, layout: Layout, value: float | None) -> None:
         raise NotImplementedError
 
-    def _settle_taken(self, trial: Any, twins: list[ParallelConfig]) -> None:
+    def _settle_taken(self, trial: Any, twins: list[Layout]) -> None:
         """Tell a trial that suggested a layout already taken that layout's result, now or
         when it comes."""
         known = [twin for twin in twins if twin in self._gains]
@@ -40,15 +40,15 @@ class SamplerTrials(Searcher):
         else:
             self._waiting.setdefault(twins[0], []).append(trial)
 
-    def running(self, config: ParallelConfig, repeat: bool = False) -> None:
-        self._taken.add(config)
+    def running(self, layout: Layout, repeat: bool = False) -> None:
+        self._taken.add(layout)
 
-    def tell(self, config: ParallelConfig, result: TrialResult) -> None:
-        self._taken.add(config)
+    def tell(self, layout: Layout, result: TrialResult) -> None:
+        self._taken.add(layout)
         value = self.objective.result_gain(result)
-        self._gains[config] = value
-        waiting = self._waiting.pop(config, [])
+        self._gains[layout] = value
+        waiting = self._waiting.pop(layout, [])
         for trial in waiting:
             self._complete(trial, value)
         if not waiting:  # replayed, run in place of another suggestion, or not ours
-            self._add(config, value)
+            self._add(layout, value)

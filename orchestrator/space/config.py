@@ -1,4 +1,4 @@
-"""`ParallelConfig`: one point of the search space, and the layout checks it must pass. Its
+"""`Layout`: one point of the search space, and the layout checks it must pass. Its
 knob fields come from the layout schema (orchestrator/layout/); sharding factors are its own."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from orchestrator.space.errors import InvalidConfig
 from orchestrator.pipeline_split import busiest_chunk_layers, split_problem, stage_layers
 from orchestrator.space.sharding import ShardingFactors, dp_mesh
 
-__all__ = ["CHECKPOINT_MODES", "PP_SCHEDULES", "ParallelConfig"]
+__all__ = ["CHECKPOINT_MODES", "PP_SCHEDULES", "Layout"]
 
 
 @dataclass(frozen=True, order=True)
 @with_knob_fields
-class ParallelConfig:
+class Layout:
     """How one training step is laid out across ranks: one field per layout knob, then
     `sharding`.
 
@@ -104,7 +104,7 @@ class ParallelConfig:
         gpus_per_node: int | None = None,
         num_experts: int = 0,
         seq_len: int | None = None,
-    ) -> "ParallelConfig":
+    ) -> "Layout":
         """Raise InvalidConfig unless this layout fits the world, the model and the batch."""
         if self.world_size != world_size:
             raise InvalidConfig(
@@ -178,7 +178,7 @@ class ParallelConfig:
         return data
 
     @classmethod
-    def from_params(cls, params: dict[str, str]) -> "ParallelConfig":
+    def from_params(cls, params: dict[str, str]) -> "Layout":
         """Back from `to_params` as text (MLflow params): types restored, factors regrouped."""
         typed: dict[str, Any] = {k.name: k.parse(params[k.name]) for k in knobs()
                                  if k.name in params}
@@ -190,6 +190,11 @@ class ParallelConfig:
         return cls(**typed)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ParallelConfig":
+    def from_dict(cls, data: dict[str, Any]) -> "Layout":
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+# The name earlier releases gave the class: their pickles (a Slurm job's trial request, queued
+# before an upgrade) name orchestrator.space.config.ParallelConfig.
+ParallelConfig = Layout

@@ -29,7 +29,7 @@ class SpaceRanges:
     """Values to take the cross product of; dp follows from the world size.
 
     kind: `megatron-3d` varies zero_stage; `amsp` varies AMSP's six sharding factors instead;
-    `list` takes exactly the layouts in `configs` (each a mapping of ParallelConfig fields).
+    `list` takes exactly the layouts in `configs` (each a mapping of Layout fields).
     With full recompute, `recompute_num_layers` may hold FIT: the fewest layers that fit.
     """
 

@@ -1,7 +1,7 @@
-"""The search space: every valid `ParallelConfig` for a model, a cluster and a scale.
+"""The search space: every valid `Layout` for a model, a cluster and a scale.
 
 Candidates are the cross product of plain `SpaceRanges`; dp and the accumulation steps follow
-from the world size and the global batch, so every candidate passes `ParallelConfig.validate`.
+from the world size and the global batch, so every candidate passes `Layout.validate`.
 The `amsp` kind replaces zero_stage by every set of AMSP factors that meets the paper's
 constraints (3)-(7) on the layout's data-parallel mesh.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from orchestrator.layout import ParallelDims, searched_knobs
 from orchestrator.pipeline_split import layer_chunks, split_problem
-from orchestrator.space.config import ParallelConfig
+from orchestrator.space.config import Layout
 from orchestrator.space.errors import InvalidConfig
 from orchestrator.space.ranges import FIT, SpaceRanges
 from orchestrator.space.sharding import ShardingFactors, dp_mesh
@@ -52,8 +52,8 @@ class SearchSpace:
     seq_len: int | None = None
 
     def candidates(self, refused: list[str] | None = None,
-                   fit: Callable[[ParallelConfig], ParallelConfig] | None = None,
-                   ) -> list[ParallelConfig]:
+                   fit: Callable[[Layout], Layout] | None = None,
+                   ) -> list[Layout]:
         """All valid configs, in a fixed order (the grid searcher's order), each once;
         `refused` collects why each layout that got as far as the layout checks failed them.
         A layout whose recompute_num_layers is FIT comes with full recompute, passed through
@@ -98,7 +98,7 @@ class SearchSpace:
                    and layer_chunks(self.num_layers, pp, v, other) == placed
                    for other in listed[:listed.index(split)])
 
-    def _listed(self) -> list[ParallelConfig]:
+    def _listed(self) -> list[Layout]:
         """space.configs as given; dp and grad_accum_steps filled in from the scale."""
         found = []
         for index, entry in enumerate(self.ranges.configs):
@@ -108,7 +108,7 @@ class SearchSpace:
                 fields.get("micro_batch_size", 1))
             fields.setdefault("grad_accum_steps", max(1, self.global_batch_size // per_micro_batch))
             try:
-                config = ParallelConfig(**fields)
+                config = Layout(**fields)
                 config.validate(
                     world_size=self.world_size, num_heads=self.num_heads,
                     num_layers=self.num_layers, global_batch_size=self.global_batch_size,
@@ -127,9 +127,9 @@ class SearchSpace:
         return [{"zero_stage": z} for z in self.ranges.zero_stage if z == 0 or dp > 1]
 
     def _valid(self, base: dict, sharding: dict,
-               refused: list[str] | None = None) -> list[ParallelConfig]:
+               refused: list[str] | None = None) -> list[Layout]:
         try:
-            config = ParallelConfig(**base, **sharding)
+            config = Layout(**base, **sharding)
             config.validate(
                 world_size=self.world_size, num_heads=self.num_heads,
                 num_layers=self.num_layers, global_batch_size=self.global_batch_size,

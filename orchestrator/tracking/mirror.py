@@ -20,7 +20,7 @@ from typing import Any
 
 from orchestrator.common.objective import Objective
 from orchestrator.result import METRIC_FIELDS, TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.tracking.half_made import is_half_made, set_aside, sqlite_file
 from orchestrator.tracking.sqlite_store import check_sqlite_store, fast_sqlite, first_use
 from orchestrator.tracking.view import VIEW_TAG, experiment_tags, run_name, view_knobs
@@ -154,7 +154,7 @@ class Tracker:
         self,
         parent_run_id: str,
         trial_id: str,
-        config: ParallelConfig,
+        layout: Layout,
         result: TrialResult,
         *,
         artifacts: list[Path] = (),
@@ -168,19 +168,19 @@ class Tracker:
             "paratune.kind": "trial",
             "paratune.trial_id": trial_id,
             "paratune.status": result.status,
-            "paratune.config_key": config.key(),
+            "paratune.config_key": layout.key(),
         }
         if result.error:
             tags["paratune.error"] = result.error[:MAX_TAG_CHARS]
         # Named by layout too, short enough for the UI's name column (view.run_name).
         run = self.client.create_run(self.experiment_id, start_time=_ms(started_at),
-                                     run_name=run_name(trial_id, config.key()), tags=tags)
+                                     run_name=run_name(trial_id, layout.key()), tags=tags)
         run_id = run.info.run_id
         metrics = {name: result.metric(name) for name in METRIC_FIELDS}
         metrics.update({k: v for k, v in result.extra.items() if isinstance(v, (int, float))})
         self._log(
             run_id,
-            params={**config.to_params(), **(extra_params or {})},
+            params={**layout.to_params(), **(extra_params or {})},
             metrics={k: shown(k, v) for k, v in metrics.items() if v is not None},
             series={"step_time_s_series": [shown("step_time_s", v) for v in result.step_times_s]},
             timestamp_ms=_ms(ended_at),

@@ -12,18 +12,18 @@ from orchestrator.common.placeholders import PLACEHOLDER_PATTERN
 from orchestrator.layout import expert_tp
 
 
-def placeholder_values(spec, config, trial_id: str, folder, steps: int) -> dict[str, Any]:
-    values: dict[str, Any] = dict(config.to_params())
+def placeholder_values(spec, layout, trial_id: str, folder, steps: int) -> dict[str, Any]:
+    values: dict[str, Any] = dict(layout.to_params())
     values["etp"] = expert_tp(values)
     values.update({
         # The trial's own nodes: a slice campaign's search trials and a scaling study's runs
         # span fewer or more than the spec's scale.nodes.
-        "world_size": config.world_size, "nodes": -(-config.world_size // spec.gpus_per_node),
-        "gpus_per_node": spec.gpus_per_node, "global_batch_size": config.global_batch_size(),
+        "world_size": layout.world_size, "nodes": -(-layout.world_size // spec.gpus_per_node),
+        "gpus_per_node": spec.gpus_per_node, "global_batch_size": layout.global_batch_size(),
         "seq_len": spec.model.seq_len, "steps": steps, "warmup_steps": spec.trial.warmup_steps,
         "total_steps": steps + spec.trial.warmup_steps, "trial_id": trial_id,
         "trial_dir": str(folder.path), "deepspeed_config": str(folder.deepspeed_config),
-        "stage_layers": ",".join(map(str, config.stage_layers(spec.model.num_layers))),
+        "stage_layers": ",".join(map(str, layout.stage_layers(spec.model.num_layers))),
     })
     return values
 

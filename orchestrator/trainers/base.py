@@ -22,16 +22,11 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Literal
+from typing import Callable, ClassVar
 
 from orchestrator.costmodel.zero_engine import DEEPSPEED, ZeroEngine
-
-# How a trial's ranks start:
-# - "torchrun": one torchrun per node starts the node's ranks (rendezvous across nodes);
-# - "rank-env": the program is one rank that reads RANK, WORLD_SIZE and MASTER_ADDR from its
-#   environment, so a scheduler may start it once per rank (or torchrun once per node);
-# - "self": the program starts its own ranks and is run once, as it is.
-Launcher = Literal["torchrun", "rank-env", "self"]
+# A trial's program; imported here too, where pickles of earlier releases name it.
+from orchestrator.trial.program import Launcher, TrainerRun  # noqa: F401
 
 # Out-of-memory messages of PyTorch's CUDA and HIP allocators, of the Python exception types,
 # and of the kernel's OOM killer as torchrun reports it (a rank killed by SIGKILL).
@@ -44,17 +39,6 @@ OOM_PATTERNS = (
     re.compile(r"DefaultCPUAllocator: can't allocate memory"),
     re.compile(r"RESOURCE_EXHAUSTED: Out of memory"),
 )
-
-
-@dataclass(frozen=True)
-class TrainerRun:
-    """What one trial runs: the program (a script path or `-m module`, with arguments) that the
-    launcher starts, files to write into the trial folder first, and extra environment."""
-
-    program: list[str]
-    launcher: Launcher
-    files: dict[str, str] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -136,8 +120,8 @@ class TrainerAdapter(ABC):
         line naming the field and the fix."""
         return []
 
-    def layout_refusal(self, spec, config) -> str | None:
-        """Why it cannot run layout `config` (a ParallelConfig) of `spec`, with the source that
+    def layout_refusal(self, spec, layout) -> str | None:
+        """Why it cannot run layout `config` (a Layout) of `spec`, with the source that
         says so, or None when it can."""
         return None
 
@@ -168,9 +152,9 @@ class TrainerAdapter(ABC):
         return []
 
     @abstractmethod
-    def run(self, spec, config, trial_id: str, folder, steps: int) -> TrainerRun:
+    def run(self, spec, layout, trial_id: str, folder, steps: int) -> TrainerRun:
         """The trial's program for a layout (`spec` the CampaignSpec, `config` the
-        ParallelConfig, `folder` the TrialFolder, `steps` the timed steps to run)."""
+        Layout, `folder` the TrialFolder, `steps` the timed steps to run)."""
 
     @abstractmethod
     def parse_log(self, text: str) -> LogMetrics:

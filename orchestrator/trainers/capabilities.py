@@ -38,48 +38,48 @@ def problems(*checks: Callable[[], None]) -> list[str]:
     return lines
 
 
-def fp8_refusal(trainer: str, config, runs: tuple[str, ...], source: str) -> str | None:
+def fp8_refusal(trainer: str, layout, runs: tuple[str, ...], source: str) -> str | None:
     """An FP8 precision outside the recipes `runs` (source: where they are listed)."""
-    if config.precision == "bf16" or config.precision in runs:
+    if layout.precision == "bf16" or layout.precision in runs:
         return None
     fix = f"one of {', '.join(runs)}" if runs else "bf16"
-    return f"{trainer}: precision {config.precision}: {source}; set space.precision to {fix}"
+    return f"{trainer}: precision {layout.precision}: {source}; set space.precision to {fix}"
 
 
-def offload_refusal(trainer: str, config, runs: tuple[str, ...]) -> str | None:
+def offload_refusal(trainer: str, layout, runs: tuple[str, ...]) -> str | None:
     """An offload value the trainer does not run ("none" it always runs)."""
-    if config.offload == "none" or config.offload in runs:
+    if layout.offload == "none" or layout.offload in runs:
         return None
-    return (f"{trainer}: offload {config.offload}: it offloads {' or '.join(runs)} only; set "
+    return (f"{trainer}: offload {layout.offload}: it offloads {' or '.join(runs)} only; set "
             f"space.offload to none or {runs[0]}")
 
 
-def unsharded(config) -> bool:
+def unsharded(layout) -> bool:
     """Whether the layout shards nothing (stage 0 over several data-parallel ranks): one rank
     shards nothing either way, so stage 0 is every stage there."""
-    return config.sharding is None and config.zero_stage == 0 and config.dp > 1
+    return layout.sharding is None and layout.zero_stage == 0 and layout.dp > 1
 
 
-def overlap_refusal(trainer: str, config, always: str) -> str | None:
+def overlap_refusal(trainer: str, layout, always: str) -> str | None:
     """An overlap_comm value where the trainer always overlaps (`always`: why)."""
-    if config.overlap_comm is None:
+    if layout.overlap_comm is None:
         return None
-    return (f"{trainer}: overlap_comm {str(config.overlap_comm).lower()}: {always}; set "
+    return (f"{trainer}: overlap_comm {str(layout.overlap_comm).lower()}: {always}; set "
             "space.overlap_comm to [null]")
 
 
-def bucket_refusal(trainer: str, config, why: str | None) -> str | None:
+def bucket_refusal(trainer: str, layout, why: str | None) -> str | None:
     """A bucket_size where the trainer has no bucket for this layout (`why`; None: it has)."""
-    if config.bucket_size is None or why is None:
+    if layout.bucket_size is None or why is None:
         return None
     return f"{trainer}: bucket_size: {why}; set space.bucket_size to [null]"
 
 
-def comm_type_refusal(trainer: str, config, runs: tuple[str, ...], why_not: str) -> str | None:
+def comm_type_refusal(trainer: str, layout, runs: tuple[str, ...], why_not: str) -> str | None:
     """A context-parallel transport the trainer does not run."""
-    if config.cp_comm_type in runs:
+    if layout.cp_comm_type in runs:
         return None
-    return (f"{trainer}: cp_comm_type {config.cp_comm_type}: {why_not}; set "
+    return (f"{trainer}: cp_comm_type {layout.cp_comm_type}: {why_not}; set "
             f"space.cp_comm_type to [{', '.join(runs)}]")
 
 
@@ -102,11 +102,11 @@ def check_comm_types(spec, trainer: str, runs: tuple[str, ...], why_not: str) ->
                          f"use [{', '.join(runs)}]")
 
 
-def uneven_split_refusal(trainer: str, config) -> str | None:
+def uneven_split_refusal(trainer: str, layout) -> str | None:
     """A pipeline split a trainer whose pipeline partitions the layers its own way cannot run."""
-    if config.pp == 1 or config.pipeline_split == "even":
+    if layout.pp == 1 or layout.pipeline_split == "even":
         return None
-    return (f"{trainer}: pipeline_split {config.pipeline_split}: its pipeline partitions the "
+    return (f"{trainer}: pipeline_split {layout.pipeline_split}: its pipeline partitions the "
             "layers its own way; set space.pipeline_split to [even], or use trainer builtin, "
             "megatron-lm or torchtitan")
 

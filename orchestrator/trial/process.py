@@ -16,7 +16,7 @@ from pathlib import Path
 
 from orchestrator.common.processes import descendants, kill_tree, live_pids
 from orchestrator.result import TrialResult
-from orchestrator.trainers import TrainerRun
+from orchestrator.trial.program import TrainerRun
 from orchestrator.trial.activity import compilers_below, compiling_note
 from orchestrator.trial.extension_locks import clear_abandoned_locks
 from orchestrator.trial.folder import TrialFolder, open_for_append

@@ -49,12 +49,12 @@ def reference(tmp_path_factory):
 
 
 def world4(tmp_path, name, timeout_s=400, env=None):
-    from orchestrator.space import ParallelConfig
+    from orchestrator.space import Layout
 
     return builtin_request(
         tmp_path / name, name, {"model": TINY, "dp": 4, **BATCH, "steps": 2, "warmup_steps": 1},
         timeout_s=timeout_s, env={**ENV, **(env or {})},
-        config=ParallelConfig(dp=4, **BATCH))
+        config=Layout(dp=4, **BATCH))
 
 
 

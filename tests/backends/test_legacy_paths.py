@@ -10,7 +10,7 @@ from conftest import ROOT
 from submitit.core.utils import DelayedSubmission
 
 from orchestrator.backends.slurm_tasks import run_node, run_rank
-from orchestrator.space import ParallelConfig, ShardingFactors
+from orchestrator.space import Layout, ShardingFactors
 from orchestrator.trial.folder import TrialFolder
 
 LEGACY = ROOT / "tests/fixtures/legacy"
@@ -20,7 +20,7 @@ def test_a_submitit_job_pickled_by_release_0_2_unpickles_to_todays_classes():
     jobs = [DelayedSubmission.load(LEGACY / f"submitit-job-{i}.pkl") for i in (0, 1)]
     assert [job.function for job in jobs] == [run_node, run_rank]
     first, second = (job.args[0] for job in jobs)
-    assert type(first.config) is ParallelConfig and type(first.folder) is TrialFolder
+    assert type(first.config) is Layout and type(first.folder) is TrialFolder
     assert first.config.key() == "tp1-pp1-dp2-z2-mbs4-gas1-acfull"
     assert second.config.sharding == ShardingFactors(1, 1, 2, 1, 2, 1)
     assert second.config.key() == "tp1-pp1-dp2-z0-mbs1-gas4-acnone-amsp112121"
@@ -32,7 +32,7 @@ def test_an_old_module_path_is_the_moved_module_itself_loaded_once():
             "orchestrator.trial_folder as folder, orchestrator.trial.folder as moved; "
             "assert old is new and folder is moved; "
             "assert new.__spec__.name == 'orchestrator.space.config'; "
-            "assert old.ParallelConfig.__module__ == 'orchestrator.space.config'")
+            "assert old.Layout.__module__ == 'orchestrator.space.config'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -8,7 +8,7 @@ from builders import cli_json
 from conftest import EXAMPLES
 
 from orchestrator.space.rescaled import scaled_config
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
 def test_the_frontier_1t_slices_cannot_hold_its_best_layouts_and_say_the_gpu_hours(cli):
@@ -32,7 +32,7 @@ def test_the_frontier_1t_slices_cannot_hold_its_best_layouts_and_say_the_gpu_hou
 def test_a_layout_the_slice_holds_is_named_as_it_runs_there(cli):
     plan = cli_json(cli, "plan", str(EXAMPLES / "frontier-175b.yaml"), "--set",
                     "scale.slice_nodes=16")
-    best = ParallelConfig.from_dict(plan["best"]["config"])
+    best = Layout.from_dict(plan["best"]["config"])
     assert plan["slice"]["first_on_slice"] == scaled_config(best, 128, 16, "weak").key()
 
 

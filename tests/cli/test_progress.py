@@ -54,7 +54,7 @@ def test_the_live_best_is_a_full_measurement_once_there_is_one(tmp_path):
     exists, and never as the campaign's best after that (as `status` and `best` choose)."""
     from orchestrator.record.journal import CONFIRM, SCREEN, TrialRecord
     from orchestrator.result import TrialResult
-    from orchestrator.space import ParallelConfig
+    from orchestrator.space import Layout
 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({"name": "live", "model": "tiny", "cluster": "cpu-local",
@@ -64,7 +64,7 @@ def test_the_live_best_is_a_full_measurement_once_there_is_one(tmp_path):
     progress = CampaignProgress(screen, load_spec(path))
 
     def ended(trial_id: str, phase: str, value: float) -> TrialRecord:
-        record = TrialRecord(trial_id, ParallelConfig(), phase=phase)
+        record = TrialRecord(trial_id, Layout(), phase=phase)
         record.result = TrialResult(status="ok", tokens_per_s=value)
         progress.update("finished", record)
         return record

@@ -18,13 +18,13 @@ from orchestrator.costmodel.fit_verdict import MEMORY_MARGIN
 from orchestrator.export.common import env_line, run_context
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.scheduling.live_cost_model import LiveCostModel
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec.trial import BASH_READONLY
 
 
-def _live_model(memory_scale: float | None) -> tuple[LiveCostModel, ParallelConfig, float]:
+def _live_model(memory_scale: float | None) -> tuple[LiveCostModel, Layout, float]:
     base = CostModel(MODEL_PRESETS["llama-7b"], CLUSTER_PRESETS["a100-80g"], 8)
-    config = ParallelConfig(tp=8, zero_stage=1, dp=1)
+    config = Layout(tp=8, zero_stage=1, dp=1)
     live = LiveCostModel(base, [])
     raw_gb = base.estimate(config).memory_gb
     if memory_scale is not None:
@@ -49,7 +49,7 @@ def test_pruning_message_states_the_calibrated_prediction_and_the_raw_one():
 
 def test_pruning_message_without_calibration_states_one_figure():
     base = CostModel(MODEL_PRESETS["llama-70b"], CLUSTER_PRESETS["a100-80g"], 8)
-    config = ParallelConfig(dp=1)
+    config = Layout(dp=1)
     result = LiveCostModel(base, []).infeasible(config)
     assert result is not None
     expected = base.estimate(config).memory_gb

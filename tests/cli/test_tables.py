@@ -25,7 +25,7 @@ from orchestrator.cli.live_display import CampaignProgress
 from orchestrator.record.campaign import CampaignSummary
 from orchestrator.record.journal import TrialRecord
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec
 
 GOLDEN = Path(__file__).parent.parent / "fixtures" / "tables"
@@ -73,7 +73,7 @@ def terminal_rows(text: str) -> list[list[str]]:
     return body
 
 
-def check_layouts_whole(rows: list[list[str]], configs: list[ParallelConfig]) -> None:
+def check_layouts_whole(rows: list[list[str]], configs: list[Layout]) -> None:
     """Each row holds every varying knob's value of its layout as a whole cell."""
     varying, _ = split_knobs(configs)
     assert varying
@@ -102,18 +102,18 @@ def mixed_records() -> list[TrialRecord]:
     measured = [(layouts[0], 41_250.5), (layouts[1], 53_170.25), (layouts[2], 47_009.0)]
     records = []
     for i, (knobs, tokens) in enumerate(measured, 1):
-        record = TrialRecord(f"t{i:04d}", ParallelConfig(dp=8, **knobs))
+        record = TrialRecord(f"t{i:04d}", Layout(dp=8, **knobs))
         record.result = TrialResult(status="ok", tokens_per_s=tokens, step_time_s=32 * 4096 / tokens,
                                     peak_memory_gb=61.5 + i, world_size=8)
         records.append(record)
-    oom = TrialRecord("t0004", ParallelConfig(dp=8, zero_stage=1, micro_batch_size=8,
+    oom = TrialRecord("t0004", Layout(dp=8, zero_stage=1, micro_batch_size=8,
                                               grad_accum_steps=1))
     oom.result = TrialResult(status="oom", error="CUDA out of memory", world_size=8)
-    running = TrialRecord("t0005", ParallelConfig(tp=2, dp=4, zero_stage=2, micro_batch_size=4,
+    running = TrialRecord("t0005", Layout(tp=2, dp=4, zero_stage=2, micro_batch_size=4,
                                                   grad_accum_steps=2))
     records += [oom, running]
     for i in range(68):
-        pruned = TrialRecord(f"t{i + 6:04d}", ParallelConfig(dp=8, micro_batch_size=8,
+        pruned = TrialRecord(f"t{i + 6:04d}", Layout(dp=8, micro_batch_size=8,
                                                              grad_accum_steps=1))
         predicted = 81.25 + i * 2.5
         pruned.result = TrialResult(status="infeasible", world_size=8,

@@ -22,7 +22,7 @@ from cluster_harness import TINY  # noqa: E402
 from conftest import builtin_request  # noqa: E402
 
 from orchestrator.backends.ray import RayBackend  # noqa: E402
-from orchestrator.space import ParallelConfig  # noqa: E402
+from orchestrator.space import Layout  # noqa: E402
 
 BATCH = {"micro_batch_size": 2, "grad_accum_steps": 2}  # x dp=4: a global batch of 16
 
@@ -31,7 +31,7 @@ def run_ray_trial(address: str, folder: Path, fault: str = "") -> dict:
     env = {"OMP_NUM_THREADS": "1", **({"PARATUNE_INJECT_FAULT": "hang"} if fault else {})}
     request = builtin_request(folder, folder.name, {"model": TINY, "dp": 4, **BATCH, "steps": 2,
                                                     "warmup_steps": 1},
-                              timeout_s=240, env=env, config=ParallelConfig(dp=4, **BATCH))
+                              timeout_s=240, env=env, config=Layout(dp=4, **BATCH))
     began = time.time()
     backend = RayBackend(address=address, ranks_per_node=2)
     connect_s = time.time() - began

@@ -8,10 +8,10 @@ from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.calibration import calibrate, held_out_errors
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 COST = CostModel(MODEL_PRESETS["llama-7b"], CLUSTER_PRESETS["a800-80g"], 8)
-CONFIGS = [ParallelConfig(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,
+CONFIGS = [Layout(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,
                           grad_accum_steps=8 // m) for t in (1, 2, 4, 8) for m in (1, 2, 8)]
 TRUTH = COST.with_coefficients(COST.coefficients.with_(scale_compute=1.4,
                                                        scale_model_parallel_latency=20.0))

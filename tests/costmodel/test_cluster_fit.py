@@ -23,7 +23,7 @@ from orchestrator.costmodel.cluster_fit import (
 from orchestrator.costmodel.fit_figures import figures_by_landscape
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_cluster
 
 H100 = CLUSTER_PRESETS["h100-80g"]
@@ -34,7 +34,7 @@ def rows_of(model: str, planted: dict = PLANTED, slower: float = 1.0) -> list[Me
     """Layouts of `model` on 8 H100s, measured as the planted multipliers predict."""
     cost = CostModel(MODEL_PRESETS[model], H100, 8)
     truth = cost.with_coefficients(cost.coefficients.with_(**planted))
-    configs = [ParallelConfig(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,
+    configs = [Layout(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,
                               grad_accum_steps=8 // m) for t in (1, 2, 4, 8) for m in (1, 2, 8)]
     return [Measurement(f"{model}-{i}", model, cost, c,
                         truth.estimate(c).step_time_s * slower) for i, c in enumerate(configs)]
@@ -96,7 +96,7 @@ def test_a_preset_without_calibration_dumps_without_the_key():
 def test_figures_of_a_landscape():
     """Five layouts of one batch (A measured twice), worked by hand: measured steps A 1.0 and
     1.2, B 2, C 3, D 4, E 5; predicted A 1.5, B 1, C 3, D 4.4, E 4."""
-    configs = [ParallelConfig(dp=8, zero_stage=z, micro_batch_size=m, grad_accum_steps=8 // m)
+    configs = [Layout(dp=8, zero_stage=z, micro_batch_size=m, grad_accum_steps=8 // m)
                for z in (1, 2) for m in (1, 2, 8)][:5]
     cost = CostModel(MODEL_PRESETS["llama-7b"], H100, 8)
     measured = [1.0, 2.0, 3.0, 4.0, 5.0, 1.2]

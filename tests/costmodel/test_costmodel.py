@@ -7,7 +7,7 @@ import pytest
 from orchestrator.costmodel import GB, estimate, model_state_bytes
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import training_flops_per_iteration
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 
 @pytest.mark.parametrize("stage,expected_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
@@ -43,9 +43,9 @@ def test_llama_7b_parameter_count():
 def test_checkpointing_and_sharding_reduce_memory():
     model, cluster = MODEL_PRESETS["llama-7b"], CLUSTER_PRESETS["a100-80g"]
     base = dict(dp=8, micro_batch_size=1, grad_accum_steps=1)
-    none = estimate(model, cluster, ParallelConfig(**base))
-    full = estimate(model, cluster, ParallelConfig(**base, activation_checkpointing="full"))
-    z3 = estimate(model, cluster, ParallelConfig(**base, zero_stage=3))
+    none = estimate(model, cluster, Layout(**base))
+    full = estimate(model, cluster, Layout(**base, activation_checkpointing="full"))
+    z3 = estimate(model, cluster, Layout(**base, zero_stage=3))
     assert full.memory.activations < none.memory.activations / 5
     assert z3.memory.params < none.memory.params / 7
     assert not none.fits and z3.fits  # 7B with plain DDP needs 108 GB of states
@@ -54,6 +54,6 @@ def test_checkpointing_and_sharding_reduce_memory():
 
 def test_pipeline_bubble_fraction():
     model, cluster = MODEL_PRESETS["gpt-22b"], CLUSTER_PRESETS["frontier"]
-    config = ParallelConfig(tp=1, pp=4, dp=2, micro_batch_size=1, grad_accum_steps=8)
+    config = Layout(tp=1, pp=4, dp=2, micro_batch_size=1, grad_accum_steps=8)
     t = estimate(model, cluster, config, gpus_per_node=8).time
     assert t.bubble_s / (t.compute_s + t.bubble_s) == pytest.approx(3 / (8 + 3))

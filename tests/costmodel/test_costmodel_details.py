@@ -13,7 +13,7 @@ from orchestrator.costmodel.collectives import Fabric
 from orchestrator.costmodel.activations import activation_bytes_per_layer
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import TrialResult
-from orchestrator.space import InvalidConfig, ParallelConfig, ShardingFactors
+from orchestrator.space import InvalidConfig, Layout, ShardingFactors
 from orchestrator.space.search_space import amsp_factor_sets
 
 A800 = CLUSTER_PRESETS["a800-80g"]
@@ -67,7 +67,7 @@ def test_activation_formulas_follow_korthikanti_table_2():
 
 def test_pipeline_schedules_hold_different_micro_batches():
     cost = CostModel(MODEL_PRESETS["gpt-22b"], A800, 8)
-    base = ParallelConfig(pp=4, dp=2, micro_batch_size=1, grad_accum_steps=16)
+    base = Layout(pp=4, dp=2, micro_batch_size=1, grad_accum_steps=16)
     gpipe = cost.memory(dataclasses.replace(base, pp_schedule="gpipe")).activations
     one_f_one_b = cost.memory(base).activations
     assert gpipe == pytest.approx(one_f_one_b * 16 / 4)
@@ -111,7 +111,7 @@ def test_ring_latency_grows_with_ring_length():
 def test_compute_efficiency_grows_with_the_gemm_shape():
     from orchestrator.costmodel.compute import gemm_efficiency
     model = MODEL_PRESETS["gpt-175b"]
-    eff = [gemm_efficiency(CLUSTER_PRESETS["frontier"], model, ParallelConfig(tp=t, micro_batch_size=b))
+    eff = [gemm_efficiency(CLUSTER_PRESETS["frontier"], model, Layout(tp=t, micro_batch_size=b))
            for t, b in ((8, 1), (4, 1), (4, 4))]
     assert eff[0] < eff[1] < eff[2] < CLUSTER_PRESETS["frontier"].compute_efficiency
 
@@ -120,7 +120,7 @@ def test_the_optimizer_step_prices_the_shard_a_rank_updates():
     """A measured AdamW time per parameter, over Ψ (DDP) or Ψ/dp (ZeRO-1): unpriced at 0."""
     cluster = A800.model_copy(update={"optimizer_ns_per_param": 2.0})
     cost = CostModel(MODEL_PRESETS["llama-7b"], cluster, 8)
-    base = ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=1)
+    base = Layout(dp=8, micro_batch_size=1, grad_accum_steps=1)
     psi = cost.model.num_params
     for scheme, shard in (("ddp", 1), ("zero1", 8)):
         config = dataclasses.replace(base, sharding=ShardingFactors.named(scheme, 8, 1))
@@ -135,7 +135,7 @@ def test_sharded_schemes_gather_per_module():
     """ZeRO-3 issues 3 collectives per linear module, layer and micro-batch: 7 per LLaMA layer;
     FSDP 3 per block and 3 for the root module (embeddings and head)."""
     cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
-    base = ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=1)
+    base = Layout(dp=8, micro_batch_size=1, grad_accum_steps=1)
     z3 = cost.estimate(dataclasses.replace(base, sharding=ShardingFactors.named("zero3", 8, 1)))
     fabric = Fabric.of(A800, 8, cost.coefficients.bandwidth_efficiency)
     unit = 2 * cost.model.num_params / (32 * 7)
@@ -152,7 +152,7 @@ def test_calibration_recovers_a_known_efficiency_and_overhead():
     micro-batch of launch cost: the fit recovers both and ranks the trials perfectly."""
     model = MODEL_PRESETS["llama-7b"]
     cost = CostModel(model, A800, 8)
-    configs = [ParallelConfig(dp=8, zero_stage=z, micro_batch_size=m, grad_accum_steps=8 // m,
+    configs = [Layout(dp=8, zero_stage=z, micro_batch_size=m, grad_accum_steps=8 // m,
                               activation_checkpointing=ac)
                for z in (1, 3) for m in (1, 2, 8) for ac in ("none", "full")]
     truth = cost.with_coefficients(cost.coefficients.with_(scale_compute=1.5, launch_overhead_s=2e-3))
@@ -181,7 +181,7 @@ def test_calibration_fits_tensor_parallel_latency_apart_from_bandwidth():
     fitting latency and bandwidth apart recovers both."""
     model = MODEL_PRESETS["llama-7b"]
     cost = CostModel(model, A800, 8)
-    configs = [ParallelConfig(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,
+    configs = [Layout(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,
                               grad_accum_steps=8 // m)
                for t in (1, 2, 4, 8) for m in (1, 2, 8)]
     truth = cost.with_coefficients(cost.coefficients.with_(scale_model_parallel_latency=20.0))
@@ -202,7 +202,7 @@ def test_calibration_fits_weight_gathers_apart_from_gradient_sync():
     exposes 90% of one and 30% of the other is fitted as such; a campaign that measured no
     sharded weights, or too few trials, predicts them with the gradients' fraction."""
     cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
-    configs = [ParallelConfig(dp=64, zero_stage=z, micro_batch_size=m, grad_accum_steps=8 // m)
+    configs = [Layout(dp=64, zero_stage=z, micro_batch_size=m, grad_accum_steps=8 // m)
                for z in (0, 1, 2, 3) for m in (1, 2, 4, 8)]
     truth = cost.with_coefficients(cost.coefficients.with_(dp_exposure=0.3,
                                                            dp_exposure_gathers=0.9))
@@ -229,8 +229,8 @@ def test_calibration_fits_weight_gathers_apart_from_gradient_sync():
 
 def test_simulated_backend_is_seeded_and_fails_honestly():
     cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
-    fits = ParallelConfig(dp=8, zero_stage=3, micro_batch_size=1, grad_accum_steps=1)
-    too_big = ParallelConfig(dp=8, zero_stage=0, micro_batch_size=1, grad_accum_steps=1)
+    fits = Layout(dp=8, zero_stage=3, micro_batch_size=1, grad_accum_steps=1)
+    too_big = Layout(dp=8, zero_stage=0, micro_batch_size=1, grad_accum_steps=1)
     sim = SimulatedBackend(cost, noise=0.05, seed=1)
     a, b = sim.run(fits, "t1"), sim.run(fits, "t1")
     assert a == b and a.ok and a.tokens_per_s == pytest.approx(cost.estimate(fits).tokens_per_s, rel=0.25)
@@ -246,7 +246,7 @@ def test_simulated_backend_is_seeded_and_fails_honestly():
 
 def test_hidden_perturbations_move_the_truth_away_from_the_model():
     cost = CostModel(MODEL_PRESETS["llama-7b"], A800, 8)
-    config = ParallelConfig(dp=8, zero_stage=3, micro_batch_size=1, grad_accum_steps=1)
+    config = Layout(dp=8, zero_stage=3, micro_batch_size=1, grad_accum_steps=1)
     plain = SimulatedBackend(cost, noise=0.0).run(config, "t").tokens_per_s
     factors = [SimulatedBackend(cost, noise=0.0, perturbation=0.2, seed=s).truth_factor(config.to_params())
                for s in range(50)]
@@ -256,7 +256,7 @@ def test_hidden_perturbations_move_the_truth_away_from_the_model():
 
 def test_zero_plus_plus_trades_memory_for_intra_node_backward_gathers():
     cost = CostModel(MODEL_PRESETS["llama-13b"].model_copy(update={"seq_len": 4096}), A800, 8)
-    base = ParallelConfig(dp=1024, micro_batch_size=1, grad_accum_steps=1)
+    base = Layout(dp=1024, micro_batch_size=1, grad_accum_steps=1)
     z3 = cost.estimate(dataclasses.replace(base, sharding=ShardingFactors.named("zero3", 8, 128)))
     zpp = cost.estimate(dataclasses.replace(base, sharding=ShardingFactors.named("zero++", 8, 128)))
     assert zpp.time.dp_comm.t_p < z3.time.dp_comm.t_p
@@ -271,7 +271,7 @@ def test_full_overlap_hides_only_amsp_broadcast_behind_the_first_forward():
     from orchestrator.costmodel.compare import compare_schemes
 
     cost = CostModel(MODEL_PRESETS["llama-13b"].model_copy(update={"seq_len": 4096}), A800, 8)
-    base = ParallelConfig(dp=64, micro_batch_size=1, grad_accum_steps=8)
+    base = Layout(dp=64, micro_batch_size=1, grad_accum_steps=8)
     rows = {row.scheme: row for row in compare_schemes(cost, base)}
     amsp = rows["amsp"]
     t = amsp.estimate.time

@@ -33,7 +33,7 @@ from orchestrator.costmodel.moe_time import (
 from orchestrator.trainers.megatron.runtime import megatron_lm_runtime
 from orchestrator.trainers.registry import adapter
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, ModelShape
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 H100 = CLUSTER_PRESETS["h100-80g"]
 MIXTRAL = MODEL_PRESETS["mixtral-8x22b"]
@@ -41,11 +41,11 @@ QWEN2 = MODEL_PRESETS["qwen2-57b-a14b"]
 MEGATRON = megatron_lm_runtime()
 
 
-def mixtral(**changes) -> ParallelConfig:
+def mixtral(**changes) -> Layout:
     """The published Mixtral 8x22B layout on 128 GPUs, with `changes`."""
     base = dict(tp=2, pp=8, dp=8, ep=8, etp=1, zero_stage=1, micro_batch_size=1,
                 grad_accum_steps=32, sequence_parallel=True)
-    return ParallelConfig(**{**base, **changes})
+    return Layout(**{**base, **changes})
 
 
 def estimate_of(model, config, runtime=MEGATRON, cluster=H100):
@@ -80,7 +80,7 @@ DENSE_BEFORE = [
 def test_dense_estimates_are_unchanged(model, cluster, gpn, layout, trainer, memory, step):
     runtime = adapter(trainer).runtime
     e = CostModel(MODEL_PRESETS[model], CLUSTER_PRESETS[cluster], gpn,
-                  runtime=runtime).estimate(ParallelConfig(**layout))
+                  runtime=runtime).estimate(Layout(**layout))
     assert e.memory.total == pytest.approx(memory, rel=1e-12)
     assert e.step_time_s == pytest.approx(step, rel=1e-12)
     assert e.time.ep_comm_s == 0.0
@@ -125,14 +125,14 @@ def test_zero3_gathers_only_the_local_experts():
 def test_moe_layers_per_rank_counts_the_busiest_stage():
     deepseek = MODEL_PRESETS["deepseek-v3-671b"].model_copy(update={"num_layers": 64})
     # 64 layers over 16 stages of 4: the first stage holds the 3 dense layers and 1 MoE layer.
-    assert moe_layers_per_rank(deepseek, ParallelConfig(pp=16, dp=128, ep=64)) == 4
+    assert moe_layers_per_rank(deepseek, Layout(pp=16, dp=128, ep=64)) == 4
     assert moe_layers_per_rank(MIXTRAL, mixtral()) == 7
-    assert moe_layers_per_rank(MODEL_PRESETS["llama-7b"], ParallelConfig()) == 0
+    assert moe_layers_per_rank(MODEL_PRESETS["llama-7b"], Layout()) == 0
 
 
 def test_dispatch_is_free_at_ep_1_and_grows_across_nodes():
     fabric = Fabric.of(H100, 8, 0.8)
-    no_ep = ParallelConfig(tp=1, pp=4, dp=32, ep=1, micro_batch_size=1, grad_accum_steps=8)
+    no_ep = Layout(tp=1, pp=4, dp=32, ep=1, micro_batch_size=1, grad_accum_steps=8)
     assert dispatch_comm(QWEN2, no_ep, fabric, 8, 2, 1.0) == 0.0
     one_node = dataclasses.replace(no_ep, ep=8)
     two_nodes = dataclasses.replace(no_ep, ep=16)
@@ -144,7 +144,7 @@ def test_dispatch_is_free_at_ep_1_and_grows_across_nodes():
 def test_dispatch_volume_is_four_all_to_alls_of_t_k_h():
     """≈ 4 x T x k x h x bytes x (ep-1)/ep per MoE layer and micro-batch at link bandwidth."""
     fabric = Fabric.of(H100, 8, 0.8).bandwidth_only()
-    config = ParallelConfig(tp=1, pp=4, dp=32, ep=8, micro_batch_size=1, grad_accum_steps=8)
+    config = Layout(tp=1, pp=4, dp=32, ep=8, micro_batch_size=1, grad_accum_steps=8)
     tokens, k, h = QWEN2.seq_len, QWEN2.experts_per_token, QWEN2.hidden
     per_layer_micro = 4 * tokens * k * h * 2 * (8 - 1) / 8 / fabric.intra_bw
     layers = moe_layers_per_rank(QWEN2, config)
@@ -164,8 +164,8 @@ def test_full_recompute_replays_the_forward_dispatch():
 
 def test_grouped_gemms_run_faster_with_more_tokens_per_expert():
     """Tokens per local expert = T x k x ep / num_experts: fine-grained experts see fewer."""
-    small = expert_gemm_efficiency(H100, QWEN2, ParallelConfig(tp=1, pp=4, dp=16, ep=1))
-    large = expert_gemm_efficiency(H100, QWEN2, ParallelConfig(tp=1, pp=4, dp=16, ep=16))
+    small = expert_gemm_efficiency(H100, QWEN2, Layout(tp=1, pp=4, dp=16, ep=1))
+    large = expert_gemm_efficiency(H100, QWEN2, Layout(tp=1, pp=4, dp=16, ep=16))
     assert small < large <= H100.compute_efficiency
     assert expert_gemm_efficiency(H100, MIXTRAL, mixtral()) > large
 
@@ -181,7 +181,7 @@ def test_imbalance_slows_experts_only():
 
 def test_expert_gradients_reduce_over_expert_dp():
     """With ep x etp = tp x dp the experts have no data-parallel replica: nothing to reduce."""
-    whole = ParallelConfig(tp=1, pp=4, dp=16, ep=16, zero_stage=1, micro_batch_size=1,
+    whole = Layout(tp=1, pp=4, dp=16, ep=16, zero_stage=1, micro_batch_size=1,
                            grad_accum_steps=8)
     half = dataclasses.replace(whole, ep=8)
     assert expert_dp(whole) == 1 and expert_dp(half) == 2
@@ -200,9 +200,9 @@ def test_dispatch_is_exposed_unless_the_trainer_overlaps_it():
 
 def test_moe_layers_keep_only_their_attentions_tp_collectives():
     assert moe_tp_layers(MIXTRAL, mixtral()) == 7 - 7 / 2
-    assert moe_tp_layers(QWEN2, ParallelConfig(tp=2, pp=4, dp=8, ep=4, etp=1,
+    assert moe_tp_layers(QWEN2, Layout(tp=2, pp=4, dp=8, ep=4, etp=1,
                                                sequence_parallel=True)) == 7  # shared experts
-    assert moe_tp_layers(MODEL_PRESETS["llama-7b"], ParallelConfig(tp=2, dp=4)) == 32
+    assert moe_tp_layers(MODEL_PRESETS["llama-7b"], Layout(tp=2, dp=4)) == 32
 
 
 def test_moe_layers_keep_their_experts_activations():
@@ -238,7 +238,7 @@ def test_a_per_node_dispatch_sends_a_token_once_per_node_it_reaches():
                                        "moe_router_group_topk": None})
     assert off_node_copies(free, 8) == pytest.approx(7 * (1 - (7 / 8) ** 8))
     assert off_node_copies(free, 8) < 8 * 7 / 8  # fewer than every (token, expert) copy
-    config = ParallelConfig(pp=16, dp=128, ep=64)
+    config = Layout(pp=16, dp=128, ep=64)
     fabric = Fabric.of(CLUSTER_PRESETS["h800-80g"], 8, 0.8)
     per_pair, per_node = (dispatch_comm(deepseek, config, fabric, 8, 2, 1.0, per_node=flag)
                           for flag in (False, True))

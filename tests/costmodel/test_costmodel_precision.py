@@ -14,7 +14,7 @@ from orchestrator.trainers.registry import adapter
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.result import TrialResult
 from orchestrator.scheduling.live_cost_model import LiveCostModel
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec
 from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 
@@ -75,7 +75,7 @@ def test_the_zero_offload_iteration_prices_its_offload():
 def test_fp8_casts_cost_time_so_the_gain_is_below_the_peak_ratio():
     cost = CostModel(LLAMA_8B, H100, 8, runtime=adapter("torchtitan").runtime)
     base = dict(dp=8, zero_stage=3, micro_batch_size=2, activation_checkpointing="selective")
-    times = {p: cost.estimate(ParallelConfig(**base, precision=p)).time.compute_s
+    times = {p: cost.estimate(Layout(**base, precision=p)).time.compute_s
              for p in ("bf16", "fp8-tensorwise", "fp8-delayed")}
     assert times["fp8-delayed"] < times["fp8-tensorwise"] < times["bf16"]
     assert times["bf16"] / times["fp8-delayed"] < H100.fp8_peak_tflops / H100.peak_tflops
@@ -83,13 +83,13 @@ def test_fp8_casts_cost_time_so_the_gain_is_below_the_peak_ratio():
 
 def test_fp8_on_a_cluster_without_fp8_cores_is_infeasible_with_the_reason():
     cost = CostModel(LLAMA_8B, CLUSTER_PRESETS["cpu-local"], 2)
-    config = ParallelConfig(dp=2, precision="fp8-tensorwise")
+    config = Layout(dp=2, precision="fp8-tensorwise")
     assert cost.estimate(config).fits is False and not cost.fits(config)
     result = LiveCostModel(cost, []).infeasible(config)
     assert isinstance(result, TrialResult) and result.status == "infeasible"
     assert "no FP8 tensor cores" in result.error and "cpu-local" in result.error
     assert CostModel(LLAMA_8B, A100, 8).estimate(
-        ParallelConfig(dp=8, precision="mxfp8")).unsupported
+        Layout(dp=8, precision="mxfp8")).unsupported
 
 
 def offload_spec(model: str, gpus: int, *extra: str):
@@ -129,7 +129,7 @@ def test_the_planner_keeps_offload_off_where_layouts_fit_without_it():
 def test_offloaded_states_must_fit_the_hosts_memory():
     small_host = A100.model_copy(update={"host_memory_gb": 64.0})
     model = MODEL_PRESETS["llama-13b"]
-    config = ParallelConfig(dp=1, offload="optimizer", activation_checkpointing="full")
+    config = Layout(dp=1, offload="optimizer", activation_checkpointing="full")
     assert CostModel(model, A100, 1).fits(config)
     assert not CostModel(model, small_host, 1).fits(config)
     result = LiveCostModel(CostModel(model, small_host, 1), []).infeasible(config)
@@ -139,17 +139,17 @@ def test_offloaded_states_must_fit_the_hosts_memory():
 def test_overlap_comm_hides_deepspeed_gradient_reduction_and_buckets_add_latency():
     cost = CostModel(MODEL_PRESETS["llama-7b"], A100, 8, runtime=adapter("deepspeed").runtime)
     base = dict(dp=32, zero_stage=1, grad_accum_steps=1, activation_checkpointing="full")
-    step = {v: cost.estimate(ParallelConfig(**base, overlap_comm=v)).step_time_s
+    step = {v: cost.estimate(Layout(**base, overlap_comm=v)).step_time_s
             for v in (None, False, True)}
     assert step[True] < step[False] == pytest.approx(step[None])
-    small, large = (cost.estimate(ParallelConfig(**base, bucket_size=size)).time.dp_comm.total
+    small, large = (cost.estimate(Layout(**base, bucket_size=size)).time.dp_comm.total
                     for size in (1_000_000, 500_000_000))
     assert small > large
 
 
 def test_offload_on_a_cluster_without_a_host_link_is_infeasible_with_the_reason():
     bare = A100.model_copy(update={"host_link_gbps": 0.0})
-    config = ParallelConfig(dp=1, offload="optimizer", activation_checkpointing="full")
+    config = Layout(dp=1, offload="optimizer", activation_checkpointing="full")
     cost = CostModel(MODEL_PRESETS["llama-7b"], bare, 1)
     assert not cost.estimate(config).fits and not cost.fits(config)
     assert "host_link_gbps" in LiveCostModel(cost, []).infeasible(config).error

@@ -11,7 +11,7 @@ from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.collectives import Fabric
 from orchestrator.costmodel.zero_engine import DEEPSPEED
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec
 from orchestrator.campaign_spec.planning import cost_model_for
 from orchestrator.trainers.megatron.flags import MEGATRON_LM_FLAGS
@@ -26,7 +26,7 @@ TORCHTITAN = adapter("torchtitan").runtime
 
 def comm(runtime, zero_stage: int, gas: int):
     cost = CostModel(MODEL, A800, 8, runtime=runtime)
-    config = ParallelConfig(dp=8, zero_stage=zero_stage, micro_batch_size=1, grad_accum_steps=gas)
+    config = Layout(dp=8, zero_stage=zero_stage, micro_batch_size=1, grad_accum_steps=gas)
     return cost.estimate(config).time.dp_comm
 
 
@@ -68,7 +68,7 @@ def test_ddp_follows_the_trainer_deepspeeds_reduces_bf16_after_the_backward():
             fabric().bucketed_all_reduce(2 * MODEL.num_params, bucket, 8))
         assert deepspeed.t_g == deepspeed.t_p == deepspeed.t_os1 == 0.0  # once, at the boundary
         step = CostModel(MODEL, A800, 8, runtime=runtime).estimate(
-            ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=4)).time
+            Layout(dp=8, micro_batch_size=1, grad_accum_steps=4)).time
         assert step.dp_exposed_s == pytest.approx(deepspeed.t_os0)
         for stage in (1, 2, 3):  # the ZeRO stages were DeepSpeed's already
             assert comm(runtime, stage, gas=4) == comm(DEEPSPEED, stage, gas=4)
@@ -77,7 +77,7 @@ def test_ddp_follows_the_trainer_deepspeeds_reduces_bf16_after_the_backward():
     assert torch_ddp.t_os0 == pytest.approx(2 * comm(adapter("deepspeed").runtime, 0, 4).t_os0,
                                             rel=0.05)
     step = CostModel(MODEL, A800, 8, runtime=BUILTIN).estimate(
-        ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=4)).time
+        Layout(dp=8, micro_batch_size=1, grad_accum_steps=4)).time
     assert step.dp_exposed_s < torch_ddp.t_os0
 
 
@@ -85,7 +85,7 @@ def test_megatron_lm_hides_its_ddp_reduction_only_with_its_overlap_flag():
     """Megatron-LM reduces float32 gradients as PyTorch's DDP does, but behind the backward
     only with --overlap-grad-reduce; its distributed optimizer (ZeRO-1) is DeepSpeed-priced
     either way."""
-    config = ParallelConfig(dp=8, micro_batch_size=1, grad_accum_steps=4)
+    config = Layout(dp=8, micro_batch_size=1, grad_accum_steps=4)
 
     def step(runtime, layout=config):
         return CostModel(MODEL, A800, 8, runtime=runtime).estimate(layout).time
@@ -135,7 +135,7 @@ def test_zero_stages_differ_in_cost_on_the_builtin_trainer_at_one_micro_batch():
     """At one micro-batch DeepSpeed's ZeRO-1 and ZeRO-2 move the same bytes (no gradient sync
     before the last backward); FSDP2's ZeRO-2 gathers 33 units one by one instead."""
     step = {(runtime, z): CostModel(MODEL, A800, 8, runtime=runtime).estimate(
-        ParallelConfig(dp=8, zero_stage=z, micro_batch_size=1, grad_accum_steps=1)).step_time_s
+        Layout(dp=8, zero_stage=z, micro_batch_size=1, grad_accum_steps=1)).step_time_s
         for runtime in (DEEPSPEED, BUILTIN) for z in (1, 2)}
     assert step[DEEPSPEED, 1] == pytest.approx(step[DEEPSPEED, 2])
     assert step[BUILTIN, 2] != pytest.approx(step[BUILTIN, 1])
@@ -148,7 +148,7 @@ def test_zero_stages_differ_in_cost_on_the_builtin_trainer_at_one_micro_batch():
 def test_a_campaign_prices_zero_stages_on_its_trainers_engine(example, engine):
     cost = cost_model_for(load_spec(ROOT / "examples" / example))
     assert cost.runtime.zero_engine == engine
-    config = ParallelConfig(dp=2, zero_stage=3)
+    config = Layout(dp=2, zero_stage=3)
     assert config.factors(2, cost.runtime.zero_engine).engine == engine
     # Calibration's copies keep the runtime.
     assert cost.with_coefficients(dataclasses.replace(cost.coefficients)).runtime == cost.runtime
@@ -159,7 +159,7 @@ def test_gradient_accumulation_without_sync_holds_whole_gradients_on_fsdp2():
     with several micro-batches hold the whole gradient at the peak; torchtitan reduce-scatters
     every micro-batch and holds the shard, as DeepSpeed does."""
     def grads(runtime, zero_stage, gas):
-        config = ParallelConfig(dp=8, zero_stage=zero_stage, micro_batch_size=1,
+        config = Layout(dp=8, zero_stage=zero_stage, micro_batch_size=1,
                                 grad_accum_steps=gas)
         return CostModel(MODEL, A800, 8, runtime=runtime).memory(config).grads
 
@@ -180,7 +180,7 @@ def test_fsdp2_pays_its_software_cost_per_unit_collective_and_deepspeed_does_not
         zero_stage, gathers):
     """A profiled preset's per-call cost of FSDP2 (copy-in/out, hooks) is paid per gather of a
     unit and micro-batch and per gradient reduce-scatter: 33 units here, 4 micro-batches."""
-    config = ParallelConfig(dp=8, zero_stage=zero_stage, micro_batch_size=1, grad_accum_steps=4)
+    config = Layout(dp=8, zero_stage=zero_stage, micro_batch_size=1, grad_accum_steps=4)
     priced = CostModel(MODEL, with_software_cost(500.0, 0.0), 8, runtime=BUILTIN)
     bare = CostModel(MODEL, A800, 8, runtime=BUILTIN)
     extra = priced.estimate(config).time.dp_comm.t_p - bare.estimate(config).time.dp_comm.t_p
@@ -197,12 +197,12 @@ def test_dtensor_tp_pays_its_software_cost_per_collective_as_latency():
     priced = CostModel(MODEL, with_software_cost(0.0, 1000.0), 8, runtime=BUILTIN)
     bare = CostModel(MODEL, A800, 8, runtime=BUILTIN)
     for checkpointing, calls in (("none", 4), ("full", 6)):
-        config = ParallelConfig(tp=2, dp=4, micro_batch_size=1, grad_accum_steps=2,
+        config = Layout(tp=2, dp=4, micro_batch_size=1, grad_accum_steps=2,
                                 activation_checkpointing=checkpointing)
         a, b = priced.estimate(config).time, bare.estimate(config).time
         assert a.tp_comm_s - b.tp_comm_s == pytest.approx(calls * 32 * 2 * 1e-3)
         assert (a.model_parallel_latency_s - b.model_parallel_latency_s
                 == pytest.approx(calls * 32 * 2 * 1e-3))
-    config = ParallelConfig(tp=2, dp=4)
+    config = Layout(tp=2, dp=4)
     assert (CostModel(MODEL, with_software_cost(0.0, 1000.0), 8).estimate(config).step_time_s
             == CostModel(MODEL, A800, 8).estimate(config).step_time_s)

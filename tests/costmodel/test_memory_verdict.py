@@ -19,7 +19,7 @@ from orchestrator.costmodel.fit_verdict import MEMORY_MARGIN
 from orchestrator.costmodel.memory import GB
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.scheduling.live_cost_model import LiveCostModel
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 # llama-7b on one node of 8 devices, ZeRO-3, global batch 128: memory grows with the micro-batch.
 FITS, RISKY, BEYOND = 2, 8, 16  # micro-batch sizes
@@ -131,7 +131,7 @@ def test_a_campaign_measures_a_risky_layout_and_records_its_oom(cli, tmp_path, r
 def test_a_cpu_keeps_the_point_verdict():
     """The margin is measured on GPUs; a CPU layout 2% over its capacity is pruned as before."""
     base = CostModel(MODEL_PRESETS["tiny"], CLUSTER_PRESETS["cpu-local"], 2)
-    config = ParallelConfig(dp=2, micro_batch_size=1, grad_accum_steps=4)
+    config = Layout(dp=2, micro_batch_size=1, grad_accum_steps=4)
     memory = base.memory(config)
     capacity = (memory.total - memory.reserve) / GB / (1.02 - 0.08)
     cluster = CLUSTER_PRESETS["cpu-local"].model_copy(update={"memory_gb": capacity})

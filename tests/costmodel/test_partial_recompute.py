@@ -18,7 +18,7 @@ from orchestrator.common.errors import SpecError
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.recompute import fewest_recomputed_layers
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
-from orchestrator.space import InvalidConfig, ParallelConfig, ShardingFactors
+from orchestrator.space import InvalidConfig, Layout, ShardingFactors
 from orchestrator.campaign_spec import spec_from_dict
 from orchestrator.campaign_spec.planning import cost_model_for, fitted_candidates
 from orchestrator.trainers.megatron import megatron_args
@@ -34,25 +34,25 @@ recompute_layout = partial(layout, tp=1, dp=64, zero_stage=3, grad_accum_steps=8
 
 def test_the_count_needs_full_recompute_and_fewer_layers_than_a_stage():
     with pytest.raises(InvalidConfig, match="needs activation_checkpointing 'full'"):
-        ParallelConfig(activation_checkpointing="selective", recompute_num_layers=4)
+        Layout(activation_checkpointing="selective", recompute_num_layers=4)
     with pytest.raises(InvalidConfig, match="positive integer"):
-        ParallelConfig(activation_checkpointing="full", recompute_num_layers=0)
-    config = ParallelConfig(pp=4, dp=2, activation_checkpointing="full", recompute_num_layers=15)
+        Layout(activation_checkpointing="full", recompute_num_layers=0)
+    config = Layout(pp=4, dp=2, activation_checkpointing="full", recompute_num_layers=15)
     with pytest.raises(InvalidConfig, match="below the 15 layers of a pipeline stage"):
         config.validate(world_size=8, num_heads=52, num_layers=60, global_batch_size=2)
     assert config.recompute_fraction(60) == 1.0
     half = dataclasses.replace(config, recompute_num_layers=7)
     assert half.recompute_fraction(60) == pytest.approx(7 / 15)
-    assert ParallelConfig().recompute_fraction(60) == 0.0
+    assert Layout().recompute_fraction(60) == 0.0
 
 
 def test_the_count_is_part_of_the_key_and_survives_mlflow_params():
     config = recompute_layout(recompute_num_layers=42)
     assert config.key().endswith("-acfull42") and config.key() != recompute_layout().key()
     params = {k: str(v) for k, v in config.to_params().items()}
-    assert ParallelConfig.from_params(params) == config
+    assert Layout.from_params(params) == config
     every = {k: str(v) for k, v in recompute_layout().to_params().items()}
-    assert ParallelConfig.from_params(every).recompute_num_layers is None
+    assert Layout.from_params(every).recompute_num_layers is None
 
 
 def test_fewer_recomputed_layers_cost_memory_and_save_compute():
@@ -197,7 +197,7 @@ def test_megatron_lm_recomputes_the_first_layers_of_each_stage_by_its_block_meth
         "trial": {"trainer": "megatron-lm",
                   "megatron": {"script": "pretrain_gpt.py", "args": ["--lr=1e-4"]}},
     })
-    config = ParallelConfig(tp=8, pp=4, dp=2, micro_batch_size=1, grad_accum_steps=64,
+    config = Layout(tp=8, pp=4, dp=2, micro_batch_size=1, grad_accum_steps=64,
                             activation_checkpointing="full", recompute_num_layers=10)
     args = megatron_args("megatron-lm", spec, config)
     assert {"--recompute-granularity=full", "--recompute-method=block",

@@ -22,7 +22,7 @@ from orchestrator.costmodel.calibration import calibrate
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.record.campaign import CampaignView
 from orchestrator.result import TrialResult
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 WARNING = "id='calibration-warning'><b>Warning: the cost model's ranking did not match"
 
@@ -125,14 +125,14 @@ def test_a_long_error_is_cut_to_one_line_of_about_120_characters(tmp_path, runs_
     assert all(e.startswith("RuntimeError: NCCL error x") and len(e) <= 120 for e in errors)
 
 
-def estimate_json(cli, spec_file: str, config: ParallelConfig) -> dict:
-    code, out, err = cli("estimate", spec_file, "--tp", str(config.tp), "--pp", str(config.pp),
-                         "--zero-stage", str(config.zero_stage), "--micro-batch-size",
-                         str(config.micro_batch_size), "--activation-checkpointing",
-                         config.activation_checkpointing, "--json")
+def estimate_json(cli, spec_file: str, layout: Layout) -> dict:
+    code, out, err = cli("estimate", spec_file, "--tp", str(layout.tp), "--pp", str(layout.pp),
+                         "--zero-stage", str(layout.zero_stage), "--micro-batch-size",
+                         str(layout.micro_batch_size), "--activation-checkpointing",
+                         layout.activation_checkpointing, "--json")
     assert code == 0, err
     data = json.loads(out)
-    assert data["chosen"] == "pinned" and data["config"] == config.to_dict()
+    assert data["chosen"] == "pinned" and data["config"] == layout.to_dict()
     return data
 
 
@@ -223,7 +223,7 @@ def test_one_successful_layout_has_no_runner_up(tmp_path, runs_dir, cli):
 
 
 COST = CostModel(MODEL_PRESETS["llama-7b"], CLUSTER_PRESETS["h100-80g"], 8)
-CONFIGS = [ParallelConfig(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,
+CONFIGS = [Layout(tp=t, dp=8 // t, zero_stage=1, micro_batch_size=m,
                           grad_accum_steps=8 // m) for t in (1, 2, 4) for m in (1, 2)]
 
 

@@ -34,7 +34,7 @@ from orchestrator.common.objective import Objective
 from orchestrator.record.journal import Journal
 from orchestrator.search import make_searcher
 from orchestrator.search.encoding import KnobSpace
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec
 from orchestrator.campaign_spec.planning import cost_model_for
 from orchestrator.trainers.builtin import job_settings
@@ -62,7 +62,7 @@ for algorithm in ("grid", "random", "deephyper-cbo", "optuna", "hyperopt", "cost
     asked[algorithm] = sorted(seen)
 out["searchers"] = asked
 config = next(c for c in candidates if c.bucket_chunks == 4)
-out["params_round_trip"] = ParallelConfig.from_params(
+out["params_round_trip"] = Layout.from_params(
     {k: str(v) for k, v in config.to_params().items()}) == config
 settings = job_settings(spec, config, "t0001")
 (runs / "settings.json").write_text(json.dumps(settings))

@@ -10,7 +10,7 @@ import pytest
 from orchestrator.common.errors import SpecError
 from orchestrator.presets import MODEL_PRESETS, ModelShape
 from orchestrator.result import model_flops_per_iteration
-from orchestrator.space import InvalidConfig, ParallelConfig
+from orchestrator.space import InvalidConfig, Layout
 from orchestrator.campaign_spec import load_spec
 
 QUICKSTART = "examples/quickstart.yaml"
@@ -94,16 +94,16 @@ def test_mfu_counts_activated_parameters_not_total_ones():
 
 
 def test_expert_parallel_sizes_follow_the_experts_and_the_ranks():
-    ParallelConfig(tp=2, dp=4, ep=8, etp=1).validate(
+    Layout(tp=2, dp=4, ep=8, etp=1).validate(
         world_size=8, num_heads=4, num_layers=4, global_batch_size=4, num_experts=8)
     with pytest.raises(InvalidConfig, match=r"ep\(3\) does not divide num_experts\(8\)"):
-        ParallelConfig(dp=3, ep=3).validate(world_size=3, num_heads=4, num_layers=4,
+        Layout(dp=3, ep=3).validate(world_size=3, num_heads=4, num_layers=4,
                                             global_batch_size=3, num_experts=8)
     with pytest.raises(InvalidConfig, match=r"needs a mixture-of-experts model"):
-        ParallelConfig(dp=2, ep=2).validate(world_size=2, num_heads=4, num_layers=4,
+        Layout(dp=2, ep=2).validate(world_size=2, num_heads=4, num_layers=4,
                                             global_batch_size=2)
     with pytest.raises(InvalidConfig, match=r"ep\(4\) x etp\(2\) must divide tp\(2\) x dp\(2\)"):
-        ParallelConfig(tp=2, dp=2, ep=4)
+        Layout(tp=2, dp=2, ep=4)
 
 
 def test_a_moe_space_searches_ep_and_keeps_each_layout_once():

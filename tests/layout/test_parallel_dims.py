@@ -101,9 +101,9 @@ def test_filling_a_world_gives_dp_the_ranks_left(world, tp, pp, cp):
 
 
 def test_the_dims_of_knob_values_and_of_a_config_agree():
-    from orchestrator.space import ParallelConfig
+    from orchestrator.space import Layout
 
-    config = ParallelConfig(tp=2, pp=3, cp=2, dp=4, ep=2, etp=1)
+    config = Layout(tp=2, pp=3, cp=2, dp=4, ep=2, etp=1)
     assert ParallelDims.of(config) == ParallelDims.of(config.knob_values()) == ParallelDims(
         tp=2, pp=3, cp=2, dp=4, ep=2, etp=1)
     assert ParallelDims.of({"tp": 4}) == ParallelDims(tp=4)

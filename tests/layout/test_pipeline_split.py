@@ -20,7 +20,7 @@ from trainer_checks import run_and_best
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export import export
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.pipeline_split import (
     busiest_chunk_layers,
     end_stage_layers,
@@ -217,9 +217,9 @@ def test_the_step_waits_on_the_busiest_stage():
 
 
 def test_a_layout_key_names_the_split_only_where_there_is_a_pipeline():
-    config = ParallelConfig(pp=2, dp=2, grad_accum_steps=2, pipeline_split="embedding_loss")
+    config = Layout(pp=2, dp=2, grad_accum_steps=2, pipeline_split="embedding_loss")
     assert config.key().endswith("-embloss")
-    assert "embloss" not in ParallelConfig(dp=4, pipeline_split="embedding_loss").key()
+    assert "embloss" not in Layout(dp=4, pipeline_split="embedding_loss").key()
 
 
 @pytest.mark.parametrize("example,flags", [
@@ -356,7 +356,7 @@ def test_deepseek_v3s_step_is_its_busiest_stages():
     ("deepspeed", "its pipeline partitions the layers its own way"),
     ("torchtitan", "torchtitan shortens only the first and last model chunks")])
 def test_first_last_is_refused_where_the_trainer_cannot_place_it(trainer, reason):
-    config = ParallelConfig(pp=4, dp=1, grad_accum_steps=8, pp_schedule="interleaved",
+    config = Layout(pp=4, dp=1, grad_accum_steps=8, pp_schedule="interleaved",
                             virtual_stages=2, pipeline_split="first_last")
     spec = _titan_spec(32, pp=[4], pp_schedule=["interleaved"], virtual_stages=[2])
     refused = layout_refusal(trainer, spec, config)
@@ -378,7 +378,7 @@ def test_first_last_where_it_places_the_layers_as_even_is_one_layout():
     assert {c.pipeline_split for c in spec.search_space().candidates()} == {"even"}
     uneven = load_spec(EXAMPLES / "quickstart.yaml", ["model.num_layers=5", "space.pp=[2]", both])
     assert {c.pipeline_split for c in uneven.search_space().candidates()} == {"first_last"}
-    assert ParallelConfig(pp=2, dp=2, grad_accum_steps=2,
+    assert Layout(pp=2, dp=2, grad_accum_steps=2,
                           pipeline_split="first_last").key().endswith("-firstlast")
 
 

@@ -207,7 +207,7 @@ BEFORE_SHARES = "e0fa81b"  # the last commit before ParallelDims split groups ov
 @pytest.mark.skipif(not _has_commit(BEFORE_SHARES), reason="needs the repository's history")
 def test_the_share_check_fails_on_the_tree_before_the_node_splits(tmp_path):
     """That commit divided gpus_per_node by tp in the DP and CP meshes and multiplied the
-    global batch out in ParallelConfig, the job's config and five more places."""
+    global batch out in Layout, the job's config and five more places."""
     before = hand_shares(_tree_at(BEFORE_SHARES, tmp_path))
     assert "orchestrator/space/sharding.py:141: gpus_per_node // tp" in before
     assert "orchestrator/costmodel/context_parallel.py:48: gpus_per_node // config.tp" in before

@@ -30,7 +30,7 @@ from orchestrator.record.campaign import CampaignView
 from orchestrator.record.journal import CONFIRM, REPEAT, SCREEN, TrialRecord
 from orchestrator.result import TrialResult
 from orchestrator.server.campaign_summary import ProgressCache
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec.planning import cost_model_for
 
 NAME = "one-best"
@@ -189,12 +189,12 @@ def test_every_reader_names_the_same_best_before_and_after_a_resume(
         PATIENCE)
 
 
-A, B, C = (ParallelConfig(dp=2, zero_stage=z, micro_batch_size=4) for z in (0, 1, 2))
+A, B, C = (Layout(dp=2, zero_stage=z, micro_batch_size=4) for z in (0, 1, 2))
 
 
-def ended(trial_id: str, config: ParallelConfig, phase: str, tokens_per_s: float,
+def ended(trial_id: str, layout: Layout, phase: str, tokens_per_s: float,
           finished_at: float) -> TrialRecord:
-    record = TrialRecord(trial_id, config, phase=phase, finished_at=finished_at)
+    record = TrialRecord(trial_id, layout, phase=phase, finished_at=finished_at)
     record.result = TrialResult(status="ok", tokens_per_s=tokens_per_s, world_size=2)
     return record
 

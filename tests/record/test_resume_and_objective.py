@@ -18,7 +18,7 @@ from orchestrator.record.journal import REPEAT
 from orchestrator.result import TrialResult
 from orchestrator.scheduling.controller import Controller
 from orchestrator.search import ALGORITHMS
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_campaign_spec, spec_from_dict
 from orchestrator.campaign_spec.planning import cost_model_for
 
@@ -114,7 +114,7 @@ def _finished_trials(events: list[dict]) -> dict[str, tuple]:
     finished = {e["trial_id"]: e for e in events if e["event"] == "finished"}
     # Layouts are compared as this version reads them: fields added since 0.1 take their
     # defaults, as they do when the journal is resumed.
-    return {tid: (json.dumps(ParallelConfig.from_dict(e["config"]).to_dict(), sort_keys=True),
+    return {tid: (json.dumps(Layout.from_dict(e["config"]).to_dict(), sort_keys=True),
                   e["fidelity"], e["result"]["status"],
                   e["result"].get("tokens_per_s")) for tid, e in finished.items()}
 

@@ -6,9 +6,9 @@ from orchestrator.common.objective import Objective
 from orchestrator.record.journal import Journal, TrialRecord
 from orchestrator.result import TrialResult
 from orchestrator.search import make_searcher
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
-CANDIDATES = [ParallelConfig(dp=2, zero_stage=z, micro_batch_size=m, grad_accum_steps=4 // m)
+CANDIDATES = [Layout(dp=2, zero_stage=z, micro_batch_size=m, grad_accum_steps=4 // m)
               for z in range(4) for m in (1, 2, 4)]
 
 

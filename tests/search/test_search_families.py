@@ -12,7 +12,7 @@ from conftest import EXAMPLES, ROOT
 from orchestrator.common.objective import Objective
 from orchestrator.search import make_searcher
 from orchestrator.search.families import MODEL_ERROR, family, family_left_to_measure
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec
 from orchestrator.campaign_spec.planning import cost_model_for
 
@@ -23,9 +23,9 @@ def test_the_error_is_the_validation_reports():
 
 
 def test_an_untouched_family_within_the_error_is_left_to_measure():
-    measured = ParallelConfig(tp=2, pp=4, dp=8)
-    same_family = ParallelConfig(tp=2, pp=4, dp=8, micro_batch_size=2)
-    near, far = ParallelConfig(tp=4, pp=2, dp=8), ParallelConfig(tp=8, pp=1, dp=8)
+    measured = Layout(tp=2, pp=4, dp=8)
+    same_family = Layout(tp=2, pp=4, dp=8, micro_batch_size=2)
+    near, far = Layout(tp=4, pp=2, dp=8), Layout(tp=8, pp=1, dp=8)
     bar = 100.0
     just_inside = bar * math.exp(-MODEL_ERROR) * 1.01
     assert family_left_to_measure([same_family, near, far], [bar, just_inside, 50.0],

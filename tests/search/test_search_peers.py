@@ -17,7 +17,7 @@ from orchestrator.record.journal import Journal, TrialRecord
 from orchestrator.result import TrialResult
 from orchestrator.scheduling.loop import teaches_searcher
 from orchestrator.search import make_searcher
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 
 PEERS = ["deephyper-cbo", "optuna", "hyperopt"]
 
@@ -40,11 +40,11 @@ BAND = [peer_layout(zero_stage=z, micro_batch_size=m, activation_checkpointing=a
 EVERY = list(dict.fromkeys(FULL + SPARSE + BAND))
 
 
-def gain(config: ParallelConfig) -> float:
-    return 10.0 + EVERY.index(config)
+def gain(layout: Layout) -> float:
+    return 10.0 + EVERY.index(layout)
 
 
-def searcher_for(algorithm: str, candidates: list[ParallelConfig], forbid: bool = True):
+def searcher_for(algorithm: str, candidates: list[Layout], forbid: bool = True):
     if algorithm == "deephyper-cbo":
         from orchestrator.search.deephyper_cbo import DeepHyperCBOSearcher
 
@@ -73,8 +73,8 @@ def history(algorithm: str, searcher) -> list[tuple[tuple, float | None]]:
             for doc in trials._dynamic_trials if doc["result"]["status"] in ("ok", "fail")]
 
 
-def key(searcher, config: ParallelConfig) -> tuple:
-    return searcher.space.key(searcher.space.point(config))
+def key(searcher, layout: Layout) -> tuple:
+    return searcher.space.key(searcher.space.point(layout))
 
 
 @pytest.mark.parametrize("algorithm", ["deephyper-cbo", "hyperopt"])
@@ -132,10 +132,10 @@ def test_a_replayed_journal_reaches_the_library_before_its_next_suggestion(tmp_p
     assert sorted(asked) == sorted(set(FULL) - {FULL[0], FULL[2], FULL[4], FULL[9]})
 
 
-def run_out(searcher, candidates: list[ParallelConfig]) -> list[ParallelConfig]:
+def run_out(searcher, candidates: list[Layout]) -> list[Layout]:
     """Ask one at a time until the space is exhausted, telling each layout's gain (the first
     layout asked runs out of memory)."""
-    asked: list[ParallelConfig] = []
+    asked: list[Layout] = []
     while batch := searcher.ask(1):
         (config,) = batch
         result = (TrialResult(status="oom", error="out of memory") if not asked

@@ -1,4 +1,4 @@
-"""ParallelConfig checks itself like torchtitan's ParallelDims; the space yields only valid ones."""
+"""Layout checks itself like torchtitan's ParallelDims; the space yields only valid ones."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import EXAMPLES, ROOT
 
-from orchestrator.space import InvalidConfig, ParallelConfig, SearchSpace, SpaceRanges
+from orchestrator.space import InvalidConfig, Layout, SearchSpace, SpaceRanges
 from orchestrator.campaign_spec import load_spec
 
 SHAPE = dict(world_size=8, num_heads=4, num_layers=4, global_batch_size=16)
@@ -16,29 +16,29 @@ SHAPE = dict(world_size=8, num_heads=4, num_layers=4, global_batch_size=16)
 
 def test_world_size_error_names_every_factor():
     with pytest.raises(InvalidConfig, match=r"tp\(2\) \* pp\(2\) \* dp\(1\) = 4 != WORLD_SIZE\(8\)"):
-        ParallelConfig(tp=2, pp=2, dp=1, grad_accum_steps=16).validate(**SHAPE)
+        Layout(tp=2, pp=2, dp=1, grad_accum_steps=16).validate(**SHAPE)
 
 
 def test_tp_must_divide_heads():
     with pytest.raises(InvalidConfig, match=r"tp\(8\) does not divide num_heads\(4\)"):
-        ParallelConfig(tp=8, dp=1, grad_accum_steps=16).validate(**SHAPE)
+        Layout(tp=8, dp=1, grad_accum_steps=16).validate(**SHAPE)
 
 
 def test_pp_must_divide_layers():
     with pytest.raises(InvalidConfig, match=r"pp\(8\) does not divide num_layers\(4\)"):
-        ParallelConfig(pp=8, grad_accum_steps=16).validate(**SHAPE)
+        Layout(pp=8, grad_accum_steps=16).validate(**SHAPE)
 
 
 def test_batch_product_must_match():
     with pytest.raises(InvalidConfig, match=r"micro_batch_size\(4\) \* grad_accum_steps\(1\) \* dp\(8\) = 32 != GLOBAL_BATCH\(16\)"):
-        ParallelConfig(dp=8, micro_batch_size=4).validate(**SHAPE)
+        Layout(dp=8, micro_batch_size=4).validate(**SHAPE)
 
 
 def test_field_types_checked_on_creation():
     with pytest.raises(InvalidConfig, match="zero_stage"):
-        ParallelConfig(zero_stage=5)
+        Layout(zero_stage=5)
     with pytest.raises(InvalidConfig, match="activation_checkpointing"):
-        ParallelConfig(activation_checkpointing="some")
+        Layout(activation_checkpointing="some")
 
 
 def test_space_enumerates_only_valid_configs():
@@ -58,9 +58,9 @@ def test_space_enumerates_only_valid_configs():
 
 
 def test_config_round_trips_through_dict():
-    c = ParallelConfig(tp=2, dp=4, zero_stage=3, micro_batch_size=2, grad_accum_steps=2,
+    c = Layout(tp=2, dp=4, zero_stage=3, micro_batch_size=2, grad_accum_steps=2,
                        activation_checkpointing="full")
-    assert ParallelConfig.from_dict(c.to_dict()) == c
+    assert Layout.from_dict(c.to_dict()) == c
     assert c.key() == "tp2-pp1-dp4-z3-mbs2-gas2-acfull"
 
 

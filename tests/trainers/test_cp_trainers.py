@@ -27,7 +27,7 @@ from trainer_checks import (
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export import export
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec, spec_from_dict
 from orchestrator.trainers.torchtitan.configs import TORCHTITAN_VARLEN_CONFIGS, VARLEN_CP
 from orchestrator.campaign_spec.notices import forget
@@ -139,7 +139,7 @@ def test_the_llama3_example_renders_megatron_flags_for_its_published_layout(gene
     overlap flags, only flags that megatron-core's classes know, and Megatron-LM's own parser
     reads them as the layout and the spec say."""
     spec = load_spec(EXAMPLES / "llama3-405b-128k.yaml")
-    published = ParallelConfig(tp=8, pp=16, dp=8, cp=16, cp_comm_type="allgather",
+    published = Layout(tp=8, pp=16, dp=8, cp=16, cp_comm_type="allgather",
                                zero_stage=1, micro_batch_size=1, grad_accum_steps=16,
                                activation_checkpointing="full", sequence_parallel=True,
                                pp_schedule="interleaved", virtual_stages=8,

@@ -179,10 +179,10 @@ def test_real_deepspeed_campaign_with_offload_overlap_and_buckets_on_cpu(runs_di
 
 
 def test_an_odd_bucket_is_refused_in_deepspeeds_words():
-    from orchestrator.space import ParallelConfig
+    from orchestrator.space import Layout
     from orchestrator.trainers.deepspeed.capabilities import even_bucket_refusal
 
-    odd = ParallelConfig(dp=2, zero_stage=1, bucket_size=5_000_001)
+    odd = Layout(dp=2, zero_stage=1, bucket_size=5_000_001)
     assert "multiple of nccl_start_alignment_factor" in even_bucket_refusal("deepspeed", odd)
-    assert even_bucket_refusal("deepspeed", ParallelConfig(dp=2, zero_stage=1,
+    assert even_bucket_refusal("deepspeed", Layout(dp=2, zero_stage=1,
                                                            bucket_size=5_000_000)) is None

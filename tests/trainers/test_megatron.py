@@ -18,7 +18,7 @@ from conftest import EXAMPLES
 
 from orchestrator.common.errors import SpecError
 from orchestrator.export import export, formats
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec
 from orchestrator.campaign_spec.trainer_layouts import runnable
 from orchestrator.trainers import Measure, MegatronDeepSpeedTrainer, MegatronLMTrainer, trainer_for
@@ -39,7 +39,7 @@ USER_ARGS = ["--data-path", "/data/pile_text_document", "--tokenizer-type=GPT2BP
 GPT = "gpt-175b"
 LLAMA_GQA = {"preset": "llama-7b", "num_kv_heads": 8}  # 32 query heads, 8 KV heads
 
-# (what, ParallelConfig fields); world size 64 = tp * pp * dp
+# (what, Layout fields); world size 64 = tp * pp * dp
 LAYOUTS = [
     ("tp8 pp4 interleaved, sequence parallel, full recompute, ZeRO-1",
      {"tp": 8, "pp": 4, "dp": 2, "zero_stage": 1, "micro_batch_size": 1, "grad_accum_steps": 8,
@@ -64,7 +64,7 @@ def layouts_for(tool: str):
     for what, fields in LAYOUTS:
         if tool == "megatron-deepspeed" and fields.get("virtual_stages", 1) > 1:
             fields = {**fields, "pp_schedule": "1f1b", "virtual_stages": 1}
-        yield what, ParallelConfig(**fields)
+        yield what, Layout(**fields)
 
 
 def exported_args(text: str) -> list[str]:
@@ -101,7 +101,7 @@ def test_the_check_catches_what_a_parser_refuses():
 
 
 def test_llama_with_gqa_in_each_tools_words(tmp_path):
-    config = ParallelConfig(tp=8, pp=1, dp=8, zero_stage=1, micro_batch_size=1,
+    config = Layout(tp=8, pp=1, dp=8, zero_stage=1, micro_batch_size=1,
                             grad_accum_steps=2)
     lm = megatron_args("megatron-lm", megatron_spec(trainer="megatron-lm", model=LLAMA_GQA),
                        config)
@@ -120,7 +120,7 @@ def test_llama_with_gqa_in_each_tools_words(tmp_path):
     assert "--group-query-attention" not in ds and "--use-distributed-optimizer" not in ds
 
 def test_gpt_keeps_layernorm_gelu_learned_positions_and_tied_embeddings():
-    config = ParallelConfig(tp=8, pp=8, dp=1, micro_batch_size=1, grad_accum_steps=128)
+    config = Layout(tp=8, pp=8, dp=1, micro_batch_size=1, grad_accum_steps=128)
     lm = megatron_args("megatron-lm", megatron_spec(trainer="megatron-lm", model=GPT), config)
     ds = megatron_args("megatron-deepspeed", megatron_spec(trainer="megatron-deepspeed",
                                                            model=GPT), config)
@@ -137,14 +137,14 @@ def test_gpt_keeps_layernorm_gelu_learned_positions_and_tied_embeddings():
 def test_recompute_and_virtual_stages_per_tool():
     config = dict(LAYOUTS[0][1])
     lm = megatron_args("megatron-lm", megatron_spec(trainer="megatron-lm", model=GPT),
-                       ParallelConfig(**config))
+                       Layout(**config))
     assert {"--num-virtual-stages-per-pipeline-rank=2", "--sequence-parallel",
             "--recompute-granularity=full", "--recompute-method=uniform",
             "--recompute-num-layers=1"} <= set(lm)
     config.update(pp_schedule="1f1b", virtual_stages=1)
     ds = megatron_args("megatron-deepspeed",
                        megatron_spec(trainer="megatron-deepspeed", model=GPT),
-                       ParallelConfig(**config))
+                       Layout(**config))
     assert {"--checkpoint-activations", "--checkpoint-num-layers=1",
             "--deepspeed-activation-checkpointing"} <= set(ds)
 
@@ -162,7 +162,7 @@ def test_megatron_lm_zero_stages_2_and_3_are_refused_early(tmp_path, cli):
     assert code == 2 and err.count("\n") == 1 and "space.zero_stage" in err and out == ""
     with pytest.raises(SpecError, match="ZeRO-1"):  # a layout given directly is refused too
         megatron_args("megatron-lm", megatron_spec(trainer="megatron-lm", model=GPT),
-                      ParallelConfig(tp=8, pp=8, dp=1, zero_stage=3))
+                      Layout(tp=8, pp=8, dp=1, zero_stage=3))
     assert megatron_spec(trainer="megatron-deepspeed", model=GPT,
                          space={"zero_stage": [3]}).space.zero_stage == [3]
 
@@ -184,7 +184,7 @@ def test_megatron_deepspeed_writes_its_deepspeed_config(tmp_path):
     spec = megatron_spec(trainer="megatron-deepspeed", model=GPT, space={"zero_stage": [2]})
     spec.trial.workdir = str(tmp_path)
     spec.trial.megatron.deepspeed_config = "base.json"
-    config = ParallelConfig(tp=8, pp=1, dp=8, zero_stage=2, micro_batch_size=2,
+    config = Layout(tp=8, pp=1, dp=8, zero_stage=2, micro_batch_size=2,
                             grad_accum_steps=8)
     run = MegatronDeepSpeedTrainer().run(spec, config, "t3", TrialFolder.of(tmp_path, "t3"), 4)
     ds = json.loads(run.files["ds_config.json"])
@@ -193,7 +193,7 @@ def test_megatron_deepspeed_writes_its_deepspeed_config(tmp_path):
     assert "--zero-stage=2" in run.program and "--train-iters=6" in run.program
     assert run.env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
     lm = MegatronLMTrainer().run(megatron_spec(trainer="megatron-lm", model=GPT),
-                                 ParallelConfig(pp=8, dp=8), "t4",
+                                 Layout(pp=8, dp=8), "t4",
                                  TrialFolder.of(tmp_path, "t4"), 4)
     assert lm.files == {} and lm.env == {} and "--log-throughput" in lm.program
 
@@ -201,13 +201,13 @@ def test_megatron_deepspeed_writes_its_deepspeed_config(tmp_path):
 def test_export_formats_name_the_tool_and_commit_and_keep_the_old_name():
     assert {"megatron-lm", "megatron-deepspeed", "megatron"} <= set(formats())
     spec = megatron_spec(trainer="megatron-lm", model=LLAMA_GQA)
-    config = ParallelConfig(tp=8, pp=8, dp=1)
+    config = Layout(tp=8, pp=8, dp=1)
     lm = export("megatron-lm", spec, "t7", config)
     assert "'mega'" in lm and "t7" in lm and MEGATRON_LM_COMMIT in lm
     ds = export("megatron-deepspeed", spec, "t7", config)
     assert MEGATRON_DEEPSPEED_COMMIT in ds and export("megatron", spec, "t7", config) == ds
     quickstart = load_spec(EXAMPLES / "quickstart.yaml")  # a builtin campaign exports too
-    text = export("megatron", quickstart, "t1", ParallelConfig(tp=1, pp=1, dp=2))
+    text = export("megatron", quickstart, "t1", Layout(tp=1, pp=1, dp=2))
     assert "--tensor-model-parallel-size=1" in exported_args(text)
 
 
@@ -323,7 +323,7 @@ def test_megatron_deepspeed_renders_deepspeeds_moe_layer(tmp_path):
     for fields, tensor_parallel_experts in (({"tp": 2, "dp": 32}, True),
                                             ({"tp": 2, "dp": 32, "etp": 1}, False),
                                             ({"tp": 1, "dp": 64, "ep": 8}, False)):
-        config = ParallelConfig(**{"micro_batch_size": 1, "grad_accum_steps": 2, **fields})
+        config = Layout(**{"micro_batch_size": 1, "grad_accum_steps": 2, **fields})
         args = megatron_args("megatron-deepspeed", spec, config)
         assert problems(args, table) == []
         assert {"--num-experts=8", "--topk=2", "--expert-interval=1",

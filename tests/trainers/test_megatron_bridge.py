@@ -14,7 +14,7 @@ from conftest import EXAMPLES
 from test_export_safety import hostile, stand_ins
 
 from orchestrator.common.errors import SpecError
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec, spec_from_dict
 from orchestrator.trainers.megatron_bridge.adapter import MegatronBridgeTrainer
 from orchestrator.trainers.megatron_bridge.export import export_megatron_bridge
@@ -43,7 +43,7 @@ def bridge_spec(cluster="h100-80g", section=None, **space):
 
 
 def program(spec, fields, tmp_path, steps=5):
-    run = MegatronBridgeTrainer().run(spec, ParallelConfig(**fields), "t0001",
+    run = MegatronBridgeTrainer().run(spec, Layout(**fields), "t0001",
                                       TrialFolder(tmp_path / "t0001"), steps)
     return run
 

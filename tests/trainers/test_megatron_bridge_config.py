@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.export import export
 from orchestrator.campaign_spec import load_spec, spec_from_dict
 from orchestrator.trainers.megatron_bridge.overrides import MIXED_PRECISION, bridge_overrides
@@ -76,10 +76,10 @@ def spec(model="llama-3.1-8b"):
         "tracking": {"enabled": False}})
 
 
-def rendered() -> list[tuple[str, ParallelConfig, dict]]:
+def rendered() -> list[tuple[str, Layout, dict]]:
     """(what, layout, {key: value as Hydra reads it}) for every layout above and the MoE one."""
-    cases = [(what, spec(), ParallelConfig(**fields)) for what, fields in LAYOUTS.items()]
-    cases.append(("moe", spec(MOE), ParallelConfig(**MOE_LAYOUT)))
+    cases = [(what, spec(), Layout(**fields)) for what, fields in LAYOUTS.items()]
+    cases.append(("moe", spec(MOE), Layout(**MOE_LAYOUT)))
     out = []
     for what, s, config in cases:
         words = bridge_overrides(s, config)

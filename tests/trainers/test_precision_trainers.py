@@ -25,7 +25,7 @@ from trainer_checks import one_line_refusal, parsed_in_child
 from orchestrator.common.errors import SpecError
 from orchestrator.trainers.megatron.export import export_megatron
 from orchestrator.trainers.torchtitan.export import export_torchtitan
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec
 from orchestrator.trainers import trainer_for
 from orchestrator.trainers.megatron import megatron_args
@@ -195,7 +195,7 @@ def titan_spec(section=TITAN, model="llama-7b"):
     return precision_spec(trainer="torchtitan", model=model, trial={"torchtitan": section})
 
 
-def titan_layout(**fields) -> ParallelConfig:
+def titan_layout(**fields) -> Layout:
     return layout(zero_stage=3, **fields)
 
 

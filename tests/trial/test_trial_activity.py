@@ -15,7 +15,7 @@ from orchestrator.backends.base import TrialRequest
 from orchestrator.backends.local import LocalBackend
 from orchestrator.record.journal import TrialRecord
 from orchestrator.scheduling.controller import Controller
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import load_spec
 from orchestrator.trainers import CommandTrainer, Measure, TrainerRun
 from orchestrator.trial.activity import last_activity
@@ -80,7 +80,7 @@ def test_a_timeout_while_compiling_says_so(tmp_path):
     folder = TrialFolder(tmp_path / "t1")
     run = TrainerRun(program=[str(ninja)], launcher="self")
     request = TrialRequest(
-        trial_id="t1", config=ParallelConfig(dp=1), folder=folder, trainer=CommandTrainer(),
+        trial_id="t1", config=Layout(dp=1), folder=folder, trainer=CommandTrainer(),
         run=run, measure=Measure(1, 8, 8, 1.0, 1.0, 0), steps=1, timeout_s=3.0, env={},
         workdir=str(tmp_path))
     handle = LocalBackend().submit(request)

@@ -24,11 +24,11 @@ class BuiltinTrainer(TrainerAdapter):
     def check_spec(self, spec) -> list[str]:
         return space_problems(spec)
 
-    def layout_refusal(self, spec, config) -> str | None:
-        return refusal(spec, config)
+    def layout_refusal(self, spec, layout) -> str | None:
+        return refusal(spec, layout)
 
-    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
-        return builtin_run(folder, job_settings(spec, config, trial_id, steps))
+    def run(self, spec, layout, trial_id, folder, steps) -> TrainerRun:
+        return builtin_run(folder, job_settings(spec, layout, trial_id, steps))
 
     def parse_log(self, text: str) -> LogMetrics:
         return LogMetrics()  # the job reports through its result file

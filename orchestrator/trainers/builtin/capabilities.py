@@ -33,45 +33,45 @@ OFFLOADS = ("optimizer", "optimizer+params")
 ALWAYS_OVERLAP = "PyTorch's DDP and FSDP2 always overlap their collectives"
 
 
-def _moe(model, config) -> str | None:
-    etp = expert_tp(config.knob_values())
+def _moe(model, layout) -> str | None:
+    etp = expert_tp(layout.knob_values())
     if etp != 1:
-        unset = ", tp's when unset" if config.etp is None else ""
+        unset = ", tp's when unset" if layout.etp is None else ""
         return (f"builtin: etp({etp}{unset}): the built-in trainer keeps experts whole; set "
                 "space.etp to [1]")
-    if config.cp > 1:
-        return (f"builtin: cp({config.cp}) with MoE layers: experts over context-parallel ranks "
+    if layout.cp > 1:
+        return (f"builtin: cp({layout.cp}) with MoE layers: experts over context-parallel ranks "
                 "are not implemented; set space.cp to [1]")
     return None
 
 
-def no_ddp_bucket(config, gpus_per_node: int) -> str | None:
+def no_ddp_bucket(layout, gpus_per_node: int) -> str | None:
     """Why the job builds no DDP, so no bucket, for this layout (jobs/trainer.py), or None."""
-    if config.tp > 1 or config.pp > 1:
-        which = f"tp({config.tp})" if config.tp > 1 else f"pp({config.pp})"
+    if layout.tp > 1 or layout.pp > 1:
+        which = f"tp({layout.tp})" if layout.tp > 1 else f"pp({layout.pp})"
         return (f"with {which} the built-in trainer averages gradients itself, without DDP's "
                 "bucket (jobs/trainer.py)")
-    if config.sharding is not None:
-        f = config.factors(gpus_per_node)
+    if layout.sharding is not None:
+        f = layout.factors(gpus_per_node)
         if f.sp > 1 or f.sg > 1:
             return ("with parameters or gradients sharded the built-in trainer runs FSDP2, "
                     "which reduces per unit with no bucket (jobs/layout.py)")
-    elif config.zero_stage >= 2 and config.dims.gradient_group > 1:
-        return (f"zero_stage {config.zero_stage} is FSDP2 in the built-in trainer, which reduces "
+    elif layout.zero_stage >= 2 and layout.dims.gradient_group > 1:
+        return (f"zero_stage {layout.zero_stage} is FSDP2 in the built-in trainer, which reduces "
                 "per unit with no bucket (jobs/layout.py)")
-    if config.dims.gradient_group == 1:
+    if layout.dims.gradient_group == 1:
         return "one gradient replica: the built-in trainer builds no DDP (jobs/trainer.py)"
     return None
 
 
-def refusal(spec, config) -> str | None:
+def refusal(spec, layout) -> str | None:
     """Why the built-in trainer cannot run this layout, or None."""
     return first_refusal(
-        lambda: _moe(spec.model, config) if spec.model.is_moe else None,
-        lambda: fp8_refusal(NAME, config, tuple(FP8_RECIPES), FP8_SOURCE),
-        lambda: offload_refusal(NAME, config, OFFLOADS),
-        lambda: overlap_refusal(NAME, config, ALWAYS_OVERLAP),
-        lambda: bucket_refusal(NAME, config, no_ddp_bucket(config, spec.gpus_per_node)))
+        lambda: _moe(spec.model, layout) if spec.model.is_moe else None,
+        lambda: fp8_refusal(NAME, layout, tuple(FP8_RECIPES), FP8_SOURCE),
+        lambda: offload_refusal(NAME, layout, OFFLOADS),
+        lambda: overlap_refusal(NAME, layout, ALWAYS_OVERLAP),
+        lambda: bucket_refusal(NAME, layout, no_ddp_bucket(layout, spec.gpus_per_node)))
 
 
 def space_problems(spec) -> list[str]:

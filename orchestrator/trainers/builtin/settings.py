@@ -10,18 +10,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.space import ParallelConfig
+from orchestrator.space import Layout
 from orchestrator.campaign_spec import CampaignSpec
 from orchestrator.trainers.base import TrainerRun
 from orchestrator.trial.folder import SETTINGS_FILE, TrialFolder
 
 
-def job_settings(spec: CampaignSpec, config: ParallelConfig, trial_id: str,
+def job_settings(spec: CampaignSpec, layout: Layout, trial_id: str,
                  steps: int | None = None) -> dict[str, Any]:
     """The built-in trial job's settings (see jobs/config.py) for one config."""
     return {
         "model": spec.model.model_dump(exclude={"name"}),
-        **{k: v for k, v in config.to_params().items() if v is not None},
+        **{k: v for k, v in layout.to_params().items() if v is not None},
         "steps": steps or spec.trial.steps,
         "warmup_steps": spec.trial.warmup_steps,
         "peak_tflops": spec.cluster.peak_tflops,

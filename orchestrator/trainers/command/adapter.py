@@ -59,9 +59,9 @@ class CommandTrainer(TrainerAdapter):
             return f"{spec.trial.runtime} (trial.runtime)"
         return f"{DEFAULT_RUNTIME} (the default for trial.command; set trial.runtime)"
 
-    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
-        program = fill(spec.trial.command, placeholder_values(spec, config, trial_id, folder, steps))
-        files = {DEEPSPEED_CONFIG_FILE: json.dumps(deepspeed_config(spec, config), indent=2)}
+    def run(self, spec, layout, trial_id, folder, steps) -> TrainerRun:
+        program = fill(spec.trial.command, placeholder_values(spec, layout, trial_id, folder, steps))
+        files = {DEEPSPEED_CONFIG_FILE: json.dumps(deepspeed_config(spec, layout), indent=2)}
         return TrainerRun(program=program, launcher="self", files=files)
 
     def parse_log(self, text: str) -> LogMetrics:
@@ -91,7 +91,7 @@ class CommandTrainer(TrainerAdapter):
         return metrics
 
 
-def export_command(spec, trial_id: str, config, trial_dir=None) -> str:
+def export_command(spec, trial_id: str, layout, trial_dir=None) -> str:
     """`--format command`: the campaign's own `trial.command` as its trials ran it."""
     from orchestrator.export.program_scripts import export_program_torchrun  # imports export
 
@@ -99,4 +99,4 @@ def export_command(spec, trial_id: str, config, trial_dir=None) -> str:
         raise SpecError(f"--format command: campaign {spec.name!r} ran trainer "
                         f"{spec.trial.trainer!r}, not a trial.command; --format torchrun "
                         "writes its own program")
-    return export_program_torchrun(spec, trial_id, config, trial_dir)
+    return export_program_torchrun(spec, trial_id, layout, trial_dir)

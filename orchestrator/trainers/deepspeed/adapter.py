@@ -61,15 +61,15 @@ class DeepSpeedTrainer(TrainerAdapter):
     def check_spec(self, spec) -> list[str]:
         return space_problems(spec)
 
-    def layout_refusal(self, spec, config) -> str | None:
-        return refusal(spec, config)
+    def layout_refusal(self, spec, layout) -> str | None:
+        return refusal(spec, layout)
 
-    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
+    def run(self, spec, layout, trial_id, folder, steps) -> TrainerRun:
         section = spec.trial.deepspeed
-        values = placeholder_values(spec, config, trial_id, folder, steps)
+        values = placeholder_values(spec, layout, trial_id, folder, steps)
         program = [section.script, *fill(section.args, values),
                    section.config_arg, str(folder.deepspeed_config)]
-        files = trial_files(spec, config)
+        files = trial_files(spec, layout)
         env = {"DS_ACCELERATOR": "cpu"} if spec.cluster.device == "cpu" else {}
         return TrainerRun(program=program, launcher="torchrun", files=files, env=env)
 

@@ -37,43 +37,43 @@ CP_WHY_NOT = ("DeepSpeed's sequence parallelism is Ulysses (deepspeed.sequence.l
 KV_HEADS_ULYSSES = "\"Number of key-value heads ... must be at least the sequence parallel size\""
 
 
-def ulysses_heads_refusal(trainer: str, spec, config) -> str | None:
+def ulysses_heads_refusal(trainer: str, spec, layout) -> str | None:
     """DeepSpeed's Ulysses, under Megatron-DeepSpeed or a DeepSpeed script, splits the
     key/value heads of a tp rank over cp."""
-    kv = spec.model.kv_heads // config.tp
-    if kv < config.cp:
-        return (f"{trainer}: cp({config.cp}) exceeds the {kv} key/value heads of a tp rank "
+    kv = spec.model.kv_heads // layout.tp
+    if kv < layout.cp:
+        return (f"{trainer}: cp({layout.cp}) exceeds the {kv} key/value heads of a tp rank "
                 f"(DeepSpeed's Ulysses: {KV_HEADS_ULYSSES}); use a smaller cp or tp")
     return None
 
 
-def zero_offload_refusal(trainer: str, config) -> str | None:
+def zero_offload_refusal(trainer: str, layout) -> str | None:
     """ZeRO-Offload's values, on ZeRO stages 1-3 only."""
-    reason = offload_refusal(trainer, config, OFFLOADS)
-    if reason or config.offload == "none" or not unsharded(config):
+    reason = offload_refusal(trainer, layout, OFFLOADS)
+    if reason or layout.offload == "none" or not unsharded(layout):
         return reason
-    return (f"{trainer}: offload {config.offload} with zero_stage 0: ZeRO-Offload runs on ZeRO "
+    return (f"{trainer}: offload {layout.offload} with zero_stage 0: ZeRO-Offload runs on ZeRO "
             "stages 1-3; use zero_stage 1 or more")
 
 
-def even_bucket_refusal(trainer: str, config) -> str | None:
-    if config.bucket_size is not None and config.bucket_size % 2:
-        return (f"{trainer}: bucket_size {config.bucket_size}: DeepSpeed asserts "
+def even_bucket_refusal(trainer: str, layout) -> str | None:
+    if layout.bucket_size is not None and layout.bucket_size % 2:
+        return (f"{trainer}: bucket_size {layout.bucket_size}: DeepSpeed asserts "
                 "\"allgather_bucket_size must be a multiple of nccl_start_alignment_factor, 2\"; "
                 "use an even size")
     return None
 
 
-def refusal(spec, config) -> str | None:
+def refusal(spec, layout) -> str | None:
     """Why a DeepSpeed script cannot run this layout, or None."""
     return first_refusal(
-        lambda: comm_type_refusal(NAME, config, CP_COMM_TYPES, CP_WHY_NOT) if config.cp > 1
+        lambda: comm_type_refusal(NAME, layout, CP_COMM_TYPES, CP_WHY_NOT) if layout.cp > 1
         else None,
-        lambda: ulysses_heads_refusal(NAME, spec, config) if config.cp > 1 else None,
-        lambda: fp8_refusal(NAME, config, (), FP8_SOURCE),
-        lambda: zero_offload_refusal(NAME, config),
-        lambda: even_bucket_refusal(NAME, config),
-        lambda: uneven_split_refusal(NAME, config))
+        lambda: ulysses_heads_refusal(NAME, spec, layout) if layout.cp > 1 else None,
+        lambda: fp8_refusal(NAME, layout, (), FP8_SOURCE),
+        lambda: zero_offload_refusal(NAME, layout),
+        lambda: even_bucket_refusal(NAME, layout),
+        lambda: uneven_split_refusal(NAME, layout))
 
 
 def _check_placeholders(spec) -> None:

@@ -85,55 +85,55 @@ def _shown(value: Any) -> str:
     return value if value is UNSET else json.dumps(value)
 
 
-def zero_stage(spec, config) -> int:
+def zero_stage(spec, layout) -> int:
     """A layout's ZeRO stage; AMSP's sharding factors only where they are one of ZeRO's
     points on the layout's data-parallel mesh (DeepSpeed shards no other way)."""
-    if config.sharding is None:
-        return config.zero_stage
-    mesh = dp_mesh(config.dp, config.tp, spec.gpus_per_node)
+    if layout.sharding is None:
+        return layout.zero_stage
+    mesh = dp_mesh(layout.dp, layout.tp, spec.gpus_per_node)
     for stage in (0, 1, 2, 3):
-        if ShardingFactors.from_zero_stage(stage, *mesh).as_tuple() == config.sharding.as_tuple():
+        if ShardingFactors.from_zero_stage(stage, *mesh).as_tuple() == layout.sharding.as_tuple():
             return stage
-    raise SpecError(f"deepspeed: AMSP sharding factors {config.sharding.as_tuple()} are no ZeRO "
+    raise SpecError(f"deepspeed: AMSP sharding factors {layout.sharding.as_tuple()} are no ZeRO "
                     "stage, and DeepSpeed shards weights, gradients and optimizer states no other "
                     "way; export the built-in trainer's formats (torchrun, sbatch, yaml), which "
                     "run them")
 
 
-def deepspeed_config(spec, config, base: dict[str, Any] | None = None) -> dict[str, Any]:
+def deepspeed_config(spec, layout, base: dict[str, Any] | None = None) -> dict[str, Any]:
     """A trial's DeepSpeed config for a layout: the base config with LAYOUT_KEYS and
     TRIAL_ONLY set (sequence_parallel_size where cp > 1 or the base has it), every other key as
     the user wrote it."""
     data = dict(base or {})
     data.update({
-        "train_batch_size": config.global_batch_size(),
-        "train_micro_batch_size_per_gpu": config.micro_batch_size,
-        "gradient_accumulation_steps": config.grad_accum_steps,
+        "train_batch_size": layout.global_batch_size(),
+        "train_micro_batch_size_per_gpu": layout.micro_batch_size,
+        "gradient_accumulation_steps": layout.grad_accum_steps,
         **TRIAL_ONLY,
     })
-    data["zero_optimization"] = zero_section(spec, config, data.get("zero_optimization", {}))
-    if config.cp > 1 or "sequence_parallel_size" in data:  # a base's value never outvotes cp
-        data["sequence_parallel_size"] = config.cp
+    data["zero_optimization"] = zero_section(spec, layout, data.get("zero_optimization", {}))
+    if layout.cp > 1 or "sequence_parallel_size" in data:  # a base's value never outvotes cp
+        data["sequence_parallel_size"] = layout.cp
     if not data.get("fp16", {}).get("enabled"):
         data["bf16"] = {**data.get("bf16", {}), "enabled": spec.cluster.device != "cpu"}
     return data
 
 
-def zero_section(spec, config, base_zero: dict[str, Any]) -> dict[str, Any]:
+def zero_section(spec, layout, base_zero: dict[str, Any]) -> dict[str, Any]:
     """The base's `zero_optimization` with the layout's stage, and its offload, overlap and
     bucket size where the layout sets them."""
-    zero = {**base_zero, "stage": zero_stage(spec, config)}
+    zero = {**base_zero, "stage": zero_stage(spec, layout)}
     pinned = spec.cluster.device != "cpu"  # on a CPU cluster the host is the device
     wanted = {"optimizer": ("offload_optimizer",),
               "optimizer+params": ("offload_optimizer", "offload_param")}
-    for key in wanted.get(config.offload, ()):
+    for key in wanted.get(layout.offload, ()):
         own = zero.get(key) or {}
         zero[key] = {**own, "device": "cpu", "pin_memory": own.get("pin_memory", pinned)}
-    if config.overlap_comm is not None:
-        zero["overlap_comm"] = config.overlap_comm
-    if config.bucket_size is not None:  # stages 1-2 assert an even allgather bucket
-        zero["reduce_bucket_size"] = config.bucket_size
-        zero["allgather_bucket_size"] = config.bucket_size
+    if layout.overlap_comm is not None:
+        zero["overlap_comm"] = layout.overlap_comm
+    if layout.bucket_size is not None:  # stages 1-2 assert an even allgather bucket
+        zero["reduce_bucket_size"] = layout.bucket_size
+        zero["allgather_bucket_size"] = layout.bucket_size
     return zero
 
 
@@ -209,10 +209,10 @@ def base_config(spec) -> dict[str, Any] | None:
     return data
 
 
-def trial_files(spec, config) -> dict[str, str]:
+def trial_files(spec, layout) -> dict[str, str]:
     """A trial's DeepSpeed config and, beside it, what it changed from the base config."""
     base = base_config(spec)
-    data = deepspeed_config(spec, config, base)
+    data = deepspeed_config(spec, layout, base)
     notes = [c.line() for c in changes(base, data)] + contradictions(data)
     return {DEEPSPEED_CONFIG_FILE: json.dumps(data, indent=2),
             DEEPSPEED_CHANGES_FILE: "".join(line + "\n" for line in notes)}

@@ -40,26 +40,26 @@ class _MegatronTrainer(TrainerAdapter):
     def exporters(self) -> dict:
         from orchestrator.trainers.megatron.export import export_megatron  # imports export
 
-        def write(spec, trial_id, config, trial_dir=None):
-            return export_megatron(self.name, spec, trial_id, config)
+        def write(spec, trial_id, layout, trial_dir=None):
+            return export_megatron(self.name, spec, trial_id, layout)
         return {fmt: write for fmt in self.export_formats if fmt in (LM, DS, "megatron")}
 
     def script(self, spec) -> tuple[str, str] | None:
         return "trial.megatron.script", spec.trial.megatron.script
 
 
-    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
+    def run(self, spec, layout, trial_id, folder, steps) -> TrainerRun:
         section = spec.trial.megatron
-        values = placeholder_values(spec, config, trial_id, folder, steps)
-        base, removed = base_args_for(self.name, config, fill(section.args, values))
+        values = placeholder_values(spec, layout, trial_id, folder, steps)
+        base, removed = base_args_for(self.name, layout, fill(section.args, values))
         program = [section.script, *base,
-                   *megatron_args(self.name, spec, config, str(folder.deepspeed_config)),
+                   *megatron_args(self.name, spec, layout, str(folder.deepspeed_config)),
                    *trial_args(self.name, steps + spec.trial.warmup_steps)]
-        files = trial_files(spec, config) if self.name == DS else {}
+        files = trial_files(spec, layout) if self.name == DS else {}
         if removed:
             files = {**files, CHANGES_FILE: "".join(line + "\n" for line in removed)}
         return TrainerRun(program=program, launcher="torchrun", files=files,
-                          env=megatron_env(spec, config))
+                          env=megatron_env(spec, layout))
 
 
 class MegatronLMTrainer(_MegatronTrainer):
@@ -75,8 +75,8 @@ class MegatronLMTrainer(_MegatronTrainer):
     def check_spec(self, spec) -> list[str]:
         return lm_space_problems(spec)
 
-    def layout_refusal(self, spec, config) -> str | None:
-        return lm_refusal(spec, config)
+    def layout_refusal(self, spec, layout) -> str | None:
+        return lm_refusal(spec, layout)
 
     def parse_log(self, text: str) -> LogMetrics:
         return parse_megatron_log(text, read_tflops=True)
@@ -96,8 +96,8 @@ class MegatronDeepSpeedTrainer(_MegatronTrainer):
     def check_spec(self, spec) -> list[str]:
         return ds_space_problems(spec)
 
-    def layout_refusal(self, spec, config) -> str | None:
-        return ds_refusal(spec, config)
+    def layout_refusal(self, spec, layout) -> str | None:
+        return ds_refusal(spec, layout)
 
     def parse_log(self, text: str) -> LogMetrics:
         return parse_megatron_log(text, read_tflops=False)

@@ -65,25 +65,25 @@ TOOLS = {LM: MegatronTool(LM, MEGATRON_LM_SOURCE, MEGATRON_LM_FLAGS),
          DS: MegatronTool(DS, MEGATRON_DEEPSPEED_SOURCE, MEGATRON_DEEPSPEED_FLAGS)}
 
 
-def _check_layout(tool: str, spec, config) -> None:
-    if config.sharding is not None:
+def _check_layout(tool: str, spec, layout) -> None:
+    if layout.sharding is not None:
         raise SpecError(f"{tool}: AMSP sharding factors have no {tool} flags; use "
                         "space.kind megatron-3d")
-    if config.pp_schedule == "gpipe" and config.pp > 1:
+    if layout.pp_schedule == "gpipe" and layout.pp > 1:
         raise SpecError(f"{tool}: no GPipe schedule (its pipeline runs 1F1B); set "
                         "space.pp_schedule to [1f1b]")
-    if tool == LM and config.zero_stage > 1:
-        raise SpecError(f"space.zero_stage: megatron-lm has no ZeRO stage {config.zero_stage} "
+    if tool == LM and layout.zero_stage > 1:
+        raise SpecError(f"space.zero_stage: megatron-lm has no ZeRO stage {layout.zero_stage} "
                         "(its distributed optimizer is ZeRO-1); use stages 0 and 1")
-    if tool == DS and config.recompute_num_layers is not None:
+    if tool == DS and layout.recompute_num_layers is not None:
         raise SpecError("space.recompute_num_layers: megatron-deepspeed recomputes every layer "
                         "or none; remove it, or use trainer megatron-lm")
-    if tool == DS and config.virtual_stages > 1:
+    if tool == DS and layout.virtual_stages > 1:
         raise SpecError("space.virtual_stages: megatron-deepspeed's pipeline has no interleaved "
                         "schedule; use [1]")
-    refusal = (lm_refusal if tool == LM else ds_refusal)(spec, config)
+    refusal = (lm_refusal if tool == LM else ds_refusal)(spec, layout)
     if refusal:
-        raise SpecError(f"layout {config.key()}: {refusal}")
+        raise SpecError(f"layout {layout.key()}: {refusal}")
 
 
 def _shape(tool: str, model) -> list[str]:
@@ -112,15 +112,15 @@ def _architecture(tool: str, model) -> list[str]:
     return args
 
 
-def _recompute(tool: str, config) -> list[str]:
-    mode = config.activation_checkpointing
+def _recompute(tool: str, layout) -> list[str]:
+    mode = layout.activation_checkpointing
     if mode == "selective":
         return ["--recompute-granularity=selective"]
     if mode != "full":
         return []
-    if config.recompute_num_layers is not None:  # the first N layers of each stage (chunk)
+    if layout.recompute_num_layers is not None:  # the first N layers of each stage (chunk)
         return ["--recompute-granularity=full", "--recompute-method=block",
-                f"--recompute-num-layers={config.recompute_num_layers}"]
+                f"--recompute-num-layers={layout.recompute_num_layers}"]
     every_layer = ["--recompute-granularity=full", "--recompute-method=uniform",
                    "--recompute-num-layers=1"]
     if tool == LM:
@@ -131,49 +131,49 @@ def _recompute(tool: str, config) -> list[str]:
             "--deepspeed-activation-checkpointing"]
 
 
-def _pipeline_split(config, num_layers: int) -> list[str]:
+def _pipeline_split(layout, num_layers: int) -> list[str]:
     """Megatron-LM's flags for the layout's split (orchestrator/pipeline_split.py)."""
-    if config.pipeline_split == "embedding_loss":
+    if layout.pipeline_split == "embedding_loss":
         return ["--account-for-embedding-in-pipeline-split",
                 "--account-for-loss-in-pipeline-split"]
-    if config.pipeline_split == "first_last":
-        layers = config.stage_layers(num_layers)
+    if layout.pipeline_split == "first_last":
+        layers = layout.stage_layers(num_layers)
         return [f"--decoder-first-pipeline-num-layers={layers[0]}",
                 f"--decoder-last-pipeline-num-layers={layers[-1]}"]
     return []
 
 
-def megatron_args(tool: str, spec, config, deepspeed_config_path: str = DEEPSPEED_CONFIG_FILE
+def megatron_args(tool: str, spec, layout, deepspeed_config_path: str = DEEPSPEED_CONFIG_FILE
                   ) -> list[str]:
     """The model shape and the layout as `tool`'s flags (`--flag=value`, switches bare)."""
-    _check_layout(tool, spec, config)
-    args = [f"--tensor-model-parallel-size={config.tp}",
-            f"--pipeline-model-parallel-size={config.pp}", *context_args(tool, config)]
-    if tool == LM and config.virtual_stages > 1:
-        args.append(f"--num-virtual-stages-per-pipeline-rank={config.virtual_stages}")
-    if tool == LM and config.pp > 1:
-        args += _pipeline_split(config, spec.model.num_layers)
-    if tool == DS and config.pp == 1:
+    _check_layout(tool, spec, layout)
+    args = [f"--tensor-model-parallel-size={layout.tp}",
+            f"--pipeline-model-parallel-size={layout.pp}", *context_args(tool, layout)]
+    if tool == LM and layout.virtual_stages > 1:
+        args.append(f"--num-virtual-stages-per-pipeline-rank={layout.virtual_stages}")
+    if tool == LM and layout.pp > 1:
+        args += _pipeline_split(layout, spec.model.num_layers)
+    if tool == DS and layout.pp == 1:
         args.append("--no-pipeline-parallel")
-    args += [f"--micro-batch-size={config.micro_batch_size}",
-             f"--global-batch-size={config.global_batch_size()}",
+    args += [f"--micro-batch-size={layout.micro_batch_size}",
+             f"--global-batch-size={layout.global_batch_size()}",
              *_shape(tool, spec.model), *_architecture(tool, spec.model),
-             *moe_args(tool, spec, config)]
+             *moe_args(tool, spec, layout)]
     if spec.cluster.device != "cpu":
         args.append("--bf16")
-    if config.sequence_parallel:
+    if layout.sequence_parallel:
         args.append("--sequence-parallel")
-    args += _recompute(tool, config)
+    args += _recompute(tool, layout)
     if tool == LM:
         args.append(f"--attention-backend={'flash' if spec.trial.flash_attention else 'unfused'}")
-        if config.zero_stage == 1:
+        if layout.zero_stage == 1:
             args.append("--use-distributed-optimizer")
-        args += precision_args(tool, spec, config)
+        args += precision_args(tool, spec, layout)
     else:
         if spec.trial.flash_attention:
             args.append("--use-flash-attn-v2")
         args += ["--deepspeed", f"--deepspeed_config={deepspeed_config_path}",
-                 f"--zero-stage={config.zero_stage}"]
+                 f"--zero-stage={layout.zero_stage}"]
     return args
 
 
@@ -184,10 +184,10 @@ def trial_args(tool: str, total_steps: int) -> list[str]:
     return args + (["--log-throughput"] if tool == LM else [])
 
 
-def megatron_env(spec, config) -> dict[str, str]:
+def megatron_env(spec, layout) -> dict[str, str]:
     env = {}
     # Both parsers refuse TP (or sequence parallelism) without it on GPUs, Megatron-LM also CP.
-    if config.tp > 1 or config.cp > 1:
+    if layout.tp > 1 or layout.cp > 1:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     if spec.cluster.device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"

@@ -92,13 +92,13 @@ def _check_megatron_deepspeed(spec) -> None:
         raise ValueError(f"space.zero_stage: {ZERO3_MOE}")
 
 
-def _lm_moe(model, config) -> str | None:
-    if config.ep > 1 and config.tp > 1 and not config.sequence_parallel:
-        return (f"megatron-lm: ep({config.ep}) with tp({config.tp}) needs sequence_parallel "
+def _lm_moe(model, layout) -> str | None:
+    if layout.ep > 1 and layout.tp > 1 and not layout.sequence_parallel:
+        return (f"megatron-lm: ep({layout.ep}) with tp({layout.tp}) needs sequence_parallel "
                 "(Megatron-Core: \"When using expert parallelism and tensor parallelism for "
                 "training, sequence parallelism must be used\"); add true to "
                 "space.sequence_parallel")
-    etp = expert_tp(config.knob_values())
+    etp = expert_tp(layout.knob_values())
     if not model.gated_mlp and etp > 1:
         return (f"megatron-lm: a GPT model's experts have biases, which Megatron-Core splits "
                 f"over no etp({etp}) (\"Bias in Moe is only supported when ETP==1\"); set "
@@ -106,25 +106,25 @@ def _lm_moe(model, config) -> str | None:
     return None
 
 
-def _ds_moe(model, config) -> str | None:
+def _ds_moe(model, layout) -> str | None:
     problem = _megatron_deepspeed_model(model)
     if problem:
         return f"megatron-deepspeed: {problem}"
-    if config.sharding is None and config.zero_stage == 3:
+    if layout.sharding is None and layout.zero_stage == 3:
         return f"megatron-deepspeed: zero_stage 3: {ZERO3_MOE}"
-    if config.dp % config.ep:
-        return (f"megatron-deepspeed: ep({config.ep}) must divide dp({config.dp}), as DeepSpeed "
+    if layout.dp % layout.ep:
+        return (f"megatron-deepspeed: ep({layout.ep}) must divide dp({layout.dp}), as DeepSpeed "
                 "makes its expert groups inside the data-parallel group; use an ep that "
                 "divides dp, or trainer megatron-lm")
-    if config.etp not in (None, 1, config.tp):
-        return (f"megatron-deepspeed: etp({config.etp}) must be 1 or tp({config.tp}) "
+    if layout.etp not in (None, 1, layout.tp):
+        return (f"megatron-deepspeed: etp({layout.etp}) must be 1 or tp({layout.tp}) "
                 "(--enable-expert-tensor-parallelism splits experts over the whole tp group or "
                 "not at all); set space.etp to [null] or [1]")
     return None
 
 
-def _lm_context(spec, config) -> str | None:
-    cp = config.cp
+def _lm_context(spec, layout) -> str | None:
+    cp = layout.cp
     if spec.cluster.device == "cpu":
         return (f"megatron-lm: cp({cp}) runs only in TransformerEngine's attention, which needs "
                 "CUDA (Megatron-Core's local attention: \"Context parallelism is only supported "
@@ -134,58 +134,58 @@ def _lm_context(spec, config) -> str | None:
                 "--attention-backend=unfused, and TransformerEngine's unfused attention has no "
                 "context parallelism (\"Disabling UnfusedDotProductAttention as it does not "
                 "support context parallelism\"); set trial.flash_attention to true")
-    kv = spec.model.kv_heads // config.tp
-    if config.cp_comm_type == "a2a" and (kv == 0 or kv % cp):
+    kv = spec.model.kv_heads // layout.tp
+    if layout.cp_comm_type == "a2a" and (kv == 0 or kv % cp):
         return (f"megatron-lm: cp({cp}) with cp_comm_type a2a splits the {kv} key/value heads "
                 "of a tp rank over cp (TransformerEngine: \"The number of attention heads needs "
                 "to be divisible by CP size!\"); use p2p or allgather")
     return None
 
 
-def _lm_offload(config) -> str | None:
-    reason = offload_refusal(LM, config, LM_OFFLOADS)
-    if reason or config.offload == "none" or not unsharded(config):
+def _lm_offload(layout) -> str | None:
+    reason = offload_refusal(LM, layout, LM_OFFLOADS)
+    if reason or layout.offload == "none" or not unsharded(layout):
         return reason
-    return (f"{LM}: offload {config.offload} with zero_stage 0: --optimizer-cpu-offload "
+    return (f"{LM}: offload {layout.offload} with zero_stage 0: --optimizer-cpu-offload "
             "offloads the distributed optimizer's states; use zero_stage 1 or more")
 
 
-def _lm_bucket(config) -> str | None:
-    if config.bucket_size is not None and config.overlap_comm is False:
+def _lm_bucket(layout) -> str | None:
+    if layout.bucket_size is not None and layout.overlap_comm is False:
         return f"{LM}: bucket_size {NO_OVERLAP_BUCKET}"
     return None
 
 
-def lm_refusal(spec, config) -> str | None:
+def lm_refusal(spec, layout) -> str | None:
     """Why Megatron-LM cannot run this layout, or None."""
     return first_refusal(
-        lambda: _lm_moe(spec.model, config) if spec.model.is_moe else None,
-        lambda: _lm_context(spec, config) if config.cp > 1 else None,
-        lambda: fp8_refusal(LM, config, tuple(FP8_FLAGS), LM_FP8_SOURCE),
-        lambda: _lm_offload(config),
-        lambda: _lm_bucket(config))
+        lambda: _lm_moe(spec.model, layout) if spec.model.is_moe else None,
+        lambda: _lm_context(spec, layout) if layout.cp > 1 else None,
+        lambda: fp8_refusal(LM, layout, tuple(FP8_FLAGS), LM_FP8_SOURCE),
+        lambda: _lm_offload(layout),
+        lambda: _lm_bucket(layout))
 
 
-def _ds_sequence_parallel(config) -> str | None:
-    if config.sequence_parallel:
+def _ds_sequence_parallel(layout) -> str | None:
+    if layout.sequence_parallel:
         return ("megatron-deepspeed: sequence_parallel with cp > 1: \"sequence_parallel_size > 1 "
                 "enables DeepSpeed's sequence parallel, which is not compatible with "
                 "Megatron-LM's sequence parallel\"; set space.sequence_parallel to [false]")
     return None
 
 
-def ds_refusal(spec, config) -> str | None:
+def ds_refusal(spec, layout) -> str | None:
     """Why Megatron-DeepSpeed cannot run this layout, or None."""
-    context = config.cp > 1
+    context = layout.cp > 1
     return first_refusal(
-        lambda: _ds_moe(spec.model, config) if spec.model.is_moe else None,
-        lambda: comm_type_refusal(DS, config, ULYSSES, DS_CP_WHY_NOT) if context else None,
-        lambda: _ds_sequence_parallel(config) if context else None,
-        lambda: ulysses_heads_refusal(DS, spec, config) if context else None,
-        lambda: fp8_refusal(DS, config, (), DS_FP8_SOURCE),
-        lambda: zero_offload_refusal(DS, config),
-        lambda: even_bucket_refusal(DS, config),
-        lambda: uneven_split_refusal(DS, config))
+        lambda: _ds_moe(spec.model, layout) if spec.model.is_moe else None,
+        lambda: comm_type_refusal(DS, layout, ULYSSES, DS_CP_WHY_NOT) if context else None,
+        lambda: _ds_sequence_parallel(layout) if context else None,
+        lambda: ulysses_heads_refusal(DS, spec, layout) if context else None,
+        lambda: fp8_refusal(DS, layout, (), DS_FP8_SOURCE),
+        lambda: zero_offload_refusal(DS, layout),
+        lambda: even_bucket_refusal(DS, layout),
+        lambda: uneven_split_refusal(DS, layout))
 
 
 def _check_megatron_space(trainer: str, space) -> None:

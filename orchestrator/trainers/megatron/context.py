@@ -24,12 +24,12 @@ from orchestrator.trainers.megatron.flags import LM
 MEGATRON_CP_COMM_TYPES = {"p2p": "p2p", "a2a": "a2a", "allgather": "all_gather"}
 
 
-def context_args(tool: str, config) -> list[str]:
+def context_args(tool: str, layout) -> list[str]:
     """The context-parallel flags of `tool` for this layout."""
     if tool != LM:
-        return [f"--ds-sequence-parallel-size={config.cp}"]
-    args = [f"--context-parallel-size={config.cp}"]
-    if config.cp > 1:
-        args += [f"--cp-comm-type={MEGATRON_CP_COMM_TYPES[config.cp_comm_type]}",
+        return [f"--ds-sequence-parallel-size={layout.cp}"]
+    args = [f"--context-parallel-size={layout.cp}"]
+    if layout.cp > 1:
+        args += [f"--cp-comm-type={MEGATRON_CP_COMM_TYPES[layout.cp_comm_type]}",
                  "--transformer-impl=transformer_engine"]
     return args

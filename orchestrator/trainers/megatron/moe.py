@@ -46,7 +46,7 @@ def moe_layer_freq(model) -> str | None:
     return "(" + "+".join(f"[{value}]*{count}" for value, count in runs) + ")"
 
 
-def _megatron_lm(spec, config) -> list[str]:
+def _megatron_lm(spec, layout) -> list[str]:
     model = spec.model
     args = [f"--num-experts={model.num_experts}", f"--moe-router-topk={model.experts_per_token}",
             f"--moe-ffn-hidden-size={model.expert_ffn_hidden}"]
@@ -58,8 +58,8 @@ def _megatron_lm(spec, config) -> list[str]:
     if model.moe_router_num_groups:
         args += [f"--moe-router-num-groups={model.moe_router_num_groups}",
                  f"--moe-router-group-topk={model.moe_router_group_topk}"]
-    args += [f"--expert-model-parallel-size={config.ep}",
-             f"--expert-tensor-parallel-size={expert_tp(config.knob_values())}"]
+    args += [f"--expert-model-parallel-size={layout.ep}",
+             f"--expert-tensor-parallel-size={expert_tp(layout.knob_values())}"]
     base = spec.trial.megatron.args if spec.trial.megatron else ()
     if not any(a.startswith("--moe-token-dispatcher-type") for a in base):
         args.append("--moe-token-dispatcher-type=alltoall")  # unless the user chose one
@@ -68,21 +68,21 @@ def _megatron_lm(spec, config) -> list[str]:
     return args
 
 
-def _megatron_deepspeed(spec, config) -> list[str]:
+def _megatron_deepspeed(spec, layout) -> list[str]:
     model = spec.model
     args = [f"--num-experts={model.num_experts}", f"--topk={model.experts_per_token}",
-            "--expert-interval=1", f"--moe-expert-parallel-size={config.ep}",
+            "--expert-interval=1", f"--moe-expert-parallel-size={layout.ep}",
             "--create-moe-param-group"]
-    if config.tp > 1 and expert_tp(config.knob_values()) == config.tp:
+    if layout.tp > 1 and expert_tp(layout.knob_values()) == layout.tp:
         args.append("--enable-expert-tensor-parallelism")
     return args
 
 
-def moe_args(tool: str, spec, config) -> list[str]:
+def moe_args(tool: str, spec, layout) -> list[str]:
     """The MoE flags of `tool` for this layout; none for a dense model."""
     if not spec.model.is_moe:
         return []
-    return _megatron_lm(spec, config) if tool == LM else _megatron_deepspeed(spec, config)
+    return _megatron_lm(spec, layout) if tool == LM else _megatron_deepspeed(spec, layout)
 
 
 def ffn_hidden(tool: str, model) -> int:

@@ -53,44 +53,44 @@ def user_args(spec) -> list[str]:
     return list(spec.trial.megatron.args) if spec.trial.megatron else []
 
 
-def precision_args(tool: str, spec, config) -> list[str]:
+def precision_args(tool: str, spec, layout) -> list[str]:
     """Megatron-LM's flags for the layout's precision, offload, overlap and bucket size; the
     base arguments decide overlap where the layout leaves it None."""
     if tool != LM:
         return []
     args: list[str] = []
-    if config.precision != "bf16":
+    if layout.precision != "bf16":
         if spec.cluster.device == "cpu":
-            raise SpecError(f"layout {config.key()}: megatron-lm: precision {config.precision} "
+            raise SpecError(f"layout {layout.key()}: megatron-lm: precision {layout.precision} "
                             "runs in Transformer Engine's GPU kernels, not on a CPU cluster; set "
                             "space.precision to [bf16]")
-        fmt, recipe = FP8_FLAGS[config.precision]
+        fmt, recipe = FP8_FLAGS[layout.precision]
         args += [f"--fp8-format={fmt}", f"--fp8-recipe={recipe}"]
-        if config.cp == 1:  # cp > 1 renders it already (megatron_context.py)
+        if layout.cp == 1:  # cp > 1 renders it already (megatron_context.py)
             args.append("--transformer-impl=transformer_engine")
-    if config.offload == "optimizer":
+    if layout.offload == "optimizer":
         args += OFFLOAD_FLAGS
-    if config.overlap_comm:
+    if layout.overlap_comm:
         args.append("--overlap-grad-reduce")
-        if config.zero_stage == 1:
+        if layout.zero_stage == 1:
             args.append("--overlap-param-gather")
-    if config.bucket_size is not None:
-        overlaps = config.overlap_comm or (
-            config.overlap_comm is None and "--overlap-grad-reduce" in map(_flag, user_args(spec)))
+    if layout.bucket_size is not None:
+        overlaps = layout.overlap_comm or (
+            layout.overlap_comm is None and "--overlap-grad-reduce" in map(_flag, user_args(spec)))
         if not overlaps:
             raise SpecError(
-                f"layout {config.key()}: megatron-lm: bucket_size {config.bucket_size} without "
+                f"layout {layout.key()}: megatron-lm: bucket_size {layout.bucket_size} without "
                 "--overlap-grad-reduce in trial.megatron.args: Megatron reduces in one bucket "
                 "unless it overlaps; set space.overlap_comm to [true] or space.bucket_size to "
                 "[null]")
-        args.append(f"--ddp-bucket-size={config.bucket_size}")
+        args.append(f"--ddp-bucket-size={layout.bucket_size}")
     return args
 
 
-def base_args_for(tool: str, config, base_args: list[str]) -> tuple[list[str], list[str]]:
+def base_args_for(tool: str, layout, base_args: list[str]) -> tuple[list[str], list[str]]:
     """The user's base arguments less the overlap switches a layout with overlap_comm false
     turns off, and a line for each one removed."""
-    if tool != LM or config.overlap_comm is not False:
+    if tool != LM or layout.overlap_comm is not False:
         return list(base_args), []
     kept = [a for a in base_args if _flag(a) not in OVERLAP_FLAGS]
     removed = [a for a in base_args if _flag(a) in OVERLAP_FLAGS]

@@ -19,8 +19,8 @@ class MegatronBridgeTrainer(TrainerAdapter):
     runtime = bridge_runtime()
     export_formats = ("torchrun", "sbatch", NAME)
 
-    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
-        return trial_program(spec, config, trial_id, folder, steps)
+    def run(self, spec, layout, trial_id, folder, steps) -> TrainerRun:
+        return trial_program(spec, layout, trial_id, folder, steps)
 
     def parse_log(self, text: str) -> LogMetrics:
         return parse_bridge_log(text)
@@ -28,8 +28,8 @@ class MegatronBridgeTrainer(TrainerAdapter):
     def check_spec(self, spec) -> list[str]:
         return space_refusals(spec)
 
-    def layout_refusal(self, spec, config) -> str | None:
-        return refusal(spec, config)
+    def layout_refusal(self, spec, layout) -> str | None:
+        return refusal(spec, layout)
 
     def runtime_for(self, spec):
         return bridge_runtime(bridge_section(spec).overrides)
@@ -37,5 +37,5 @@ class MegatronBridgeTrainer(TrainerAdapter):
     def exporters(self) -> dict:
         from orchestrator.trainers.megatron_bridge.export import export_megatron_bridge  # imports export
 
-        return {NAME: lambda spec, trial_id, config, trial_dir=None:
-                export_megatron_bridge(spec, trial_id, config)}
+        return {NAME: lambda spec, trial_id, layout, trial_dir=None:
+                export_megatron_bridge(spec, trial_id, layout)}

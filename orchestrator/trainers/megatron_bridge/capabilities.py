@@ -64,8 +64,8 @@ def supported(knob: str) -> tuple | None:
     return capability.values if capability else None
 
 
-def _knob_refusal(spec, config) -> str | None:
-    values = {**config.knob_values(), "device": spec.cluster.device}
+def _knob_refusal(spec, layout) -> str | None:
+    values = {**layout.knob_values(), "device": spec.cluster.device}
     for capability in CAPABILITIES:
         given = values.get(capability.knob)
         if capability.knob == "device":
@@ -73,7 +73,7 @@ def _knob_refusal(spec, config) -> str | None:
                 return (f"{NAME}: cluster.device cpu: {capability.reason} "
                         f"({capability.source}); use a GPU cluster")
             continue
-        if capability.knob == "pp_schedule" and config.pp == 1:
+        if capability.knob == "pp_schedule" and layout.pp == 1:
             continue  # one stage has no schedule to speak of
         if given not in capability.values:
             return (f"{NAME}: {capability.knob} {given}: {capability.reason} "
@@ -81,15 +81,15 @@ def _knob_refusal(spec, config) -> str | None:
     return None
 
 
-def refusal(spec, config) -> str | None:
+def refusal(spec, layout) -> str | None:
     """Why Megatron-Bridge cannot run this layout of the spec's model, or None."""
-    if config.sharding is not None:
+    if layout.sharding is not None:
         return (f"{NAME}: AMSP sharding factors have no Megatron-Core field; use space.kind "
                 "megatron-3d")
-    reason = _knob_refusal(spec, config)
+    reason = _knob_refusal(spec, layout)
     if reason:
         return reason
-    shared = layout_refusal(SAME_RULES_AS, spec, config)
+    shared = layout_refusal(SAME_RULES_AS, spec, layout)
     if shared:
         return f"{NAME} runs Megatron-Core, which refuses it as {shared}"
     return None

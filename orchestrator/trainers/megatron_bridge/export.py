@@ -29,30 +29,30 @@ CONTINUED = " \\\n  "
 LENGTH_KEY = "train.train_iters="
 
 
-def production_words(spec, trial_id: str, config) -> tuple[list[str], list[str]]:
+def production_words(spec, trial_id: str, layout) -> tuple[list[str], list[str]]:
     """The winner's argv as the trials ran it, less what only a trial needs, as shell words;
     and the words left out."""
-    run = trial_program(spec, config, trial_id, RUN_DIR_FOLDER, spec.trial.steps)
+    run = trial_program(spec, layout, trial_id, RUN_DIR_FOLDER, spec.trial.steps)
     trial_only = set(MEASUREMENT) | set(TRIAL_ONLY)
     dropped = [a for a in run.program if a in trial_only or a.startswith(LENGTH_KEY)]
     kept = [a for a in run.program if a not in dropped]
     return [run_dir_word(a) for a in kept], dropped
 
 
-def export_megatron_bridge(spec, trial_id: str, config) -> str:
+def export_megatron_bridge(spec, trial_id: str, layout) -> str:
     """A runnable torchrun script of the winner's recipe and overrides."""
     try:
-        words, dropped = production_words(spec, trial_id, config)
+        words, dropped = production_words(spec, trial_id, layout)
     except SpecError as exc:  # a layout Bridge cannot run: say so of the export
-        raise SpecError(f"--format megatron-bridge: the winner {config.key()} cannot be "
+        raise SpecError(f"--format megatron-bridge: the winner {layout.key()} cannot be "
                         f"written for megatron-bridge ({exc})") from None
     script, options, overrides = words[0], words[1:7], words[7:]
-    env = trial_program(spec, config, trial_id, RUN_DIR_FOLDER, 1).env
+    env = trial_program(spec, layout, trial_id, RUN_DIR_FOLDER, 1).env
     needs_dir = uses_run_dir(ExportedProgram(words=words, launcher="torchrun"))
     body = "".join(f"  {w}\n" for w in overrides)
     return (
         "#!/usr/bin/env bash\n"
-        f"# {origin(spec, trial_id, config, TOOL)}\n"
+        f"# {origin(spec, trial_id, layout, TOOL)}\n"
         f"# Left out, as only the trials needed them: {' '.join(map(shlex.quote, dropped))}\n"
         "# The run's length is the recipe's train.train_iters; add train.train_iters=N to set it.\n"
         "set -euo pipefail\n"

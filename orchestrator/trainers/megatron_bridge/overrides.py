@@ -114,7 +114,7 @@ def shape_overrides(model) -> list[tuple[str, object]]:
     return pairs
 
 
-def moe_overrides(spec, config) -> list[tuple[str, object]]:
+def moe_overrides(spec, layout) -> list[tuple[str, object]]:
     model = spec.model
     if not model.is_moe:
         return []
@@ -128,33 +128,33 @@ def moe_overrides(spec, config) -> list[tuple[str, object]]:
     if model.moe_router_num_groups:
         pairs += [("model.moe_router_num_groups", model.moe_router_num_groups),
                   ("model.moe_router_group_topk", model.moe_router_group_topk)]
-    return pairs + [("model.expert_model_parallel_size", config.ep),
-                    ("model.expert_tensor_parallel_size", expert_tp(config.knob_values()))]
+    return pairs + [("model.expert_model_parallel_size", layout.ep),
+                    ("model.expert_tensor_parallel_size", expert_tp(layout.knob_values()))]
 
 
-def parallel_overrides(spec, config) -> list[tuple[str, object]]:
+def parallel_overrides(spec, layout) -> list[tuple[str, object]]:
     pairs: list[tuple[str, object]] = [
-        ("model.tensor_model_parallel_size", config.tp),
-        ("model.pipeline_model_parallel_size", config.pp),
+        ("model.tensor_model_parallel_size", layout.tp),
+        ("model.pipeline_model_parallel_size", layout.pp),
         ("model.virtual_pipeline_model_parallel_size",
-         config.virtual_stages if config.virtual_stages > 1 else None),
-        ("model.context_parallel_size", config.cp), ("model.sequence_parallel", config.sequence_parallel)]
-    if config.cp > 1:
-        pairs.append(("model.cp_comm_type", MEGATRON_CP_COMM_TYPES[config.cp_comm_type]))
-    if config.pp > 1 and config.pipeline_split == "embedding_loss":
+         layout.virtual_stages if layout.virtual_stages > 1 else None),
+        ("model.context_parallel_size", layout.cp), ("model.sequence_parallel", layout.sequence_parallel)]
+    if layout.cp > 1:
+        pairs.append(("model.cp_comm_type", MEGATRON_CP_COMM_TYPES[layout.cp_comm_type]))
+    if layout.pp > 1 and layout.pipeline_split == "embedding_loss":
         pairs += [("model.account_for_embedding_in_pipeline_split", True),
                   ("model.account_for_loss_in_pipeline_split", True)]
-    elif config.pp > 1 and config.pipeline_split == "first_last":
-        layers = config.stage_layers(spec.model.num_layers)
+    elif layout.pp > 1 and layout.pipeline_split == "first_last":
+        layers = layout.stage_layers(spec.model.num_layers)
         pairs += [("model.num_layers_in_first_pipeline_stage", layers[0]),
                   ("model.num_layers_in_last_pipeline_stage", layers[-1])]
     return pairs
 
 
-def recompute_overrides(config) -> list[tuple[str, object]]:
-    mode = config.activation_checkpointing
-    if mode == "full" and config.recompute_num_layers is not None:  # the first N of each stage
-        method, layers = "block", config.recompute_num_layers
+def recompute_overrides(layout) -> list[tuple[str, object]]:
+    mode = layout.activation_checkpointing
+    if mode == "full" and layout.recompute_num_layers is not None:  # the first N of each stage
+        method, layers = "block", layout.recompute_num_layers
     elif mode == "full":
         method, layers = "uniform", 1
     else:
@@ -163,32 +163,32 @@ def recompute_overrides(config) -> list[tuple[str, object]]:
             ("model.recompute_method", method), ("model.recompute_num_layers", layers)]
 
 
-def optimizer_overrides(config) -> list[tuple[str, object]]:
-    distributed = config.zero_stage == 1
+def optimizer_overrides(layout) -> list[tuple[str, object]]:
+    distributed = layout.zero_stage == 1
     pairs: list[tuple[str, object]] = [("optimizer.use_distributed_optimizer", distributed),
                                        ("ddp.use_distributed_optimizer", distributed)]
-    if config.overlap_comm is not None:
-        pairs.append(("ddp.overlap_grad_reduce", config.overlap_comm))
-    gather = bool(config.overlap_comm) and distributed
-    if config.overlap_comm is not None or not distributed:
+    if layout.overlap_comm is not None:
+        pairs.append(("ddp.overlap_grad_reduce", layout.overlap_comm))
+    gather = bool(layout.overlap_comm) and distributed
+    if layout.overlap_comm is not None or not distributed:
         pairs += [("ddp.overlap_param_gather", gather), ("optimizer.overlap_param_gather", gather)]
-    if config.bucket_size is not None:
-        pairs.append(("ddp.bucket_size", config.bucket_size))
-    if config.offload == "optimizer":
+    if layout.bucket_size is not None:
+        pairs.append(("ddp.bucket_size", layout.bucket_size))
+    if layout.offload == "optimizer":
         pairs += [("optimizer.optimizer_cpu_offload", True),
                   ("optimizer.use_precision_aware_optimizer", True),
                   ("optimizer.optimizer_offload_fraction", 1.0)]
     return pairs
 
 
-def bridge_overrides(spec, config) -> list[str]:
+def bridge_overrides(spec, layout) -> list[str]:
     """The model shape and the layout as KEY=VALUE overrides, the same for a trial and an
     export (the layout is checked first by capabilities.py)."""
-    pairs = (parallel_overrides(spec, config) + moe_overrides(spec, config)
-             + [("train.micro_batch_size", config.micro_batch_size),
-                ("train.global_batch_size", config.global_batch_size())]
-             + shape_overrides(spec.model) + recompute_overrides(config)
-             + optimizer_overrides(config) + [("mixed_precision", MIXED_PRECISION[config.precision])])
+    pairs = (parallel_overrides(spec, layout) + moe_overrides(spec, layout)
+             + [("train.micro_batch_size", layout.micro_batch_size),
+                ("train.global_batch_size", layout.global_batch_size())]
+             + shape_overrides(spec.model) + recompute_overrides(layout)
+             + optimizer_overrides(layout) + [("mixed_precision", MIXED_PRECISION[layout.precision])])
     return _pairs(pairs)
 
 

@@ -32,19 +32,19 @@ def recipe_args(section: MegatronBridgeSection) -> list[str]:
     return ["--recipe", section.recipe, "--mode", "pretrain", "--dataset", section.dataset]
 
 
-def layout_overrides(spec, config) -> list[str]:
+def layout_overrides(spec, layout) -> list[str]:
     """The layout's overrides, refused first with Bridge's reason where it cannot run it."""
-    reason = refusal(spec, config)
+    reason = refusal(spec, layout)
     if reason:
-        raise SpecError(f"layout {config.key()}: {reason}")
-    return bridge_overrides(spec, config)
+        raise SpecError(f"layout {layout.key()}: {reason}")
+    return bridge_overrides(spec, layout)
 
 
-def trial_program(spec, config, trial_id: str, folder, steps: int) -> TrainerRun:
+def trial_program(spec, layout, trial_id: str, folder, steps: int) -> TrainerRun:
     """The trial's argv and environment for layout `config`, `steps` timed steps."""
     section = bridge_section(spec)
-    values = placeholder_values(spec, config, trial_id, folder, steps)
+    values = placeholder_values(spec, layout, trial_id, folder, steps)
     program = [section.script, *recipe_args(section), *fill(section.overrides, values),
-               *layout_overrides(spec, config),
+               *layout_overrides(spec, layout),
                *trial_overrides(steps + spec.trial.warmup_steps)]
-    return TrainerRun(program=program, launcher="torchrun", env=megatron_env(spec, config))
+    return TrainerRun(program=program, launcher="torchrun", env=megatron_env(spec, layout))

@@ -37,8 +37,8 @@ class TorchtitanTrainer(TrainerAdapter):
     def exporters(self) -> dict:
         from orchestrator.trainers.torchtitan.export import export_torchtitan  # imports export
 
-        return {"torchtitan": lambda spec, trial_id, config, trial_dir=None:
-                export_torchtitan(spec, trial_id, config)}
+        return {"torchtitan": lambda spec, trial_id, layout, trial_dir=None:
+                export_torchtitan(spec, trial_id, layout)}
 
     def unmeasured_export_note(self, spec) -> str:
         """torchtitan builds its model from its own config, not the campaign's."""
@@ -49,15 +49,15 @@ class TorchtitanTrainer(TrainerAdapter):
     def check_spec(self, spec) -> list[str]:
         return space_problems(spec)
 
-    def layout_refusal(self, spec, config) -> str | None:
-        return refusal(spec, config)
+    def layout_refusal(self, spec, layout) -> str | None:
+        return refusal(spec, layout)
 
-    def run(self, spec, config, trial_id, folder, steps) -> TrainerRun:
-        values = placeholder_values(spec, config, trial_id, folder, steps)
+    def run(self, spec, layout, trial_id, folder, steps) -> TrainerRun:
+        values = placeholder_values(spec, layout, trial_id, folder, steps)
         trial = [f"--training.steps={values['total_steps']}", "--metrics.log-freq=1",
                  f"--dump-folder={Path(folder.path) / 'outputs'}"]
         program = ["-m", torchtitan_section(spec).entry,
-                   *torchtitan_args(spec, config, values, trial)]
+                   *torchtitan_args(spec, layout, values, trial)]
         return TrainerRun(program=program, launcher="torchrun")
 
     def parse_log(self, text: str) -> LogMetrics:

@@ -57,63 +57,63 @@ from orchestrator.trainers.torchtitan.precision import module_and_config, offloa
 
 TOOL = "torchtitan 0.3.0"
 SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
-def _pipeline_split(config, num_layers: int) -> list[str]:
+def _pipeline_split(layout, num_layers: int) -> list[str]:
     """torchtitan's split of the layout's (orchestrator/pipeline_split.py): its stages hold
     layers_per_stage slots, less the first and last stages' less-layers (the embedding and the
     loss as a layer each: its default of 1; 0 for `even`). For `first_last`, every stage has
     the busiest stage's slots and the ends fewer layers (1F1B only: capabilities.py)."""
-    if config.pipeline_split == "first_last":
-        layers = config.stage_layers(num_layers)
+    if layout.pipeline_split == "first_last":
+        layers = layout.stage_layers(num_layers)
         first, last = max(layers) - layers[0], max(layers) - layers[-1]
     else:
-        first = last = int(config.pipeline_split == "embedding_loss")
+        first = last = int(layout.pipeline_split == "embedding_loss")
     args = []
-    if config.pp_schedule == "interleaved":  # exactly pp x v stages
-        per_stage = config.busiest_chunk_layers(num_layers)
+    if layout.pp_schedule == "interleaved":  # exactly pp x v stages
+        per_stage = layout.busiest_chunk_layers(num_layers)
         args.append(f"--parallelism.pipeline-parallel-layers-per-stage={per_stage}")
     return [*args, f"--parallelism.pipeline-parallel-first-stage-less-layers={first}",
             f"--parallelism.pipeline-parallel-last-stage-less-layers={last}"]
 
 
-def layout_args(spec, config) -> list[str]:
+def layout_args(spec, layout) -> list[str]:
     """The layout as torchtitan 0.3.0 overrides; the activation-checkpoint subcommand last."""
-    if config.recompute_num_layers is not None:
+    if layout.recompute_num_layers is not None:
         raise SpecError("space.recompute_num_layers: torchtitan recomputes every block or none; "
                         "remove it, or use trainer builtin or megatron-lm")
-    reason = refusal(spec, config)
+    reason = refusal(spec, layout)
     if reason:
-        raise SpecError(f"layout {config.key()}: {reason}")
-    shard, replicate, reshard = data_parallel(config, spec.gpus_per_node)
-    mbs, gas = config.micro_batch_size, config.grad_accum_steps
-    local = mbs * gas if config.pp > 1 else mbs
+        raise SpecError(f"layout {layout.key()}: {reason}")
+    shard, replicate, reshard = data_parallel(layout, spec.gpus_per_node)
+    mbs, gas = layout.micro_batch_size, layout.grad_accum_steps
+    local = mbs * gas if layout.pp > 1 else mbs
     args = [
-        f"--parallelism.tensor-parallel-degree={config.tp}",
-        f"--parallelism.pipeline-parallel-degree={config.pp}",
+        f"--parallelism.tensor-parallel-degree={layout.tp}",
+        f"--parallelism.pipeline-parallel-degree={layout.pp}",
         f"--parallelism.data-parallel-shard-degree={shard}",
         f"--parallelism.data-parallel-replicate-degree={replicate}",
-        f"--parallelism.context-parallel-degree={config.cp}",
+        f"--parallelism.context-parallel-degree={layout.cp}",
     ]
-    if config.cp > 1:
+    if layout.cp > 1:
         args.append("--parallelism.context-parallel-load-balancer=headtail")
     if reshard:
         args.append(f"--parallelism.fsdp-reshard-after-forward={reshard}")
-    args.append("--parallelism.enable-sequence-parallel" if config.sequence_parallel
+    args.append("--parallelism.enable-sequence-parallel" if layout.sequence_parallel
                 else "--parallelism.no-enable-sequence-parallel")
     if spec.model.is_moe:  # the layout's degree over the registry config's own
-        args.append(f"--parallelism.expert-parallel-degree={config.ep}")
-    if config.pp > 1:
-        args += [f"--parallelism.pipeline-parallel-schedule={SCHEDULES[config.pp_schedule]}",
+        args.append(f"--parallelism.expert-parallel-degree={layout.ep}")
+    if layout.pp > 1:
+        args += [f"--parallelism.pipeline-parallel-schedule={SCHEDULES[layout.pp_schedule]}",
                  f"--parallelism.pipeline-parallel-microbatch-size={mbs}"]
-        args += _pipeline_split(config, spec.model.num_layers)
-    offload = offload_args(config)
-    if (config.pp > 1 or config.ep > 1) and "--training.disable-cuda-graphs" not in offload:
+        args += _pipeline_split(layout, spec.model.num_layers)
+    offload = offload_args(layout)
+    if (layout.pp > 1 or layout.ep > 1) and "--training.disable-cuda-graphs" not in offload:
         args.append("--training.disable-cuda-graphs")  # Trainer.Config refuses either with them
     args += [*offload,
         f"--training.local-batch-size={local}",
-        f"--training.global-batch-size={config.global_batch_size()}",
+        f"--training.global-batch-size={layout.global_batch_size()}",
         f"--training.seq-len={spec.model.seq_len}",
-        "--compile.enable" if config.compile else "--compile.no-enable",
-        f"activation-checkpoint:{config.activation_checkpointing}",
+        "--compile.enable" if layout.compile else "--compile.no-enable",
+        f"activation-checkpoint:{layout.activation_checkpointing}",
     ]
     return args
 
@@ -123,16 +123,16 @@ def torchtitan_section(spec) -> TorchtitanSection:
     return spec.trial.torchtitan or TorchtitanSection()
 
 
-def torchtitan_args(spec, config, values: dict, trial_args: list[str] = ()) -> list[str]:
+def torchtitan_args(spec, layout, values: dict, trial_args: list[str] = ()) -> list[str]:
     """`--module M --config C`, the user's overrides (filled), the trial's own flags, then the
     layout: the arguments after `-m torchtitan.train`, for trials and launch files alike."""
     section = torchtitan_section(spec)
-    module, name = module_and_config(section.module, section.config, config.precision)
+    module, name = module_and_config(section.module, section.config, layout.precision)
     return ["--module", module, "--config", name,
-            *fill(section.overrides, values), *trial_args, *layout_args(spec, config)]
+            *fill(section.overrides, values), *trial_args, *layout_args(spec, layout)]
 
 
-def export_values(spec, config, trial_id: str) -> dict:
+def export_values(spec, layout, trial_id: str) -> dict:
     """Placeholder values for a launch file: the spec's timed steps, run from the current folder."""
     here = SimpleNamespace(path=Path("."), deepspeed_config=Path("ds_config.json"))
-    return placeholder_values(spec, config, trial_id, here, spec.trial.steps)
+    return placeholder_values(spec, layout, trial_id, here, spec.trial.steps)

@@ -51,48 +51,48 @@ CP_WHY_NOT = ("torchtitan 0.3 all-gathers keys and values over the cp ranks, wit
               "(p2p) or Ulysses (a2a)")
 
 
-def _moe(model, config, gpus_per_node: int) -> str | None:
-    if config.etp not in (None, 1):
-        return (f"torchtitan: no expert tensor parallelism (etp {config.etp}): its experts take "
+def _moe(model, layout, gpus_per_node: int) -> str | None:
+    if layout.etp not in (None, 1):
+        return (f"torchtitan: no expert tensor parallelism (etp {layout.etp}): its experts take "
                 "tp's ranks as ep or FSDP ranks; set space.etp to [null] or [1]")
-    shard = data_parallel(config, gpus_per_node)[0]
+    shard = data_parallel(layout, gpus_per_node)[0]
     # A stage's ranks but the replicated data-parallel ones: dp_shard x cp x tp.
-    borrowed = dataclasses.replace(config.dims, dp=shard).stage_ranks
-    if borrowed % config.ep:
-        return (f"torchtitan: ep({config.ep}) must divide dp_shard({shard}) x cp({config.cp}) x "
-                f"tp({config.tp}) = {borrowed}, the ranks expert parallelism borrows "
+    borrowed = dataclasses.replace(layout.dims, dp=shard).stage_ranks
+    if borrowed % layout.ep:
+        return (f"torchtitan: ep({layout.ep}) must divide dp_shard({shard}) x cp({layout.cp}) x "
+                f"tp({layout.tp}) = {borrowed}, the ranks expert parallelism borrows "
                 "(replicated data-parallel ranks stay outside); use zero_stage 2 or 3 (FSDP over "
                 "dp), or a smaller ep")
     return None
 
 
-def _context(spec, config) -> str | None:
-    reason = comm_type_refusal(NAME, config, CP_COMM_TYPES, CP_WHY_NOT)
+def _context(spec, layout) -> str | None:
+    reason = comm_type_refusal(NAME, layout, CP_COMM_TYPES, CP_WHY_NOT)
     if reason:
         return reason
-    divisor = config.dims.seq_divisor  # torchtitan's seq_len_divisor
+    divisor = layout.dims.seq_divisor  # torchtitan's seq_len_divisor
     seq = spec.model.seq_len
     if seq % divisor:
-        return (f"torchtitan: seq_len({seq}) must divide by {divisor}, tp({config.tp}) x 2 x "
-                f"cp({config.cp}) with sequence parallelism (\"Training sequence length ... must "
+        return (f"torchtitan: seq_len({seq}) must divide by {divisor}, tp({layout.tp}) x 2 x "
+                f"cp({layout.cp}) with sequence parallelism (\"Training sequence length ... must "
                 "be divisible by ... for the configured sequence/context parallelism\"); use "
                 "sequence_parallel false or a smaller tp or cp")
     return None
 
 
-def _offload(config) -> str | None:
-    reason = offload_refusal(NAME, config, OFFLOADS)
-    if reason or config.offload == "none":
+def _offload(layout) -> str | None:
+    reason = offload_refusal(NAME, layout, OFFLOADS)
+    if reason or layout.offload == "none":
         return reason
-    if config.zero_stage != 3:
+    if layout.zero_stage != 3:
         return ("torchtitan: offload optimizer+params needs FSDP (training.enable_cpu_offload "
                 "offloads FSDP2's shards); use zero_stage 3")
     return None
 
 
-def _pipeline(config) -> str | None:
-    if (config.pp > 1 and config.pipeline_split == "first_last"
-            and config.virtual_stages > 1):
+def _pipeline(layout) -> str | None:
+    if (layout.pp > 1 and layout.pipeline_split == "first_last"
+            and layout.virtual_stages > 1):
         return ("torchtitan: pipeline_split first_last with virtual_stages > 1: torchtitan "
                 "shortens only the first and last model chunks, not every chunk of the first "
                 "and last stages; set space.pipeline_split to [embedding_loss] or [even], or "
@@ -100,16 +100,16 @@ def _pipeline(config) -> str | None:
     return None
 
 
-def refusal(spec, config) -> str | None:
+def refusal(spec, layout) -> str | None:
     """Why torchtitan cannot run this layout, or None."""
     return first_refusal(
-        lambda: _moe(spec.model, config, spec.gpus_per_node) if spec.model.is_moe else None,
-        lambda: _context(spec, config) if config.cp > 1 else None,
-        lambda: fp8_refusal(NAME, config, PRECISIONS, FP8_SOURCE),
-        lambda: _offload(config),
-        lambda: overlap_refusal(NAME, config, ALWAYS_OVERLAP),
-        lambda: bucket_refusal(NAME, config, NO_BUCKET),
-        lambda: _pipeline(config))
+        lambda: _moe(spec.model, layout, spec.gpus_per_node) if spec.model.is_moe else None,
+        lambda: _context(spec, layout) if layout.cp > 1 else None,
+        lambda: fp8_refusal(NAME, layout, PRECISIONS, FP8_SOURCE),
+        lambda: _offload(layout),
+        lambda: overlap_refusal(NAME, layout, ALWAYS_OVERLAP),
+        lambda: bucket_refusal(NAME, layout, NO_BUCKET),
+        lambda: _pipeline(layout))
 
 
 def _section(spec) -> tuple[str, str]:

@@ -44,10 +44,10 @@ VARLEN_CP = ("torchtitan: \"spmd_types + CP is not supported with ScaledDotProdu
              "VarlenAttention. Use FlexAttention + CP or disable CP.\"")
 
 
-def torchtitan_data_parallel(config, gpus_per_node: int) -> tuple[int, int, str | None]:
+def torchtitan_data_parallel(layout, gpus_per_node: int) -> tuple[int, int, str | None]:
     """(data_parallel_shard_degree, data_parallel_replicate_degree, fsdp_reshard_after_forward)
     of a layout on torchtitan; None for the reshard policy where nothing is sharded."""
-    dp, f = config.dp, config.factors(gpus_per_node)
+    dp, f = layout.dp, layout.factors(gpus_per_node)
     if f.secondary == 1 and f.sp == f.sg == f.sos and dp % f.sp == 0:
         group = f.sp  # DDP (1), ZeRO-3 / FSDP (dp), HSDP / MiCS (g)
         return (1, dp, None) if group == 1 else (group, dp // group, "always")
@@ -56,6 +56,6 @@ def torchtitan_data_parallel(config, gpus_per_node: int) -> tuple[int, int, str 
     if f.sp == f.sg == 1 and f.sos == dp:
         return 1, dp, None  # ZeRO-1: torchtitan has no optimizer-only sharding
     raise SpecError(
-        f"layout {config.key()}: torchtitan cannot shard parameters, gradients and optimizer "
+        f"layout {layout.key()}: torchtitan cannot shard parameters, gradients and optimizer "
         f"states by {f.sp}, {f.sg} and {f.sos} (secondary {f.secondary}); it runs DDP, ZeRO-2 "
         "(FSDP without resharding), FSDP and HSDP: use space.zero_stage, not AMSP factors")

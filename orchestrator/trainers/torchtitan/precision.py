@@ -46,9 +46,9 @@ def module_and_config(module: str, config: str, precision: str) -> tuple[str, st
     return REGISTRY_MODULE, f"{module}/{config}/{precision}"
 
 
-def offload_args(config) -> list[str]:
+def offload_args(layout) -> list[str]:
     """torchtitan's CPU offload for the layout, with CUDA graphs off while it offloads."""
-    if config.offload == "optimizer+params":
+    if layout.offload == "optimizer+params":
         return ["--training.enable-cpu-offload", "--training.disable-cuda-graphs"]
     return ["--training.no-enable-cpu-offload"]
 
