@@ -114,7 +114,7 @@ def _folder_of(entry: str | type[TrainerAdapter]) -> str | None:
         is_package = bool(found and found.submodule_search_locations)
         package = module if is_package else module.rpartition(".")[0]
         found = importlib.util.find_spec(package) if found and package else None
-    except (ImportError, ValueError):  # a module without a spec (__main__, a test's own)
+    except ValueError:  # a module loaded without a spec (__main__): no folder to read
         return None
     locations = (found.submodule_search_locations if found else None) or []
     has_section = any((Path(place) / "section.py").is_file() for place in locations)
