@@ -97,13 +97,18 @@ def sections() -> dict[str, type]:
     are imported, not the adapters (which read the spec these sections make up)."""
     found: dict[str, type] = {}
     for entry in TRAINERS.values():
-        folder = _folder_of(entry)
-        if folder is None:
-            continue
-        section = getattr(importlib.import_module(f"{folder}.section"), "SECTION", None)
+        section = _section_of(entry)
         if section is not None:
             found.setdefault(section.trial_key, section)
     return found
+
+
+def _section_of(entry: str | type[TrainerAdapter]) -> type | None:
+    """The section a trainer's folder declares (its section.py's `SECTION`), or None."""
+    folder = _folder_of(entry)
+    if folder is None:
+        return None
+    return getattr(importlib.import_module(f"{folder}.section"), "SECTION", None)
 
 
 def _folder_of(entry: str | type[TrainerAdapter]) -> str | None:
@@ -122,11 +127,14 @@ def _folder_of(entry: str | type[TrainerAdapter]) -> str | None:
 
 
 def readers_of(key: str) -> tuple[str, ...]:
-    """The trainers that read `trial` key `key` (a section, a command's program): those whose
-    `trial_keys` name it, else the one named so (a section named for its trainer, `-` written
-    `_`)."""
-    declared = tuple(name for name in TRAINERS if key in adapter_class(name).trial_keys)
-    return declared or tuple(name for name in TRAINERS if name.replace("-", "_") == key)
+    """The trainers that read `trial` key `key`: those whose folder's section sits under it,
+    and those whose `trial_keys` name it (a command's program, its regexes and runtime)."""
+    def reads(name: str) -> bool:
+        section = _section_of(TRAINERS[name])
+        return key in adapter_class(name).trial_keys or (
+            section is not None and section.trial_key == key)
+
+    return tuple(name for name in TRAINERS if reads(name))
 
 
 def trainer_for(spec) -> TrainerAdapter:
