@@ -310,18 +310,19 @@ def one_seed(seed: int, truth: dict, confirm: float, runs: Path | None = None) -
     winner = summary.best.config if summary.best is not None and summary.best.phase == TARGET \
         else None
     full, _ = campaign(runs, "full", seed, confirm)
-    spent, to_reach = 0.0, None
-    for r in sorted(full, key=lambda r: r.trial_id):
+    spent, to_reach, trials_to_reach = 0.0, None, None
+    for count, r in enumerate(sorted(full, key=lambda r: r.trial_id), 1):
         spent += gpu_hours(r)
         if to_reach is None and r.result and r.result.ok and truth.get(r.config, 0) >= \
                 (1 - WITHIN) * best:
-            to_reach = spent
+            to_reach, trials_to_reach = spent, count
     return {"seed": seed, "slice_trials": len(sliced) - len(at_target),
             "target_trials": len(at_target), "winner": winner.key() if winner else None,
             "gap": None if winner not in truth else round(1 - truth[winner] / best, 4),
             "slice_gpu_hours": round(sum(gpu_hours(r) for r in sliced), 4),
             "full_trials": len(full), "full_gpu_hours": round(spent, 4),
-            "full_gpu_hours_to_3pct": None if to_reach is None else round(to_reach, 4)}
+            "full_gpu_hours_to_3pct": None if to_reach is None else round(to_reach, 4),
+            "full_trials_to_3pct": trials_to_reach}
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -335,6 +336,8 @@ def summarise(rows: list[dict]) -> dict:
                                                               for r in rows), 4),
             "median_full_gpu_hours_to_3pct": round(statistics.median(
                 r["full_gpu_hours_to_3pct"] or r["full_gpu_hours"] for r in rows), 4),
+            "full_reached_3pct_at_first_trial": sum(r["full_trials_to_3pct"] == 1
+                                                    for r in rows),
             "median_full_gpu_hours": round(statistics.median(r["full_gpu_hours"]
                                                              for r in rows), 4),
             "median_share_of_full_total": round(statistics.median(
@@ -361,6 +364,15 @@ def grid_rows() -> list[dict]:
                          "spread": round(statistics.stdev(values) / statistics.mean(values), 4)
                          if len(values) > 1 else None})
     return rows
+
+
+def repeat_means(path: Path) -> list[int]:
+    """Each repeat's mean tokens/s over the layouts it ran: what the machine's load did to
+    the whole grid between repeats."""
+    layouts = json.loads(path.read_text())["layouts"]
+    return [round(statistics.mean(v for row in layouts if len(row["tokens_per_s"]) > i
+                                  and (v := row["tokens_per_s"][i])))
+            for i in range(max(len(row["tokens_per_s"]) for row in layouts))]
 
 
 def label(nodes: int) -> str:
@@ -391,6 +403,7 @@ def replay(args) -> dict:
         "best_1node": {"layout": max(one.truth, key=one.truth.get).key(),
                        "tokens_per_s": round(max(one.truth.values()))},
         "noise_1node": round(one.noise(), 4), "noise_2node": round(two.noise(), 4),
+        "repeat_means": {label(nodes): repeat_means(path) for nodes, path in TABLES.items()},
         "confirm_gpu_hours": confirm, "grid": grid_rows(),
         "summary": summarise(rows), "seeds": rows}
     JSON_PATH.write_text(json.dumps(report, indent=1) + "\n")
@@ -410,7 +423,12 @@ def markdown(report: dict) -> str:
     """The grid at both scales, the per-seed campaigns and the summary, as the page shows."""
     net = report["network"]
     in_node = statistics.median(net["in_node_gbytes_per_s"])
-    lines = [f"- Network ({net['probe']}): inside a node {in_node:.2f} GB/s (median); across "
+    lines = [f"- Run-to-run noise (the median relative spread of a layout's repeats): "
+             f"{pct(report['noise_1node'])} at 1 node, {pct(report['noise_2node'])} at 2 "
+             "nodes. Each repeat's mean tokens/s over the grid: " + "; ".join(
+                 f"{scale} {', '.join(f'{v:,}' for v in means)}"
+                 for scale, means in report["repeat_means"].items()) + ".",
+             f"- Network ({net['probe']}): inside a node {in_node:.2f} GB/s (median); across "
              f"the nodes {statistics.median(net['across_unshaped_gbytes_per_s']):.2f} GB/s "
              f"unshaped, {statistics.median(net['across_shaped_gbytes_per_s']):.3f} GB/s "
              f"shaped to {net['inter_node_share']:g} of the in-node figure by "
@@ -446,7 +464,8 @@ def markdown(report: dict) -> str:
               f"- Slice campaign's GPU-hours: median {s['median_slice_gpu_hours']:.3f}; the "
               f"2-node cost-guided campaign's to first measure a layout within 3%: median "
               f"{s['median_full_gpu_hours_to_3pct']:.3f} (reached on "
-              f"{s['full_reached_3pct']} of {s['seeds']}); share: median "
+              f"{s['full_reached_3pct']} of {s['seeds']}, at its first trial on "
+              f"{s['full_reached_3pct_at_first_trial']}); share: median "
               f"{pct(s['median_share_of_full_to_3pct'])}, at most "
               f"{pct(s['max_share_of_full_to_3pct'])}.",
               f"- Each campaign run to its own end (cost-guided's own stop, at most 24 "
