@@ -27,7 +27,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from marked_block import write_marked_block  # noqa: E402
 
 from orchestrator.backends.simulated import SimulatedBackend  # noqa: E402
 from orchestrator.record.budget import executed, gpu_hours  # noqa: E402
@@ -131,7 +134,6 @@ def summarise(rows: list[dict]) -> dict:
             "max_share_of_full_to_3pct": round(max(shares), 4)}
 
 
-BEGIN, END = "<!-- BEGIN slice-tuning -->", "<!-- END slice-tuning -->"
 MD_PATH = ROOT / "docs" / "slice_tuning.md"
 
 
@@ -164,9 +166,7 @@ def markdown(report: dict) -> str:
 
 
 def write_doc(report: dict) -> None:
-    head, _, rest = MD_PATH.read_text().partition(BEGIN)
-    tail = rest.partition(END)[2]
-    MD_PATH.write_text(f"{head}{BEGIN}\n{markdown(report)}{END}{tail}")
+    write_marked_block(MD_PATH, "slice-tuning", markdown(report))
 
 
 def main() -> int:

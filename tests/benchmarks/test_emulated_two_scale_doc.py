@@ -27,6 +27,15 @@ def ok_values(row: dict) -> list[float]:
     return [v for v, s in zip(row["tokens_per_s"], row["status"]) if s == "ok" and v]
 
 
+def test_writing_the_json_into_a_copy_of_the_page_gives_the_page_back(tmp_path, monkeypatch):
+    """The script rewrites only its marked block: the page's prose and bytes stay as they are."""
+    copy = tmp_path / "emulated_two_scale.md"
+    copy.write_text(PAGE)
+    monkeypatch.setattr(two_scale, "MD_PATH", copy)
+    two_scale.write_doc(REPORT)
+    assert copy.read_text() == PAGE
+
+
 def test_the_page_shows_the_json_and_its_summary_is_its_rows():
     assert two_scale.markdown(REPORT) in PAGE
     assert two_scale.summarise(REPORT["seeds"]) == REPORT["summary"]
