@@ -29,7 +29,10 @@ priced as full training and the rows that do not publish recompute were priced w
 rows that ran were predicted at 2-3 times their device. LoRA rows are now not priced, an
 unpublished recompute is the least the model says fits, and the rows that ran were therefore
 restricted to those that publish their memory settings. The pruned share is still counted, and
-the pruned rows named, over every priced row that ran.
+the pruned rows named, over every priced row that ran. The rule then gave 89%, set by
+torchtitan's Llama 3.1 8B rows: the model priced torchtitan's per-op selective checkpointing as
+Megatron's core-attention recompute (34sbh a layer where torchtitan keeps about half). Priced
+as torchtitan's policy (orchestrator/costmodel/activations.py), the same rule gives 42%.
 
 The memory-reporting rows are check rows for the step time, but the margin is a property of
 the memory model's error and these rows set it: their memory figures fit the margin, so they

@@ -132,8 +132,10 @@ def training_flops_per_iteration(
     (the 96 variant), over `recompute_fraction` of the layers when only some recompute;
     "selective" adds one forward of the attention scores and values, the core attention that
     Megatron-Core's checkpoint replays once in the backward (Korthikanti et al. print
-    1 + s/(3h), which adds three passes of it, not the one that runs). MFU uses
-    recompute="none" by convention; hardware FLOPs use the actual setting.
+    1 + s/(3h), which adds three passes of it, not the one that runs); PER_OP_SELECTIVE
+    (torchtitan's per-op selective checkpointing) adds one forward of every second matmul of
+    each block (`replayed_matmul_macs`). MFU uses recompute="none" by convention; hardware
+    FLOPs use the actual setting.
 
     Mixture of experts follows Megatron-LM's `num_floating_point_operations`: of the layers,
     `moe_layers` run `experts_per_token` experts of `moe_ffn_hidden` each plus the shared
@@ -155,7 +157,48 @@ def training_flops_per_iteration(
     per_token = 3 * (num_layers * layer_fwd + logits_fwd)
     layers_again, attention_again = recompute_forwards(recompute, recompute_fraction)
     per_token += num_layers * (layers_again * layer_fwd + attention_again * scores_fwd)
+    if recompute in PER_OP_KINDS:
+        kv, fused = q * kv_heads_ratio, recompute == PER_OP_SELECTIVE_FUSED_QKV
+        dense_mlp = replayed_matmul_macs(hidden, q, kv, ffn, gated_mlp, fused)
+        shared_mlp = replayed_matmul_macs(hidden, q, kv, shared_expert_ffn_hidden, gated_mlp,
+                                          fused)
+        per_token += 2 * (dense_layers * dense_mlp + moe_layers * shared_mlp)
     return float(per_token) * tokens
+
+
+# torchtitan's per-op selective activation checkpointing (`activation-checkpoint:selective`,
+# torchtitan/distributed/activation_checkpoint.py SelectiveAC): a block keeps its input and the
+# outputs of its attention and of every odd-numbered matmul (1st, 3rd, ...), and its backward
+# replays every even-numbered matmul and the element-wise ops. Which matmuls those are depends
+# on whether the model projects queries, keys and values apart (torchtitan of 2024-2025) or in
+# one fused wqkv (torchtitan 0.3's Llama 3 and Qwen3 flavors, `fuse_qkv=True`).
+# Megatron-Core's "selective" replays core attention alone.
+PER_OP_SELECTIVE = "selective-per-op"
+PER_OP_SELECTIVE_FUSED_QKV = "selective-per-op-fused-qkv"
+PER_OP_KINDS = (PER_OP_SELECTIVE, PER_OP_SELECTIVE_FUSED_QKV)
+
+
+def block_matmuls(hidden: int, q_dim: float, kv_dim: float, ffn: int, gated_mlp: bool,
+                  fused_qkv: bool = False) -> list[tuple[float, float]]:
+    """(input, output) widths of a transformer block's matmuls in the order its forward runs
+    them: wq, wk, wv (or one wqkv), wo, then w1, w3, w2 (gated) or w1, w2; `ffn` 0 leaves the
+    MLP out (a mixture-of-experts layer without shared experts: its routed experts run grouped
+    matmuls, which torchtitan's count of matmuls does not include)."""
+    projections = ([(hidden, q_dim + 2 * kv_dim)] if fused_qkv
+                   else [(hidden, q_dim), (hidden, kv_dim), (hidden, kv_dim)])
+    matmuls = [*projections, (q_dim, hidden)]
+    if ffn:
+        matmuls += [(hidden, ffn), (hidden, ffn)] if gated_mlp else [(hidden, ffn)]
+        matmuls.append((ffn, hidden))
+    return matmuls
+
+
+def replayed_matmul_macs(hidden: int, q_dim: float, kv_dim: float, ffn: int,
+                         gated_mlp: bool, fused_qkv: bool = False) -> float:
+    """Multiply-accumulates per token of the matmuls a per-op selective backward replays:
+    the even-numbered ones of `block_matmuls`."""
+    matmuls = block_matmuls(hidden, q_dim, kv_dim, ffn, gated_mlp, fused_qkv)
+    return sum(a * b for a, b in matmuls[1::2])
 
 
 def recompute_forwards(recompute: str, recompute_fraction: float = 1.0) -> tuple[float, float]:
@@ -166,9 +209,10 @@ def recompute_forwards(recompute: str, recompute_fraction: float = 1.0) -> tuple
         return recompute_fraction, 0.0
     if recompute == "selective":
         return 0.0, 1.0
-    if recompute == "none":
+    if recompute == "none" or recompute in PER_OP_KINDS:  # per-op: training_flops_per_iteration
         return 0.0, 0.0
-    raise ValueError(f"recompute must be none, selective or full, not {recompute!r}")
+    raise ValueError(f"recompute must be none, selective, full or one of {PER_OP_KINDS}, "
+                     f"not {recompute!r}")
 
 
 @lru_cache(maxsize=1024)  # the cost model asks for every estimate

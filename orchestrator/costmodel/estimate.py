@@ -189,10 +189,11 @@ class CostModel:
             capacity_gb=self.cluster.memory_gb,
             tokens_per_step=tokens,
             model_flops_per_step=model_flops(self.model, tokens),
-            hardware_flops_per_step=model_flops(self.model, tokens, layout),
+            hardware_flops_per_step=model_flops(self.model, tokens, layout, self.runtime),
             peak_tflops=self.cluster.peak_tflops,
             compute_efficiency=step_efficiency(
-                self.cluster, self.model, layout, model_flops(self.model, tokens, layout),
+                self.cluster, self.model, layout,
+                model_flops(self.model, tokens, layout, self.runtime),
                 gemm_efficiency(self.cluster, self.model, layout),
                 self.coefficients.expert_load_imbalance),
             causal_discount=causal_attention_discount(self.model, tokens),

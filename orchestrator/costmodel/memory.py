@@ -161,11 +161,18 @@ def memory_per_device(
         own = model_state_bytes_sharded(experts, expert_f, dtype)
         states = ModelStates(states.params + own.params, states.grads + own.grads,
                              states.optimizer + own.optimizer)
-    if (factors.engine == "torch" and runtime.grads_once_per_step and factors.sg > 1
-            and layout.grad_accum_steps > 1):
+    pipelined = layout.pp > 1 and layout.grad_accum_steps > 1
+    if (factors.engine == "torch" and factors.sg > 1 and layout.grad_accum_steps > 1
+            and (runtime.grads_once_per_step or pipelined)):
         # FSDP2 with gradient sync off keeps each unit's unsharded gradient until the last
-        # micro-batch reduce-scatters it (runtime.py): the whole gradient at the peak.
+        # micro-batch reduce-scatters it (runtime.py): the whole gradient at the peak. A
+        # pipeline stage turns sync off itself, whatever the trainer's loop does
+        # (torch.distributed.pipelining's backward_maybe_with_nosync).
         states = replace(states, grads=DTYPE_BYTES[dtype][1] * (params + experts))
+    if factors.engine == "torch" and factors.sp > 1 and pipelined:
+        # ... and stops resharding after each micro-batch's backward, so the stage's gathered
+        # weights stay until the step's last backward.
+        states = replace(states, params=DTYPE_BYTES[dtype][0] * (params + experts))
     buffers = buffer_bytes(model, layout, dtype, bucket_bytes, (params, factors),
                            (experts, expert_f), imbalance) + cast_weight_bytes(model, layout)
     on_host = 0.0
@@ -186,7 +193,8 @@ def memory_per_device(
         params=states.params,
         grads=states.grads,
         optimizer=states.optimizer,
-        activations=activation_bytes(model, layout, dtype, flash_attention, imbalance),
+        activations=activation_bytes(model, layout, dtype, flash_attention, imbalance,
+                                     runtime.selective_recompute),
         buffers=buffers,
         overhead=runtime_overhead_gb * GB,
         reserve=FRAGMENTATION_RESERVE * capacity_gb * GB,

@@ -61,9 +61,11 @@ from orchestrator.space import Layout, ShardingFactors, dp_mesh
 MASTER_BYTES = 4
 
 
-def model_flops(model: ModelShape, tokens: int, layout: Layout | None = None) -> float:
-    """Model FLOPs of `tokens`; with `config`, hardware FLOPs: its recompute counted."""
-    recompute = layout.activation_checkpointing if layout is not None else "none"
+def model_flops(model: ModelShape, tokens: int, layout: Layout | None = None,
+                runtime: ZeroEngine = DEEPSPEED) -> float:
+    """Model FLOPs of `tokens`; with `layout`, hardware FLOPs: the recompute `runtime` runs
+    for it counted."""
+    recompute = runtime.recompute_of(layout) if layout is not None else "none"
     fraction = layout.recompute_fraction(model.num_layers) if layout is not None else 1.0
     return model_flops_per_iteration(model, tokens, recompute, fraction)
 
@@ -201,12 +203,13 @@ def step_time(
     m, p, v = layout.grad_accum_steps, layout.pp, layout.virtual_stages
     layers = layout.busiest_stage_layers(model.num_layers)
 
-    flops = model_flops(model, layout.global_batch_size() * model.seq_len, layout)
+    flops = model_flops(model, layout.global_batch_size() * model.seq_len, layout, runtime)
     efficiency = gemm_efficiency(cluster, model, layout)
     compute = compute_with_fp8(
         model, layout, cluster,
         compute_seconds(cluster, model, layout, flops, efficiency, c.expert_load_imbalance),
-        flops, params_on_first_stage(model, layout) + expert_params_per_rank(model, layout))
+        flops, params_on_first_stage(model, layout) + expert_params_per_rank(model, layout),
+        runtime.recompute_of(layout))
     compute *= p * layers / model.num_layers  # every stage waits on the busiest
     bubble = compute * (p - 1) / (v * m)
     overhead = c.launch_overhead_s * layers * m

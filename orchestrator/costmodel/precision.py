@@ -47,12 +47,14 @@ def fp8_unsupported(cluster: Cluster, layout: Layout) -> str | None:
             "cores (fp8_peak_tflops 0); FP8 needs H100/H200-class GPUs (CUDA 8.9+) or MI300")
 
 
-def attention_and_logit_flops(model: ModelShape, tokens: int, layout: Layout) -> float:
+def attention_and_logit_flops(model: ModelShape, tokens: int, layout: Layout,
+                              recompute: str) -> float:
     """The step's FLOPs that stay bf16: attention scores and values and the logits, counted
-    as `model_flops_per_iteration` counts them (recompute included)."""
+    as `model_flops_per_iteration` counts them (`recompute`, what the trainer replays,
+    included)."""
     scores_fwd = 4 * model.seq_len * model.num_heads * model.head_dim
     layers_again, attention_again = recompute_forwards(
-        layout.activation_checkpointing, layout.recompute_fraction(model.num_layers))
+        recompute, layout.recompute_fraction(model.num_layers))
     passes = 3 + layers_again + attention_again
     logits = 3 * 2 * model.hidden * model.vocab_size
     return (model.num_layers * scores_fwd * passes + logits) * tokens
@@ -98,13 +100,14 @@ def fp8_compute_seconds(bf16_seconds: float, fp8_share: float, cluster: Cluster)
 
 
 def compute_with_fp8(model: ModelShape, layout: Layout, cluster: Cluster,
-                     bf16_seconds: float, flops: float, stage_params: float) -> float:
+                     bf16_seconds: float, flops: float, stage_params: float,
+                     recompute: str) -> float:
     """A step's compute under the layout's FP8 recipe: the linear GEMMs' share (by FLOPs) at
     the FP8 peak, plus the casts; unchanged in bf16 or without FP8 cores."""
     if not is_fp8(layout) or not cluster.fp8_peak_tflops:
         return bf16_seconds
     tokens = layout.global_batch_size() * model.seq_len
-    share = max(0.0, 1 - attention_and_logit_flops(model, tokens, layout) / flops)
+    share = max(0.0, 1 - attention_and_logit_flops(model, tokens, layout, recompute) / flops)
     return (fp8_compute_seconds(bf16_seconds, share, cluster)
             + cast_seconds(model, layout, cluster, stage_params))
 

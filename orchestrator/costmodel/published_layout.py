@@ -164,8 +164,9 @@ def _recompute(row: RowText, framework: Framework) -> str | None:
         return "full"
     if "selective" in text:
         if framework.family == "torchtitan":
-            row.assumptions.append("torchtitan's per-op selective AC priced as "
-                                    "Megatron's selective recompute")
+            row.assumptions.append("selective AC: torchtitan's per-op policy (its llama3 "
+                                    "tomls' selective_ac_option = 'op'), over the wq, wk "
+                                    "and wv its Llama of 2024-2025 projects apart")
         return "selective"
     if text in ("none",):
         return "none"

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from orchestrator.costmodel.zero_engine import ZeroEngine
+from orchestrator.result import PER_OP_SELECTIVE
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
 
 
@@ -150,7 +151,8 @@ def framework_of(values: dict[str, str], file_hint: str) -> Framework:
     if "maxtext" in low or "paxml" in low:
         raise NotPriced(f"framework {text}: JAX trainer, no runtime modelled")
     if "torchtitan" in low:
-        runtime = ZeroEngine(zero_engine="torch", grads_once_per_step=False, shards_over_cp=True)
+        runtime = ZeroEngine(zero_engine="torch", grads_once_per_step=False, shards_over_cp=True,
+                             selective_recompute=PER_OP_SELECTIVE)
         return Framework("torchtitan", runtime, sequence_parallel=True,
                           assumptions=("torchtitan: FSDP2 reduce-scatters after every "
                                        "micro-batch, TP is sequence-parallel; torch.compile "

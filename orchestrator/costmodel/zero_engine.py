@@ -25,6 +25,10 @@ Each trainer declares its own runtime (its adapter's `runtime`, orchestrator/tra
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.space import Layout
 
 
 @dataclass(frozen=True)
@@ -49,10 +53,19 @@ class ZeroEngine:
     # Whether weights shard over the context-parallel ranks at every stage (torchtitan's FSDP
     # over dp_shard x cp: at ZeRO 0 and 1 an HSDP over cp; context_parallel.gradient_group).
     shards_over_cp: bool = False
+    # What "selective" recompute replays in this trainer: "selective" (Megatron-Core's core
+    # attention) or one of PER_OP_KINDS (torchtitan's SelectiveAC: every second matmul and the
+    # element-wise ops, keeping the other matmuls' outputs; orchestrator/result.py).
+    selective_recompute: str = "selective"
 
     def engine_of(self, zero_stage: int) -> str:
         """The engine that runs `zero_stage` in this trainer."""
         return self.ddp_engine if zero_stage == 0 else self.zero_engine
+
+    def recompute_of(self, layout: Layout) -> str:
+        """The recompute this trainer runs for the layout's `activation_checkpointing`."""
+        mode = layout.activation_checkpointing
+        return self.selective_recompute if mode == "selective" else mode
 
 
 # What a trainer whose code the model does not see is priced as (a `command` program without

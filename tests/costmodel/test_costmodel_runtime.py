@@ -9,6 +9,7 @@ from conftest import ROOT
 
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.collectives import Fabric
+from orchestrator.costmodel.memory import params_on_first_stage
 from orchestrator.costmodel.zero_engine import DEEPSPEED
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.space import Layout
@@ -169,6 +170,25 @@ def test_gradient_accumulation_without_sync_holds_whole_gradients_on_fsdp2():
         assert grads(BUILTIN, zero_stage, 1) == pytest.approx(shard)
         assert grads(TORCHTITAN, zero_stage, 4) == pytest.approx(shard)
         assert grads(DEEPSPEED, zero_stage, 4) == pytest.approx(shard)
+
+
+def test_a_pipeline_stage_holds_its_gathered_weights_and_whole_gradients_on_fsdp2():
+    """torch.distributed.pipelining turns FSDP2's gradient sync and its resharding after
+    backward off for every micro-batch but the last, whatever the trainer's loop does: with
+    pp > 1 a ZeRO-3 stage holds its whole weights and gradients, on torchtitan too. DeepSpeed's
+    ZeRO-3 is not run by that stage and keeps its shards."""
+    config = Layout(dp=4, pp=2, zero_stage=3, micro_batch_size=1, grad_accum_steps=4)
+    stage_params = params_on_first_stage(MODEL, config)
+    for runtime in (BUILTIN, TORCHTITAN):
+        memory = CostModel(MODEL, A800, 8, runtime=runtime).memory(config)
+        assert (memory.params, memory.grads) == pytest.approx((2 * stage_params,
+                                                               2 * stage_params))
+    deepspeed = CostModel(MODEL, A800, 8, runtime=DEEPSPEED).memory(config)
+    assert (deepspeed.params, deepspeed.grads) == pytest.approx((2 * stage_params / 4,
+                                                                 2 * stage_params / 4))
+    one_micro_batch = dataclasses.replace(config, grad_accum_steps=1)
+    sharded = CostModel(MODEL, A800, 8, runtime=TORCHTITAN).memory(one_micro_batch)
+    assert sharded.params == pytest.approx(2 * stage_params / 4)
 
 
 def with_software_cost(fsdp_us: float, tp_us: float):

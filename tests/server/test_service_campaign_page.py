@@ -24,7 +24,7 @@ LOG_LINES = 3000
 
 @pytest.fixture
 def page(tmp_path, runs_dir, cli):
-    """alice's finished simulated campaign `mixed` (4 of its 12 layouts pruned), its
+    """alice's finished simulated campaign `mixed` (7 of its 12 layouts pruned), its
     controller log, and a client of the app with tokens for alice and bob."""
     view = mixed(tmp_path, cli)
     service = Service(ServiceConfig(state_dir=tmp_path / "state", runs_dir=runs_dir),
@@ -67,7 +67,7 @@ def test_trials_come_best_first_with_the_knobs_they_vary(page):
     records = view.records()
     pruned = [r for r in records if r.result.status == "infeasible"]
     ran = {r.trial_id: r for r in records if r.result.status != "infeasible"}
-    assert found["pruned"] == len(pruned) == 4
+    assert found["pruned"] == len(pruned) == 7
     assert sorted(t["trial_id"] for t in found["trials"]) == sorted(ran)
     ok = [t for t in found["trials"] if t["status"] == "ok"]
     assert found["trials"][:len(ok)] == ok  # the measured first

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.costmodel.zero_engine import ZeroEngine
+from orchestrator.result import PER_OP_SELECTIVE_FUSED_QKV
 from orchestrator.trainers.arguments import placeholder_values
 from orchestrator.trainers.torchtitan.capabilities import refusal, space_problems
 from orchestrator.trainers.base import LogMetrics, TrainerAdapter, TrainerRun
@@ -27,8 +28,11 @@ class TorchtitanTrainer(TrainerAdapter):
     name = "torchtitan"
     tool = TOOL
     measurement_args = ("--metrics.log-freq=1",)
-    # PyTorch's FSDP2 and DDP, reducing after every micro-batch, sharding over dp_shard x cp.
-    runtime = ZeroEngine(zero_engine="torch", grads_once_per_step=False, shards_over_cp=True)
+    # PyTorch's FSDP2 and DDP, reducing after every micro-batch, sharding over dp_shard x cp;
+    # its "selective" checkpointing is per-op (SelectiveAC: every second matmul replayed), over
+    # its models' fused wqkv projection (`fuse_qkv=True` in torchtitan 0.3's Llama 3 and Qwen3).
+    runtime = ZeroEngine(zero_engine="torch", grads_once_per_step=False, shards_over_cp=True,
+                         selective_recompute=PER_OP_SELECTIVE_FUSED_QKV)
     runtime_name = "torchtitan"
     trial_keys = ("torchtitan",)
     export_formats = ("torchrun", "sbatch", "torchtitan")
