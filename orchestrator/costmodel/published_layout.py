@@ -52,8 +52,7 @@ def layout(row: RowText, cost: CostModel, gpus: int, framework: Framework,
     if pp == 1:
         vp = 1
     elif row.text("vp") == "" and framework.family == "megatron":
-        row.assumptions.append("virtual stages not published: 1, no interleaving (Megatron's "
-                               "default)")
+        vp = _submission_virtual_stages(row)
     micro, accum = _batch(row, filled, pp, framework)
     zero = _zero_stage(row, framework)
     recompute = _recompute(row, framework)
@@ -181,6 +180,28 @@ def _recompute(row: RowText, framework: Framework) -> str | None:
             return "selective"
         return None  # the least that fits: _least_recompute_that_fits
     raise NotPriced(f"recompute {row.text('recompute')}: not understood")
+
+# MLPerf submissions whose config scripts leave INTERLEAVED_PIPELINE unset run the default of
+# their implementation's Hydra config: training_results_v3.1's gpt3 implementation (NVIDIA's
+# and Azure+NVIDIA's) reads `virtual_pipeline_model_parallel_size:
+# ${oc.env:INTERLEAVED_PIPELINE,12}` in conf/custom.yaml, and no config_*.sh sets it.
+SUBMISSION_VIRTUAL_STAGES = {"benchmarks/gpt3/implementations/pytorch/": (
+    12, "conf/custom.yaml's INTERLEAVED_PIPELINE default")}
+
+
+def _submission_virtual_stages(row: RowText) -> int:
+    """Virtual stages of a Megatron row that publishes none: its submission's configured
+    default where the row names a config that has one, else Megatron's (no interleaving)."""
+    config = row.text("config_file")
+    for path, (stages, where) in SUBMISSION_VIRTUAL_STAGES.items():
+        if path in config and "INTERLEAVED_PIPELINE" not in row.text("config_kv"):
+            row.assumptions.append(f"virtual stages not in the run's config script: {stages}, "
+                                   f"the submission's {where}")
+            return stages
+    row.assumptions.append("virtual stages not published: 1, no interleaving (Megatron's "
+                           "default)")
+    return 1
+
 
 def _schedule(row: RowText, pp: int, vp: int, framework: Framework) -> tuple[str, int]:
     if pp == 1:

@@ -202,3 +202,22 @@ def test_a_submission_config_without_recompute_publishes_none():
     row = published_row("mlperf_training_llm.csv", 1)
     assert row.config.activation_checkpointing == "none"
     assert row.unpublished_memory_settings == ()
+
+
+def test_a_submission_without_interleaving_in_its_script_runs_its_configs_default():
+    # MLPerf v3.1 rows 22 (NVIDIA, 1,280 nodes) and 16 (Azure+NVIDIA, 1,344 nodes): GPT-3 175B,
+    # tp 4 pp 8, no vp column and no INTERLEAVED_PIPELINE in the config script; the gpt3
+    # implementation's conf/custom.yaml reads ${oc.env:INTERLEAVED_PIPELINE,12}.
+    for number in (16, 22):
+        values = ROWS[("mlperf_training_llm.csv", number)]
+        assert values["vp"] == "" and "INTERLEAVED_PIPELINE" not in values["config_kv"]
+        assert "benchmarks/gpt3/implementations/pytorch/" in values["config_file"]
+        row = published_row("mlperf_training_llm.csv", number)
+        assert (row.config.pp_schedule, row.config.virtual_stages) == ("interleaved", 12)
+        assert any("conf/custom.yaml" in a for a in row.assumptions)
+    # A row that publishes its interleaving keeps it (v3.0, row 1: INTERLEAVED_PIPELINE=12),
+    # and a Megatron row naming no such config stays at Megatron's default.
+    assert published_row("mlperf_training_llm.csv", 1).config.virtual_stages == 12
+    outside = {**ROWS[("mlperf_training_llm.csv", 22)], "config_file": "elsewhere.sh"}
+    priced = price_row(outside)
+    assert isinstance(priced, PricedRow) and priced.config.virtual_stages == 1
