@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import measured_corpus  # noqa: E402
+from marked_block import with_marked_block  # noqa: E402
 from measured_corpus import CHECK, SUPERSEDED  # noqa: E402
 from validate_costmodel import DIGITS, Scored, _trial  # noqa: E402
 
@@ -112,22 +113,13 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-BEGIN, END = "<!-- BEGIN scale-series -->", "<!-- END scale-series -->"
-
-
-def _with_table(doc: str, table: str) -> str:
-    head, _, rest = doc.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    return f"{head}{BEGIN}\n{table}{END}{tail}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     report = compute()
     text = json.dumps(report, indent=1) + "\n"
-    doc = _with_table(MD_PATH.read_text(), markdown(report))
+    doc = with_marked_block(MD_PATH.read_text(), "scale-series", markdown(report))
     if args.check:
         stale = JSON_PATH.read_text() != text or MD_PATH.read_text() != doc
         print("stale" if stale else "up to date")
