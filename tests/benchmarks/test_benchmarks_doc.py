@@ -148,3 +148,31 @@ def test_the_generated_run_agrees_with_the_parallel_quirks_run_where_they_overla
         other = entries[entry["landscape"], entry["searcher"]]
         assert {k: v for k, v in entry.items() if k != "overhead_ms"} == \
             {k: v for k, v in other.items() if k != "overhead_ms"}, entry["landscape"]
+
+
+def test_the_generated_sections_prose_figures_are_the_jsons():
+    """The sentences under "Generated landscapes, as the searchers are now" quote trials run,
+    trials to 3% and winners named right: each must be the JSON's figure."""
+    text = BENCHMARKS.read_text()
+    rows = {t["landscape"]: t for t in report("docs/search_generated.json")["table"]
+            if t["searcher"] == "cost-guided"}
+
+    def figure(value: float) -> str:
+        return f"{value:g}"
+
+    trials = re.search(r"on `frontier-175b` (\S+) \(34 before the repeat\s+cap and its GPU-hour "
+                       r"price\), `frontier-1t` (\S+) \(60\), `deepseek-v3` (\S+) \(60\)", text)
+    assert trials, "the trials-run sentence moved"
+    assert trials.groups() == tuple(figure(rows[n]["trials_run"])
+                                    for n in ("frontier-175b", "frontier-1t", "deepseek-v3"))
+    moved = re.search(r"`mixtral-8x22b-perturbed` (\S+) \(8\), `llama3-405b-32k-perturbed` (\S+) "
+                      r"\(8\)", text)
+    assert moved.groups() == (figure(rows["mixtral-8x22b-perturbed"]["median"]),
+                              figure(rows["llama3-405b-32k-perturbed"]["median"]))
+    right = sum(t["winner_ok"] for t in rows.values())
+    seeds = sum(t["seeds"] for t in rows.values())
+    assert f"within 3% of the best in {right} of {seeds} runs. The {seeds - right} misses" in text
+    named = re.findall(r"on `(llama3-405b-[\w-]+)` \((\d+)/20;", text)
+    assert len(named) == 2, named
+    for name, said in named:
+        assert int(said) == rows[name]["winner_ok"], name

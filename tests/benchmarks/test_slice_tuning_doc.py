@@ -39,3 +39,18 @@ def test_the_frontier_efficiencies_are_what_plan_prints(cli, name, nodes):
     efficiency = 100 * large["tokens_per_s"] / small["tokens_per_s"] / 2
     stated = re.search(r"are (\d+\.\d)% and (\d+\.\d)%", PAGE).groups()
     assert f"{efficiency:.1f}" in stated
+
+
+def test_the_prose_figures_are_the_jsons():
+    """What the page says below the table: the slice campaign's share of the full-scale
+    GPU-hours, and on how many seeds the full-scale campaign reached 3% for under 10."""
+    share = REPORT["summary"]["median_share_of_full_total"]
+    said = re.search(r"The slice campaign costs (under a quarter|about a fifth|under a third) "
+                     r"of the full-scale one", PAGE)
+    assert said, "the page no longer states the share"
+    bound = {"about a fifth": (0.15, 0.225), "under a quarter": (0.2, 0.25),
+             "under a third": (0.25, 1 / 3)}[said[1]]
+    assert bound[0] <= share < bound[1], share
+    cheap = sum(1 for s in REPORT["seeds"]
+                if s["full_gpu_hours_to_3pct"] is not None and s["full_gpu_hours_to_3pct"] < 10)
+    assert f"for under 10 GPU-hours on {cheap} of the\n  20 seeds" in PAGE
