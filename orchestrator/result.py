@@ -132,8 +132,8 @@ def training_flops_per_iteration(
     (the 96 variant), over `recompute_fraction` of the layers when only some recompute;
     "selective" adds one forward of the attention scores and values, the core attention that
     Megatron-Core's checkpoint replays once in the backward (Korthikanti et al. print
-    1 + s/(3h), which adds three passes of it, not the one that runs); PER_OP_SELECTIVE
-    (torchtitan's per-op selective checkpointing) adds one forward of every second matmul of
+    1 + s/(3h), which adds three passes of it, not the one that runs); PER_OP_KINDS
+    (torchtitan's per-op selective checkpointing) add one forward of every second matmul of
     each block (`replayed_matmul_macs`). MFU uses recompute="none" by convention; hardware
     FLOPs use the actual setting.
 
