@@ -178,6 +178,7 @@ class CostModel:
 
     def estimate(self, layout: Layout) -> Estimate:
         tokens = layout.global_batch_size() * self.model.seq_len
+        hardware_flops = model_flops(self.model, tokens, layout, self.runtime)
         time = step_time(
             self.model, layout, self.cluster, gpus_per_node=self.gpus_per_node,
             dtype=self.dtype, coefficients=self.coefficients, runtime=self.runtime,
@@ -189,11 +190,10 @@ class CostModel:
             capacity_gb=self.cluster.memory_gb,
             tokens_per_step=tokens,
             model_flops_per_step=model_flops(self.model, tokens),
-            hardware_flops_per_step=model_flops(self.model, tokens, layout, self.runtime),
+            hardware_flops_per_step=hardware_flops,
             peak_tflops=self.cluster.peak_tflops,
             compute_efficiency=step_efficiency(
-                self.cluster, self.model, layout,
-                model_flops(self.model, tokens, layout, self.runtime),
+                self.cluster, self.model, layout, hardware_flops,
                 gemm_efficiency(self.cluster, self.model, layout),
                 self.coefficients.expert_load_imbalance),
             causal_discount=causal_attention_discount(self.model, tokens),
