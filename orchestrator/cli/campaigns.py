@@ -42,7 +42,7 @@ from orchestrator.record.campaign_choice import choose_campaign
 from orchestrator.record.journal import TrialRecord
 from orchestrator.record.slice_summary import layout_for_target
 from orchestrator.scheduling.controller import Controller
-from orchestrator.scheduling.signals import Detached, Interrupted
+from orchestrator.scheduling.signals import Detached, DetachRequest, Interrupted
 from orchestrator.scheduling.slots import NoSlotLimit, ServiceSlots, TrialSlots
 from orchestrator.campaign_spec import SPEC_FILE, CampaignSpec, load_campaign_spec
 from orchestrator.campaign_spec.planning import fitted_candidates
@@ -78,37 +78,38 @@ def trial_slots() -> TrialSlots:
 
 
 @contextmanager
-def controller_signals(campaign: str) -> Iterator[None]:
-    """SIGTERM raises `Detached` (once: a second one while leaving is ignored); SIGINT raises
-    KeyboardInterrupt even where the parent started us with it ignored. Main thread only."""
+def controller_signals(campaign: str) -> Iterator[DetachRequest]:
+    """SIGTERM raises `Detached` (once: a second one while leaving is ignored) and records the
+    request for the scheduling loop, which leaves at its next turn should the exception have
+    been dropped (signals.DetachRequest); SIGINT raises KeyboardInterrupt even where the parent
+    started us with it ignored. Main thread only."""
+    request = DetachRequest()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield request
         return
-    detaching = False
 
     def detach(signum, frame) -> None:
-        nonlocal detaching
-        if not detaching:
-            detaching = True
+        if not request.requested:
+            request.requested = True
             raise Detached(campaign)
 
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, detach)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        yield
+        yield request
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def _run_campaign(spec: CampaignSpec, resume: bool) -> None:
-    with controller_signals(spec.name):
+    with controller_signals(spec.name) as detach:
         # One-line errors before the progress display and before any file.
         print_space_notes(spec, preflight(spec))
         with CampaignProgress(console, spec) as progress:
             controller = Controller(spec, on_event=saying_reattached(progress),
-                                    slots=trial_slots())
+                                    slots=trial_slots(), detach=detach)
             if resume:
                 progress.already_done(controller.view.records())
             try:

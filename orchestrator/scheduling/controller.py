@@ -37,7 +37,7 @@ from orchestrator.scheduling.loop import EventHook, SchedulingLoop, teaches_sear
 from orchestrator.scheduling.proposals import ProposalSource, RepeatProposals, SearchProposals
 from orchestrator.scheduling.requests import trial_request
 from orchestrator.scheduling.scaling import ScalingStudy
-from orchestrator.scheduling.signals import Detached
+from orchestrator.scheduling.signals import Detached, DetachRequest
 from orchestrator.scheduling.slots import NoSlotLimit, TrialSlots
 from orchestrator.scheduling.target_confirmation import TargetConfirmation
 from orchestrator.scheduling.warm_start import warm_start
@@ -56,13 +56,15 @@ log = logging.getLogger(__name__)
 
 class Controller:
     def __init__(self, spec: CampaignSpec, *, backend: Backend | None = None,
-                 on_event: EventHook | None = None, slots: TrialSlots | None = None):
+                 on_event: EventHook | None = None, slots: TrialSlots | None = None,
+                 detach: DetachRequest | None = None):
         self.spec = spec
         self.view = CampaignView(spec)
         self.backend = backend
         self._own_backend = backend is None  # made here, so shut down here
         self.on_event = on_event
         self.slots = slots or NoSlotLimit()
+        self.detach = detach  # a SIGTERM's request to leave, seen by the loop (signals.py)
         self.loop: SchedulingLoop | None = None
 
     @property
@@ -134,6 +136,7 @@ class Controller:
             tally=Tally.of(list(records.values()), self.view.objective), records=records,
             started_at=self.view.started_at(), tracking=tracking, on_event=self.on_event,
             workdir=self.spec.trial.workdir or os.getcwd(), slots=self.slots,
+            detach=self.detach,
         )
         sources = self._sources(searcher)
         try:

@@ -34,6 +34,7 @@ from orchestrator.scheduling.live_cost_model import LiveCostModel
 from orchestrator.scheduling.proposals import Proposal, ProposalSource
 from orchestrator.scheduling.requests import trial_request
 from orchestrator.scheduling.reservations import Reservations
+from orchestrator.scheduling.signals import Detached, DetachRequest
 from orchestrator.scheduling.slots import NoSlotLimit, TrialSlots
 from orchestrator.search import Searcher
 from orchestrator.space import Layout
@@ -57,7 +58,8 @@ class SchedulingLoop:
                  backend: Backend, searcher: Searcher, cost_model: CostModel, tally: Tally,
                  records: dict[str, TrialRecord], started_at: float,
                  tracking: TrackingSession | None = None, on_event: EventHook | None = None,
-                 workdir: str | None = None, slots: TrialSlots | None = None):
+                 workdir: str | None = None, slots: TrialSlots | None = None,
+                 detach: DetachRequest | None = None):
         self.spec = spec
         self.campaign_dir = campaign_dir
         self.journal = journal
@@ -73,6 +75,7 @@ class SchedulingLoop:
         self.on_event = on_event or (lambda kind, record: None)
         self.workdir = workdir
         self.slots = slots or NoSlotLimit()
+        self.detach = detach or DetachRequest()
         self.queue: deque[TrialRecord] = deque()  # trials to run before asking any source
         self.running: dict[str, tuple[TrialRecord, TrialHandle]] = {}
         self.stop_reason: str | None = None
@@ -104,6 +107,8 @@ class SchedulingLoop:
         """Until nothing runs, nothing waits for a slot and no source has anything more."""
         self.slots.report(self.busy)  # trials re-attached on resume hold slots already
         while True:
+            if self.detach.requested:  # a SIGTERM whose Detached was dropped (signals.py)
+                raise Detached(self.spec.name)
             self._fill(sources)
             if not self.running and self._waiting is None:
                 break

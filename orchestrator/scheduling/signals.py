@@ -12,6 +12,19 @@ class Detached(BaseException):
         self.campaign = campaign
 
 
+class DetachRequest:
+    """A SIGTERM the controller has received, kept where the scheduling loop can see it.
+
+    The signal handler raises `Detached` at once, but Python runs a handler wherever the main
+    thread happens to be, a garbage collector's finalizer included, and an exception raised
+    there is printed ("Exception ignored in ...") and dropped. The loop asks `requested` on
+    every turn, so a controller whose first `Detached` was dropped still leaves at its next
+    turn instead of running on, asking a service that is gone for its slots."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+
 class Interrupted(BaseException):
     """Ctrl-C in a campaign's controller, after its trials were stopped: `campaign` names it
     when it was saved (resumable), else None (nothing was written)."""

@@ -186,6 +186,35 @@ def test_detached_leaves_trials_running_and_resume_takes_them_over(tmp_path):
     assert summary.complete and len(summary.records) == 8 and view.state() == "finished"
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the drop
+def test_a_sigterm_whose_detached_was_dropped_still_detaches_at_the_next_turn(tmp_path):
+    """A signal handler runs wherever the main thread is. Here the SIGTERM lands in a weakref
+    finalizer, where Python prints the handler's `Detached` and drops it; the controller,
+    refused every slot as by a service that is gone, would wait for ever. The request the
+    handler recorded makes the scheduling loop leave at its next turn instead."""
+    import gc
+    import weakref
+
+    from orchestrator.cli.campaigns import controller_signals
+
+    class Owner:
+        pass
+
+    spec = spec_named(tmp_path, "dropped")
+    first = FakeBackend(polls=10_000)
+    gone = Scripted(True, *[False] * 100_000)  # one slot, then a service that never answers
+
+    with controller_signals(spec.name) as detach:
+        owner = Owner()
+        weakref.finalize(owner, os.kill, os.getpid(), signal.SIGTERM)
+        del owner
+        gc.collect()  # the handler ran in the finalizer: its Detached went no further
+        assert detach.requested
+        with pytest.raises(Detached):
+            Controller(spec, backend=first, slots=gone, detach=detach).run()
+    assert CampaignView(spec).state() == "incomplete"
+
+
 def test_detached_before_any_trial_keeps_the_campaign_resumable(tmp_path):
     spec = spec_named(tmp_path, "early")
     with pytest.raises(Detached):
