@@ -138,6 +138,15 @@ class Fabric:
             return self.inter_alpha + (nbytes + self.msg_half_bytes) / self.inter_bw_per_device
         return self.intra_alpha + (nbytes + self.msg_half_bytes) / self.intra_bw
 
+    def bucketed_reduce_scatter(self, nbytes: float, bucket: float, p0: int,
+                                p1: int = 1) -> float:
+        """Gradients reduce-scattered in buckets of U bytes (Megatron-Core's distributed
+        optimizer), as `bucketed_all_reduce` all-reduces them."""
+        if nbytes <= 0:
+            return 0.0
+        buckets = max(1.0, nbytes / bucket)
+        return buckets * self.reduce_scatter(nbytes / buckets, p0, p1)
+
     def bucketed_all_reduce(self, nbytes: float, bucket: float, p0: int, p1: int = 1) -> float:
         """AMSP's (v / U) · t(AR, U, p0×p1): gradients reduced in buckets of U bytes."""
         if nbytes <= 0:

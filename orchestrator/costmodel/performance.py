@@ -35,6 +35,8 @@ Pure arithmetic. Compute is the Megatron FLOPs formula (shared with the trial jo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from orchestrator.costmodel.coefficients import Coefficients
 from orchestrator.costmodel.collectives import Fabric
 from orchestrator.costmodel.context_parallel import cp_comm, gradient_group
@@ -80,9 +82,16 @@ def data_parallel_comm(
     m = layout.grad_accum_steps
     bucket = c.bucket_bytes
     full = weight_bytes * params
+
+    def runtime_bucket(dp_ranks: int, bytes_per_grad: int) -> float:
+        """The trainer's own gradient bucket, unless the layout sets one (already in c)."""
+        if layout.bucket_size is not None:
+            return bucket
+        return runtime.gradient_bucket_bytes(bucket, dp_ranks, bytes_per_grad)
+
     if f.engine == "torch":
         return pytorch_data_parallel_comm(params, weight_bytes, f, (s0dp, s1dp), m, layers,
-                                          fabric, c, runtime, fsdp_call_s)
+                                          fabric, c, runtime, fsdp_call_s, runtime_bucket)
     t_p = 0.0
     if f.sp > 1:  # per gathered module i and micro-batch: 2·AG + RS of its 2Ψ_i bytes
         units = layers * modules
@@ -104,6 +113,10 @@ def data_parallel_comm(
     if f.sg > f.sp and m > 1:
         t_g = (m - 1) * fabric.bucketed_all_reduce(grads, bucket, f.s0g // f.s0p, f.s1g // f.s1p)
     t_os0 = fabric.bucketed_all_reduce(grads, bucket, s0dp // f.s0p, s1dp // f.s1p)
+    if runtime.zero1_reduce_scatters and f.sos > f.sg == 1:
+        # Megatron-Core's distributed optimizer reduce-scatters into the optimizer's shards.
+        bucket = runtime_bucket(s0dp * s1dp, weight_bytes)
+        t_os0 = fabric.bucketed_reduce_scatter(grads, bucket, s0dp // f.s0p, s1dp // f.s1p)
     t_os1 = 0.0
     if f.sos > f.sp and f.engine == "amsp":  # AMSP: one broadcast per owner (uneven shards)
         t_os1 = f.sos // f.sp * fabric.broadcast(full / f.sos, f.s0os // f.s0p, f.s1os // f.s1p)
@@ -117,6 +130,7 @@ def pytorch_data_parallel_comm(
     params: float, weight_bytes: int, f: ShardingFactors, mesh: tuple[int, int], m: int,
     layers: int, fabric: Fabric, c: Coefficients, runtime: ZeroEngine,
     call_overhead_s: float = 0.0,
+    bucket_bytes: Callable[[int, int], float] | None = None,
 ) -> DataParallelComm:
     """DDP, ZeroRedundancyOptimizer and FSDP2 (costmodel/zero_engine.py), in AMSP's four terms.
     FSDP2's units are the transformer blocks and the root module; each micro-batch gathers a
@@ -139,7 +153,9 @@ def pytorch_data_parallel_comm(
         t_p = units * (m * gathers * (fabric.all_gather(gather, f.s0g, f.s1g) + call_overhead_s)
                        + syncs * (fabric.reduce_scatter(scatter, f.s0g, f.s1g)
                                   + call_overhead_s))
-    replica_sync = fabric.bucketed_all_reduce(master / f.sg, c.bucket_bytes, s0dp // f.s0g,
+    bucket = (bucket_bytes(s0dp * s1dp // f.sg, MASTER_BYTES) if bucket_bytes is not None
+              else c.bucket_bytes)
+    replica_sync = fabric.bucketed_all_reduce(master / f.sg, bucket, s0dp // f.s0g,
                                               s1dp // f.s1g)
     t_os1 = 0.0
     if f.sos > f.sg:  # ZeroRedundancyOptimizer: each owner broadcasts its bucket of weights
@@ -149,8 +165,12 @@ def pytorch_data_parallel_comm(
 
 def exposed_data_parallel(
     comm: DataParallelComm, compute: float, m: int, c: Coefficients, engine: str = "amsp",
+    chunks: int = 1, chunk_gap_micro_batches: int = 1, gather_chunks: int = 1,
 ) -> float:
-    """What the overlap model leaves on the critical path (see coefficients.py)."""
+    """What the overlap model leaves on the critical path (see coefficients.py); with
+    `chunks` > 1, the once-per-step gradient reduction runs per model chunk, and with
+    `gather_chunks` > 1 the weights' gather after the optimizer step
+    (`exposed_per_model_chunk`)."""
     backward_per_micro = compute / m * 2 / 3
     forward_per_micro = compute / m / 3
     deepspeed = engine == "deepspeed"
@@ -159,9 +179,34 @@ def exposed_data_parallel(
     broadcast = 0.0 if deepspeed else c.overlap_broadcast  # ZeRO's bucketed all-gather waits
     exposed = max(0.0, comm.t_p - gathers * compute)
     exposed += max(0.0, comm.t_g - grad * backward_per_micro * (m - 1))
-    exposed += max(0.0, comm.t_os0 - grad * backward_per_micro)
-    exposed += max(0.0, comm.t_os1 - broadcast * forward_per_micro)
+    exposed += exposed_per_model_chunk(comm.t_os0, grad * backward_per_micro, chunks,
+                                       chunk_gap_micro_batches)
+    exposed += exposed_per_model_chunk(comm.t_os1, broadcast * forward_per_micro, gather_chunks,
+                                       chunk_gap_micro_batches)
     return exposed
+
+
+def exposed_per_model_chunk(comm_s: float, hidden_per_micro_s: float, chunks: int,
+                            gap_micro_batches: int) -> float:
+    """The exposed part of a data-parallel collective of `comm_s` that an interleaved
+    pipeline runs per model chunk: each chunk's gradient reduction once its last micro-batch's
+    backward is done, or each chunk's weight gather before its first forward (Megatron-Core's
+    interleaved schedule; the gather is the reduction's mirror image in time).
+
+    Each of the v chunks moves C = comm_s / v on one stream, behind its own last backward (a
+    share `hidden_per_micro_s` / v of it hides, as one stage's reduction hides behind its last
+    micro-batch's) and behind the backward the stage still runs afterwards. In the interleaved
+    schedule's last round, chunks v-1 ... 0 each run the backward of `gap_micro_batches`
+    micro-batches (the pipeline's p, or m if fewer), so chunk j is done j such rounds
+    b' = gap · hidden / v before the end. A queue of the chunks' reductions then ends
+    C - hidden/v + (v-1) · max(0, C - b') after the backward: C - hidden/v when the reductions
+    keep pace with the backward (one chunk's left), the whole reduction less the backward it
+    can hide behind when they do not. One chunk (v = 1) is the non-interleaved case,
+    max(0, comm_s - hidden_per_micro_s)."""
+    per_chunk = comm_s / chunks
+    own = hidden_per_micro_s / chunks
+    queued = (chunks - 1) * max(0.0, per_chunk - gap_micro_batches * own)
+    return max(0.0, per_chunk - own + queued)
 
 
 def model_parallel_comm(
@@ -294,7 +339,20 @@ def _exposed_dp(dp, compute: float, layout: Layout, c: Coefficients,
     if c.dp_exposure is not None:
         gathers = c.dp_exposure if c.dp_exposure_gathers is None else c.dp_exposure_gathers
         return c.dp_exposure * (dp.total - dp.t_p) + gathers * dp.t_p
-    overlaps = runtime.ddp_overlaps or bool(layout.overlap_comm)
-    hidden = (c if overlaps or layout.zero_stage or layout.sharding
-              else c.with_(overlap_grad=0.0))  # a DDP reduced after the backward
-    return exposed_data_parallel(dp, compute, layout.grad_accum_steps, hidden, engine)
+    ddp_overlaps = runtime.ddp_overlaps or bool(layout.overlap_comm)
+    distributed_optimizer = (runtime.zero1_reduce_scatters and layout.zero_stage == 1
+                             and not layout.sharding)
+    if distributed_optimizer:
+        engine = runtime.ddp_engine  # its reduction is its DDP's, and hides as that does
+    ddp = layout.zero_stage == 0 and not layout.sharding
+    overlaps = ddp_overlaps if ddp or distributed_optimizer else True  # a ZeRO engine's own
+    hidden = c if overlaps else c.with_(overlap_grad=0.0)  # reduced after the backward
+    per_chunk = runtime.grad_sync_per_model_chunk and layout.pp_schedule == "interleaved"
+    interleaved = layout.virtual_stages if per_chunk else 1
+    chunks = interleaved if (ddp or distributed_optimizer) and ddp_overlaps else 1
+    gathers_hide = distributed_optimizer and runtime.param_gather_overlaps
+    if gathers_hide:  # its weights gathered behind the next forward, as AMSP's broadcast
+        hidden = hidden.with_broadcast_overlap()
+    return exposed_data_parallel(dp, compute, layout.grad_accum_steps, hidden, engine,
+                                 chunks, min(layout.pp, layout.grad_accum_steps),
+                                 interleaved if gathers_hide else 1)

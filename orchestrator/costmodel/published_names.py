@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from orchestrator.costmodel.zero_engine import ZeroEngine
+from orchestrator.costmodel.zero_engine import MEGATRON_CORE_GRADIENTS, ZeroEngine
 from orchestrator.result import PER_OP_SELECTIVE
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS, Cluster, ModelShape
 
@@ -130,17 +130,24 @@ class Framework:
 
 def _megatron(overlap: bool, *, distributed_optimizer: bool, sequence_parallel: bool,
               assumptions: tuple[str, ...] = ()) -> Framework:
-    return Framework("megatron", ZeroEngine(ddp_overlaps=overlap),
+    # Megatron-Core's gradient handling came with its distributed optimizer (2022-2023).
+    core = MEGATRON_CORE_GRADIENTS if distributed_optimizer else {}
+    return Framework("megatron", ZeroEngine(ddp_overlaps=overlap,
+                                            param_gather_overlaps=distributed_optimizer and overlap,
+                                            **core),
                       distributed_optimizer, sequence_parallel, assumptions)
 
 
 # NeMo (1.x and 2.x recipes), Megatron-Bridge, the Megatron-Core scripts and NVIDIA's MLPerf
-# implementations run the distributed optimizer with --overlap-grad-reduce and sequence
-# parallelism with TP; Megatron-LM of 2020-2022 had neither (the distributed optimizer came in
-# 2022, overlap-grad-reduce in 2023).
-_MODERN_MEGATRON = ("NeMo/Megatron-Core defaults: distributed optimizer (ZeRO-1), "
-                    "--overlap-grad-reduce, sequence parallel with TP; TP communication "
-                    "overlap and CUDA graphs not modelled")
+# implementations run the distributed optimizer with --overlap-grad-reduce, its weight gather
+# overlapped (NeMo-Framework-Launcher's *_performance.yaml `overlap_param_sync: true`,
+# Megatron-Bridge's recipes/common.py `overlap_param_gather=True`) and sequence parallelism
+# with TP; Megatron-LM of 2020-2022 had none of these (the distributed optimizer came in 2022,
+# overlap-grad-reduce in 2023).
+_MODERN_MEGATRON = ("NeMo/Megatron-Core defaults: distributed optimizer (ZeRO-1, gradients "
+                    "reduce-scattered), --overlap-grad-reduce and --overlap-param-gather (per "
+                    "model chunk when interleaved), sequence parallel with TP; TP "
+                    "communication overlap and CUDA graphs not modelled")
 _OLD_MEGATRON = ("Megatron-LM of 2020-2022: DDP reduced after the backward (no "
                  "--overlap-grad-reduce), no distributed optimizer")
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from orchestrator.space import Layout
 
 
+MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK = 40_000_000, 1_000_000
+
+
 @dataclass(frozen=True)
 class ZeroEngine:
     # Engine that ZeRO stages run on: "deepspeed" or "torch" (space/sharding.py).
@@ -57,6 +60,31 @@ class ZeroEngine:
     # attention) or one of PER_OP_KINDS (torchtitan's SelectiveAC: every second matmul and the
     # element-wise ops, keeping the other matmuls' outputs; orchestrator/result.py).
     selective_recompute: str = "selective"
+    # Whether ZeRO-1 is Megatron-Core's distributed optimizer: its DDP reduce-scatters the
+    # gradients into the optimizer's shards (param_and_grad_buffer.py, `start_grad_sync`),
+    # bucket by bucket behind the backward with --overlap-grad-reduce as its DDP's all-reduce
+    # is; DeepSpeed's stage 1 all-reduces them after the backward.
+    zero1_reduce_scatters: bool = False
+    # Whether an interleaved pipeline starts each model chunk's gradient reduction once that
+    # chunk's last micro-batch's backward is done (Megatron-Core's interleaved schedule,
+    # schedules.py `is_last_microbatch_for_model_chunk`, with --overlap-grad-reduce), so the
+    # reductions of the chunks done first hide behind the backward of the others.
+    grad_sync_per_model_chunk: bool = False
+    # Whether the distributed optimizer's weight gather after the step hides behind the next
+    # forward (Megatron-Core's overlap_param_gather: each bucket's all-gather dispatched ahead
+    # of the forward that needs it, per model chunk when interleaved).
+    param_gather_overlaps: bool = False
+    # Whether gradient buckets hold max(40M, 1M x data-parallel size) parameters, Megatron-
+    # Core's default `bucket_size` (distributed_data_parallel.py), so a reduction over many
+    # ranks runs in fewer, larger calls; else the coefficients' `bucket_bytes` (PyTorch's).
+    buckets_grow_with_dp: bool = False
+
+    def gradient_bucket_bytes(self, default: float, dp_ranks: int, bytes_per_grad: int) -> float:
+        """The bytes of one gradient bucket reduced over `dp_ranks`."""
+        if not self.buckets_grow_with_dp:
+            return default
+        return bytes_per_grad * max(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK
+                                    * dp_ranks)
 
     def engine_of(self, zero_stage: int) -> str:
         """The engine that runs `zero_stage` in this trainer."""
@@ -67,6 +95,12 @@ class ZeroEngine:
         mode = layout.activation_checkpointing
         return self.selective_recompute if mode == "selective" else mode
 
+
+# Megatron-Core's DDP, in the Megatron-LM and Megatron-Bridge trainers and the published
+# Megatron/NeMo runs: its distributed optimizer reduce-scatters, and its interleaved schedule
+# reduces each model chunk's gradients once the chunk's backward is done.
+MEGATRON_CORE_GRADIENTS = {"zero1_reduce_scatters": True, "grad_sync_per_model_chunk": True,
+                           "buckets_grow_with_dp": True}
 
 # What a trainer whose code the model does not see is priced as (a `command` program without
 # `trial.runtime`): ZeRO stages as DeepSpeed runs them, stage 0 as PyTorch's DDP.

@@ -346,8 +346,9 @@ def test_deepseek_v3_needs_its_per_node_dispatch_to_get_there():
     assert per_pair["mfu"] < DEEPSEEK_IMPLIED_MFU - 0.10
 
 
-def test_mixtral_plan_ranks_the_published_layout_in_its_top_5():
-    check("mixtral-8x22b-published-layout-rank")
+@pytest.mark.parametrize("figure_id", [published("mixtral-8x22b-published-layout-rank")])
+def test_mixtral_plan_ranks_the_published_layout_in_its_top_5(figure_id):
+    check(figure_id)
     top = run_json("plan", str(EXAMPLES / "mixtral-8x22b.yaml"))["top"]
     published_layout = {"tp": 2, "pp": 8, "ep": 8, "etp": 1, "micro_batch_size": 1,
                         "activation_checkpointing": "none", "virtual_stages": 1}

@@ -8,9 +8,10 @@ Megatron-DeepSpeed runs DeepSpeed's engine (its DDP is DeepSpeed's, without ZeRO
 
 from __future__ import annotations
 
-from orchestrator.costmodel.zero_engine import ZeroEngine
+from orchestrator.costmodel.zero_engine import MEGATRON_CORE_GRADIENTS, ZeroEngine
 
 MEGATRON_OVERLAP_FLAG = "--overlap-grad-reduce"
+MEGATRON_PARAM_GATHER_FLAG = "--overlap-param-gather"
 MEGATRON_EP_OVERLAP_FLAG = "--overlap-moe-expert-parallel-comm"
 MEGATRON_DISPATCHER_FLAG = "--moe-token-dispatcher-type"
 
@@ -23,5 +24,6 @@ def megatron_lm_runtime(args: list[str] | tuple[str, ...] = ()) -> ZeroEngine:
     joined = " ".join(args).replace("=", " ").split()
     flex = any(a == MEGATRON_DISPATCHER_FLAG and b == "flex" for a, b in zip(joined, joined[1:]))
     return ZeroEngine(ddp_overlaps=MEGATRON_OVERLAP_FLAG in args,
+                      param_gather_overlaps=MEGATRON_PARAM_GATHER_FLAG in args,
                       overlaps_expert_comm=MEGATRON_EP_OVERLAP_FLAG in args,
-                      dispatch_per_node=flex)
+                      dispatch_per_node=flex, **MEGATRON_CORE_GRADIENTS)

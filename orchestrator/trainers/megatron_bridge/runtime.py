@@ -13,7 +13,7 @@ default), and is DeepEP's per-node dispatch with `model.moe_token_dispatcher_typ
 
 from __future__ import annotations
 
-from orchestrator.costmodel.zero_engine import ZeroEngine
+from orchestrator.costmodel.zero_engine import MEGATRON_CORE_GRADIENTS, ZeroEngine
 
 
 def _said(overrides, key: str) -> str | None:
@@ -30,5 +30,7 @@ def bridge_runtime(overrides=()) -> ZeroEngine:
     """Megatron-Bridge's runtime under the user's overrides (`trial.megatron_bridge.overrides`)."""
     return ZeroEngine(
         ddp_overlaps=_said(overrides, "ddp.overlap_grad_reduce") != "false",
+        param_gather_overlaps=_said(overrides, "ddp.overlap_param_gather") != "false",
         overlaps_expert_comm=_said(overrides, "model.overlap_moe_expert_parallel_comm") == "true",
-        dispatch_per_node=_said(overrides, "model.moe_token_dispatcher_type") == "flex")
+        dispatch_per_node=_said(overrides, "model.moe_token_dispatcher_type") == "flex",
+        **MEGATRON_CORE_GRADIENTS)
