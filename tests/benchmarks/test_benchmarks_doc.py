@@ -176,3 +176,29 @@ def test_the_generated_sections_prose_figures_are_the_jsons():
     assert len(named) == 2, named
     for name, said in named:
         assert int(said) == rows[name]["winner_ok"], name
+
+
+def test_the_parallel_quirks_prose_figures_are_the_jsons():
+    """The sentence "Against the targets" under "Generated landscapes whose truth moves ep, cp
+    and interleaving" quotes cost-guided's, the oracle's and the best peer's trials to 3%."""
+    text = " ".join(BENCHMARKS.read_text().split())
+    rows = {(t["landscape"], t["searcher"]): t
+            for t in report("docs/search_parallel_quirks.json")["table"]}
+    peers = ("random", "grid", "deephyper-cbo", "optuna", "hyperopt")
+    names = {"optuna": "Optuna", "hyperopt": "HyperOpt", "deephyper-cbo": "DeepHyper CBO",
+             "random": "random", "grid": "grid"}
+
+    def figure(value: float) -> str:
+        return f"{value:g}"
+
+    for landscape in ("deepseek-v3-parallel-quirks", "llama3-405b-32k-parallel-quirks"):
+        said = re.search(rf"`{landscape}` (?:cost-guided |it )needs (\S+) \(p90 (\S+)\) against the "
+                         r"oracle's (\S+) \(p90 (\S+)\)(?:,[^,]*,)? and the best peer's (\S+) "
+                         r"\(([^)]+)\)", text)
+        assert said, landscape
+        guided, oracle = rows[landscape, "cost-guided"], rows[landscape, "structure-oracle"]
+        best = min(rows[landscape, p]["median"] for p in peers)
+        leaders = ", ".join(names[p] for p in peers if rows[landscape, p]["median"] == best)
+        assert said.groups() == (figure(guided["median"]), figure(guided["p90"]),
+                                 figure(oracle["median"]), figure(oracle["p90"]),
+                                 figure(best), leaders), landscape
