@@ -180,3 +180,49 @@ def test_the_expert_overlap_range_matches_what_the_test_computes():
     assert row[:3] == ["`deepseek-v3-mfu`", "38.6%", "`overlap_expert_comm`"]
     computed = [deepseek_v3_mfu(x) for x in (0.0, None, 1.0)]
     assert [as_printed(v, written) for v, written in zip(computed, row[3:])] == row[3:]
+
+
+def _gap(what_starts: str) -> str:
+    """The shown ParaTune figure of the row whose label starts `what_starts`, against its
+    published one, as the prose prints it (+2.9%, −25.1%)."""
+    [(_, shown, published)] = [(w, s, p) for w, p, s in _labelled() if w.startswith(what_starts)]
+    gap = float(shown) / float(published) - 1
+    return f"{'+' if gap >= 0 else '−'}{abs(100 * gap):.1f}%"
+
+
+def _labelled() -> list[tuple[str, str, str]]:
+    """(what, published, shown) of each figure row with a numeric published value."""
+    rows = []
+    for line in DOC.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 5 and cells[3].startswith("`paratune "):
+            rows.append((cells[0], cells[1], cells[2]))
+    return rows
+
+
+def test_the_llama3_prose_gaps_are_the_tables():
+    """"Misses" under Llama 3 405B quotes each row's gap to Table 4, at the check's settings, at
+    the favourable end and with selective recompute at 8 virtual stages."""
+    text = " ".join(DOC.read_text().split())
+    for setting, fmt in (("full recompute, 2 virtual stages: the check", "low ({}, {}, {})"),
+                         ("the model's best of the unpublished settings",
+                          "the favourable ends are {}, {} and {}"),
+                         ("selective recompute, 8 virtual stages", "they print {}, {} and {}")):
+        gaps = [_gap(f"{rows}, {setting}") for rows in (
+            "8,192 GPUs, CP 1, seq 8,192", "16,384 GPUs, CP 1, seq 8,192",
+            "16,384 GPUs, CP 16, seq 131,072")]
+        assert fmt.format(*gaps) in text, (setting, gaps)
+
+
+def test_the_long_sequence_prose_gaps_are_the_tables():
+    """Under NeMo's long-sequence table: the rows without recompute within 10%, and the
+    misses the GEMM shape rule leaves."""
+    text = " ".join(DOC.read_text().split())
+    within = [_gap(f"{k}, {g} GPUs, TP 4, DP 8, CP {c}, no recompute")
+              for k, g, c in (("64K", 64, 2), ("128K", 128, 4), ("256K", 256, 8))]
+    assert f"64K {within[0]}, 128K {within[1]} and 256K {within[2]}" in text
+    high = _gap("32K, 32 GPUs, TP 2, DP 8, CP 2, no recompute").lstrip("+")
+    assert f"the model is {high} high" in text
+    low = [_gap(f"{k}, {g} GPUs, TP 8, DP 4, CP {c}, no recompute").lstrip("−")
+           for k, g, c in (("512K", 512, 16), ("1024K", 1024, 32))]
+    assert f"the model is {low[0]} and {low[1]} low" in text
