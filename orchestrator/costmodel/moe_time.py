@@ -23,7 +23,7 @@ micro-batch on a rank (layout in experts.py, T tokens a rank routes, k experts p
   (its MoE guide: unoptimised all-to-all takes 30-40% of a step). A trainer that overlaps it
   (`--overlap-moe-expert-parallel-comm`, zero_engine.py) hides it behind up to
   `overlap_expert_comm` of the step's compute (coefficients.py).
-- expert gradients reduce over expert-DP (performance.py, with experts.expert_layout).
+- expert gradients reduce over expert-DP (data_parallel.py, with experts.expert_layout).
 """
 
 from __future__ import annotations

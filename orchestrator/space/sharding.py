@@ -16,7 +16,7 @@ Every named scheme is one point of this space (§IV-B, "existing schemes"):
 |              | of a node, gathered in backward          |
 
 `engine` names the implementation a scheme runs on, which sets how its collectives overlap
-with compute (costmodel/performance.py): "amsp" (AMSP/InternEvo, the default for factor sets),
+with compute (costmodel/data_parallel.py): "amsp" (AMSP/InternEvo, the default for factor sets),
 "deepspeed" (ZeRO-1/2/3, MiCS, ZeRO++ as DeepSpeed ships them) or "torch" (DDP, FSDP, HSDP).
 """
 

@@ -13,7 +13,7 @@ from conftest import ROOT
 
 from orchestrator.costmodel import CostModel
 from orchestrator.costmodel.collectives import Fabric
-from orchestrator.costmodel.performance import exposed_per_model_chunk
+from orchestrator.costmodel.data_parallel import exposed_per_model_chunk
 from orchestrator.costmodel.zero_engine import DEEPSPEED, PYTORCH
 from orchestrator.presets import CLUSTER_PRESETS, MODEL_PRESETS
 from orchestrator.space import Layout
