@@ -112,7 +112,10 @@ def pytorch_data_parallel_comm(
                                   + call_overhead_s))
     bucket = (bucket_bytes(s0dp * s1dp // f.sg, MASTER_BYTES) if bucket_bytes is not None
               else c.bucket_bytes)
-    replica_sync = fabric.bucketed_all_reduce(master / f.sg, bucket, s0dp // f.s0g,
+    replica_grads = master / f.sg
+    if runtime.ddp_one_16bit_call and f.sg == 1:
+        replica_grads = bucket = full  # zero_engine.py: Megatron-LM's local DDP of 2021
+    replica_sync = fabric.bucketed_all_reduce(replica_grads, bucket, s0dp // f.s0g,
                                               s1dp // f.s1g)
     t_os1 = 0.0
     if f.sos > f.sg:  # ZeroRedundancyOptimizer: each owner broadcasts its bucket of weights

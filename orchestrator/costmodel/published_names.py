@@ -129,10 +129,11 @@ class Framework:
 
 
 def _megatron(overlap: bool, *, distributed_optimizer: bool, sequence_parallel: bool,
-              assumptions: tuple[str, ...] = ()) -> Framework:
+              assumptions: tuple[str, ...] = (), local_ddp_2021: bool = False) -> Framework:
     # Megatron-Core's gradient handling came with its distributed optimizer (2022-2023).
     core = MEGATRON_CORE_GRADIENTS if distributed_optimizer else {}
     return Framework("megatron", ZeroEngine(ddp_overlaps=overlap,
+                                            ddp_one_16bit_call=local_ddp_2021,
                                             param_gather_overlaps=distributed_optimizer and overlap,
                                             **core),
                       distributed_optimizer, sequence_parallel, assumptions)
@@ -150,6 +151,8 @@ _MODERN_MEGATRON = ("NeMo/Megatron-Core defaults: distributed optimizer (ZeRO-1,
                     "communication overlap and CUDA graphs not modelled")
 _OLD_MEGATRON = ("Megatron-LM of 2020-2022: DDP reduced after the backward (no "
                  "--overlap-grad-reduce), no distributed optimizer")
+_LOCAL_DDP_2021 = ("Megatron-LM @8aa4619 under --fp16: its local DDP all-reduces every fp16 "
+                   "gradient in one call (no --fp32-allreduce in DLPerf's script)")
 
 
 def framework_of(values: dict[str, str], file_hint: str) -> Framework:
@@ -180,6 +183,9 @@ def framework_of(values: dict[str, str], file_hint: str) -> Framework:
     old = any(k in low for k in ("2021", "2022", "korthikanti", "8aa4619"))
     if old and "megatron" in low:
         sp = "sequence parallel" in (values.get("recompute", "") + low)
+        if "8aa4619" in low:  # the commit DLPerf ran, whose DDP was read (zero_engine.py)
+            return _megatron(False, distributed_optimizer=False, sequence_parallel=sp,
+                             assumptions=(_OLD_MEGATRON, _LOCAL_DDP_2021), local_ddp_2021=True)
         return _megatron(False, distributed_optimizer=False, sequence_parallel=sp,
                          assumptions=(_OLD_MEGATRON,))
     if "megatron" in low or "nemo" in low or ("nvidia" in low and file_hint == "mlperf"):

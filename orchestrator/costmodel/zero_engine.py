@@ -78,6 +78,12 @@ class ZeroEngine:
     # Core's default `bucket_size` (distributed_data_parallel.py), so a reduction over many
     # ranks runs in fewer, larger calls; else the coefficients' `bucket_bytes` (PyTorch's).
     buckets_grow_with_dp: bool = False
+    # Whether DDP reduces the gradients in the weights' 16-bit dtype, all of them in one
+    # coalesced all-reduce after the backward, rather than float32 gradients in buckets:
+    # Megatron-LM's "local" DDP of 2020-2021 (the default `--DDP-impl local`; at 8aa4619,
+    # megatron/model/distributed.py `allreduce_params` flattens every gradient of a dtype
+    # into one tensor, in fp16 under --fp16 unless --fp32-allreduce).
+    ddp_one_16bit_call: bool = False
 
     def gradient_bucket_bytes(self, default: float, dp_ranks: int, bytes_per_grad: int) -> float:
         """The bytes of one gradient bucket reduced over `dp_ranks`."""
