@@ -170,6 +170,14 @@ def render(report: dict) -> str:
         "`calibrate` (orchestrator/costmodel/calibration.py) on a landscape's first 3 or 5 "
         "rows in file order and scores its other rows whose layout was not fitted.",
         "",
+        "A setting a row does not publish is priced as its assumptions say. Megatron-Bridge's "
+        "and NeMo 24.07's tables print no recompute; their launch code sets it, and "
+        "`orchestrator/costmodel/published_recipes.py` holds what it set for each run whose "
+        "release has a config of the published layout (read from the repository at that "
+        "release). A run that offloads activations to the host is unpriced (the layout has "
+        "no knob for it); a run with no such config gets the least recompute the model says "
+        "fits, as rows of the other sources that publish none do.",
+        "",
         "## Reproduce", "", COMMANDS, "",
         "## Against the targets", "", *summary(report), "",
         "## Rows", "", *rows_table(report), "",

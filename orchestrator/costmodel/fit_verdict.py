@@ -19,13 +19,16 @@ FITS, RISKY, DOES_NOT_FIT = "fits", "risky", "does_not_fit"
 # runs: the memory model's error on the published measurements (benchmarks/measured/), by the
 # rule in benchmarks/memory_margin.py's docstring. benchmarks/memory_margin.py: the 38 rows
 # reporting memory give 42% (used memory predicted up to 1.41 times the measured peak:
-# DLPerf's OneFlow GPT 117M on one V100, micro-batch 8, full recompute); the 305 of the 775
-# priced rows that ran and publish recompute and micro-batch give 26% (at most 3 beyond it:
-# the 4th highest predicted/capacity is 1.2503, llm-foundry's MPT-350m on 128 A100-40GB).
-# None of the 775 is beyond 42%. Earlier versions of the rule's inputs gave 112% (LoRA rows
-# priced as training, unpublished recompute as none) and 89% (torchtitan's per-op selective
-# checkpointing priced as Megatron's: its Llama 3.1 8B rows were predicted up to 1.89 times
-# their measured peak).
+# DLPerf's OneFlow GPT 117M on one V100, micro-batch 8, full recompute); the 447 of the 765
+# priced rows that ran and publish recompute and micro-batch (Megatron-Bridge's and NeMo
+# 24.07's recompute read from their launch code, published_recipes.py) give 39% (at most 4
+# beyond it: the 5th highest predicted/capacity is 1.3896, Megatron-Bridge's Qwen3-30B-A3B on
+# 8 B300s, MXFP8, micro-batch 8, no recompute). 3 of the 765 are beyond 42%: NeMo 24.07's
+# Llama 2 70B fine-tune on 16 H100s at 1.470 of capacity (its FP8 weights not modelled) and
+# Megatron-Bridge's DeepSeek-V3 on 256 B300s at 1.425, twice. Earlier versions of the rule's inputs gave 112% (LoRA rows priced as training,
+# unpublished recompute as none), 89% (torchtitan's per-op selective checkpointing priced as
+# Megatron's: its Llama 3.1 8B rows were predicted up to 1.89 times their measured peak) and,
+# before Megatron-Bridge's recompute was read from its code, 26% from 305 rows.
 MEMORY_MARGIN = 0.42
 
 

@@ -9,7 +9,9 @@ recompute that the cost model's own memory verdict (`CostModel.fits`) says fits,
 That uses no measured figure of any row, only the model's verdict on the layout, so it fits
 nothing to the rows; but such a row then fits by construction, and its memory is no evidence
 of the memory model's error (`unpublished_memory_settings`, benchmarks/memory_margin.py).
-torchtitan's rows keep the recompute of its llama3 recipe (selective), which is known.
+torchtitan's rows keep the recompute of its llama3 recipe (selective), which is known, and
+Megatron-Bridge's and NeMo 24.07's the recompute their launch code set, read from it
+(published_recipes.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import replace
 
 from orchestrator.costmodel.estimate import CostModel
 from orchestrator.costmodel.published_names import Framework, NotPriced, RowText
+from orchestrator.costmodel.published_recipes import recompute_from_launch_code
 from orchestrator.layout import PIPELINE_SPLITS, ParallelDims
 from orchestrator.pipeline_split import split_problem
 from orchestrator.space import Layout
@@ -173,6 +176,11 @@ def _recompute(row: RowText, framework: Framework) -> str | None:
         row.assumptions.append("recompute: the submission's ACT_CKPT_GRANULARITY=null, none")
         return "none"
     if text in ("", "null"):
+        from_code = recompute_from_launch_code(row.v)
+        if from_code is not None:
+            mode, assumptions = from_code
+            row.assumptions.extend(assumptions)
+            return mode
         if framework.family == "torchtitan":
             row.assumptions.append("activation checkpointing not published: "
                                     "torchtitan's llama3 toml, selective")

@@ -11,7 +11,8 @@ for (NVFP4, a hybrid Mamba model, a JAX framework) makes the row `Unpriced`, wit
 why. So does a parameter-efficient fine-tune (task LoRA, PEFT, adapters): it trains adapters on
 frozen weights that hold no gradients or optimizer state, not what the model prices; full
 fine-tuning (SFT) trains every weight and is priced as training. An unpublished recompute is
-the least the model's own memory verdict says fits (published_layout.py). Nothing here is
+the least the model's own memory verdict says fits (published_layout.py), unless the source's
+own launch code says what ran (Megatron-Bridge's and NeMo 24.07's, published_recipes.py). Nothing here is
 fitted to any row.
 """
 
