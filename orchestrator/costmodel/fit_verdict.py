@@ -25,10 +25,11 @@ FITS, RISKY, DOES_NOT_FIT = "fits", "risky", "does_not_fit"
 # beyond it: the 5th highest predicted/capacity is 1.3896, Megatron-Bridge's Qwen3-30B-A3B on
 # 8 B300s, MXFP8, micro-batch 8, no recompute). 3 of the 765 are beyond 42%: NeMo 24.07's
 # Llama 2 70B fine-tune on 16 H100s at 1.470 of capacity (its FP8 weights not modelled) and
-# Megatron-Bridge's DeepSeek-V3 on 256 B300s at 1.425, twice. Earlier versions of the rule's inputs gave 112% (LoRA rows priced as training,
-# unpublished recompute as none), 89% (torchtitan's per-op selective checkpointing priced as
-# Megatron's: its Llama 3.1 8B rows were predicted up to 1.89 times their measured peak) and,
-# before Megatron-Bridge's recompute was read from its code, 26% from 305 rows.
+# Megatron-Bridge's DeepSeek-V3 on 256 B300s at 1.425, twice. Earlier versions of the rule's
+# inputs gave 112% (LoRA rows priced as training, unpublished recompute as none), 89%
+# (torchtitan's per-op selective checkpointing priced as Megatron's: its Llama 3.1 8B rows were
+# predicted up to 1.89 times their measured peak) and, before Megatron-Bridge's recompute was
+# read from its code, 26% from 305 rows.
 MEMORY_MARGIN = 0.42
 
 
