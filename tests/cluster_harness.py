@@ -84,6 +84,17 @@ def two_node_cluster(*extra: str):
             yield state
 
 
+def _forget_job_states() -> None:
+    """submitit caches each finished job's state by job ID, once per process, and never asks
+    Slurm about it again. This cluster and the local one number their jobs from 1 each, so a
+    job of one would read the other's cached state (the local Slurm's cancelled job 3 read as
+    COMPLETED, its job 7 as TIMEOUT): the cache is cleared whenever the process changes
+    cluster."""
+    import submitit
+
+    submitit.SlurmJob.watcher.clear()
+
+
 @contextlib.contextmanager
 def _started_cluster(*extra: str):
     started = subprocess.run(["bash", str(SCRIPTS / "start_cluster.sh"), str(STATE), *extra],
@@ -92,6 +103,7 @@ def _started_cluster(*extra: str):
     assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-3000:]
     before = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(STATE / "slurm.conf")
+    _forget_job_states()
     try:
         yield STATE
     finally:
@@ -99,6 +111,7 @@ def _started_cluster(*extra: str):
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = before
+        _forget_job_states()
         pids = recorded_pids()
         stopped = subprocess.run(["bash", str(SCRIPTS / "stop_cluster.sh"), str(STATE)],
                                  capture_output=True, text=True, timeout=300)

@@ -4,8 +4,8 @@ Two sources print each run's layout but not its activation recompute, which thei
 code sets per run; the code was read at the release that ran, and a CSV beside this module
 holds, for each published run whose code was found, the modules it recomputes ("" for
 nothing) and any activation offload, with the code's release and the recipe read:
-- megatron_bridge_recompute.csv: Megatron-Bridge's performance summary
-  (benchmarks/measured/nemo_megatron_bridge_perf_summary.csv). The release each NeMo
+- bridge_perf_recompute.csv: Megatron-Bridge's performance summary (its rows in
+  benchmarks/measured/, "NeMo / Megatron-Bridge" their framework). The release each NeMo
   container ships (25.09: 0.1.0rc3, or rc4 where only rc4's layout matches; 25.11: 0.2.0;
   26.02: 0.3.0; 26.02.01: 0.3.1; 26.04: 0.4.0; 26.04.01: 0.4.2; 26.06: 0.5.0; 26.06.01:
   0.5.1; 26.08: 0.6.0, by the repository's docs/releases/software-versions.md and
@@ -44,7 +44,7 @@ from pathlib import Path
 from orchestrator.costmodel.published_names import NotPriced
 
 HERE = Path(__file__).parent
-TABLES = (HERE / "megatron_bridge_recompute.csv", HERE / "nemo_launcher_recompute.csv")
+TABLES = (HERE / "bridge_perf_recompute.csv", HERE / "nemo_launcher_recompute.csv")
 SETTINGS = ("recomputed_modules", "activation_offload", "launch_code", "recipe")
 UNPRICED_REPLAYS = frozenset({"layernorm", "moe_act", "mla_up_proj"})
 
