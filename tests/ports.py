@@ -1,7 +1,7 @@
 """Loopback ports for the servers the tests start, chosen above the kernel's ephemeral range
 (61000-65535 with Linux's default range): no outgoing connection and no socket bound to port 0
 (a trial's collectives among them) gets one there, and neither do Ray's worker ports
-(10002-19999) nor the rendezvous ports of Slurm trials (20000-39999,
+(10002-19999) nor the rendezvous ports of Slurm trials (20000 up to the ephemeral range,
 orchestrator/backends/slurm_tasks.py). Another test choosing the same way still may, before
 the server binds it: the server then exits saying so, and `start_on_a_free_port` tries
 another."""

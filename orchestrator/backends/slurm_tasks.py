@@ -20,7 +20,9 @@ def run_rank(request: TrialRequest, poll_s: float = 0.5) -> dict[str, Any] | Non
     """One rank of a `rank-env` trial launched as one task per rank (srun): rank, world and
     rendezvous come from the scheduler (submitit's TorchDistributedEnvironment); the result
     comes back from rank 0 (None from the others)."""
-    rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False).rank
+    os.environ["MASTER_PORT"] = str(rendezvous_port(JobEnvironment().job_id))
+    rank = TorchDistributedEnvironment().export(set_cuda_visible_devices=False,
+                                                overwrite=True).rank
     result = run_on_node(request, rank_argv(request.run), rank, poll_s, attempt=attempt_of_job())
     return result.to_dict() if rank == 0 else None
 
@@ -51,6 +53,24 @@ def attempt_of_job() -> str:
 
 
 def rendezvous_port(job_id: str) -> int:
-    """A port for torchrun's c10d store, spread by job so trials sharing a node differ."""
+    """rank 0's port for the trial's rendezvous, the same on every task of the job and spread
+    by job so trials sharing a node differ. It lies below the kernel's ephemeral range, which
+    any process's outgoing connection may take at random: submitit's own choice (a port in
+    20000-60000 seeded by the job id) was once found held by another process, and the trial
+    never met."""
     digits = "".join(ch for ch in str(job_id) if ch.isdigit()) or "0"
-    return 20000 + int(digits) % 20000
+    span = max(ephemeral_ports()[0] - LOWEST_RENDEZVOUS_PORT, 1000)
+    return LOWEST_RENDEZVOUS_PORT + int(digits) % span
+
+
+LOWEST_RENDEZVOUS_PORT = 20000
+
+
+def ephemeral_ports(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
+    """The kernel's range for ports it hands out to outgoing connections (Linux's default where
+    the file cannot be read)."""
+    try:
+        low, high = (int(v) for v in open(path, encoding="ascii").read().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
