@@ -41,6 +41,7 @@ from orchestrator.costmodel.fit_figures import (  # noqa: E402
     step_error,
 )
 from orchestrator.costmodel.published_rows import PricedRow, price_row  # noqa: E402
+from orchestrator.presets import PEAK_RANGE_OTHER_END  # noqa: E402
 from orchestrator.result import TrialResult  # noqa: E402
 from orchestrator.scheduling.live_cost_model import LiveCostModel  # noqa: E402
 
@@ -205,12 +206,34 @@ def _source(file: str, rows: list[MeasuredRow]) -> tuple[dict, list[dict], list[
                "pruned_why": {str(s.row.number): s.prune_reason for s in scored if s.pruned},
                "stock": _pooled(landscapes, "stock", [s.error for s in scored]),
                "assumptions": dict(sorted(assumptions.items()))}
+    other_end = _at_other_peak_end(scored)
+    if other_end:
+        summary["peak_other_end"] = other_end
     for k in CALIBRATION_SIZES:
         summary[f"calibrated_{k}"] = _pooled(landscapes, f"calibrated_{k}",
                                              raw[f"calibrated_{k}"])
         summary[f"calibrated_{k}"]["stock_on_the_same_rows"] = _errors(
             raw[f"calibrated_{k}_stock"])
     return summary, landscapes, series
+
+
+def _at_other_peak_end(scored: list[Scored]) -> dict | None:
+    """Where a source's cluster peak is published only as a range (PEAK_RANGE_OTHER_END), the
+    source's stock errors with the range's other end priced instead, so both ends are shown."""
+    moved = [s for s in scored if s.priced.cost.cluster.name in PEAK_RANGE_OTHER_END]
+    if not moved:
+        return None
+    errors = []
+    for s in scored:
+        cluster = s.priced.cost.cluster
+        if cluster.name in PEAK_RANGE_OTHER_END:
+            cost = replace(s.priced.cost, cluster=cluster.model_copy(
+                update=PEAK_RANGE_OTHER_END[cluster.name]))
+            s = Scored(s.row, s.priced, cost)
+        errors.append(s.error)
+    return {"clusters": {name: PEAK_RANGE_OTHER_END[name] for name in
+                         sorted({s.priced.cost.cluster.name for s in moved})},
+            "rows": len(moved), "stock": _errors(errors)}
 
 
 def compute() -> dict:

@@ -113,6 +113,24 @@ def _listing(report: dict, key: str) -> list[str]:
     return lines
 
 
+def peak_ranges(report: dict) -> list[str]:
+    """A source whose cluster's peak is published as a range: its figure at the other end."""
+    lines = []
+    for f, s in _scored(report):
+        other = s.get("peak_other_end")
+        if other:
+            ends = "; ".join(f"{name} at {v['peak_tflops']:g} TFLOPS BF16 "
+                             f"({v['fp8_peak_tflops']:g} FP8)"
+                             for name, v in other["clusters"].items())
+            lines.append(
+                f"- **{SHORT[f]}, peak published as a range**: priced at its least favourable "
+                f"end, median absolute error {pct(s['stock']['median_abs_error'])}; at the "
+                f"other end ({ends}, {other['rows']} rows) "
+                f"{pct(other['stock']['median_abs_error'])} (median error "
+                f"{pct(other['stock']['median_error'])}).")
+    return lines
+
+
 def summary(report: dict) -> list[str]:
     a, w = report["acceptance"], report["within_landscape"]
     met = [SHORT[f] for f, ok in a["stock_median_within_15pct"].items() if ok]
@@ -141,6 +159,7 @@ def summary(report: dict) -> list[str]:
         "every one ran. The rows are listed by number in docs/validation.json "
         "(`pruned_rows`, `does_not_fit_rows` per source); each pruned row and why: "
         + (pruned_list or "none."),
+        *peak_ranges(report),
         f"- **Within a landscape** (not a target; what the cost-guided searcher's stop rule "
         f"takes as the model's error, orchestrator/search/families.py): over "
         f"{w['layouts']} layouts of {w['landscapes']} check landscapes, log(predicted / "

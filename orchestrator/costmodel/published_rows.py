@@ -35,7 +35,7 @@ from orchestrator.costmodel.published_names import (
     precision_of,
     preset_of,
 )
-from orchestrator.presets import Cluster, ModelShape
+from orchestrator.presets import PEAK_RANGE_OTHER_END, Cluster, ModelShape
 from orchestrator.space import Layout
 
 __all__ = ["PricedRow", "Unpriced", "price_row"]
@@ -97,6 +97,11 @@ class _Pricing(RowText):
         if gpus is None:
             raise NotPriced("gpus: not published")
         cluster = cluster_of(self.text("gpu_type"))
+        if cluster.name in PEAK_RANGE_OTHER_END:
+            self.assumptions.append(
+                f"peak not published, a range: {cluster.name}'s {cluster.peak_tflops:g} TFLOPS "
+                f"BF16 ({cluster.fp8_peak_tflops:g} FP8), its least favourable end "
+                f"(the other: {PEAK_RANGE_OTHER_END[cluster.name]['peak_tflops']:g})")
         framework = framework_of(self.v, self.file_hint)
         self.assumptions += framework.assumptions
         self.training_task()

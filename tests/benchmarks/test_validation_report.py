@@ -75,3 +75,25 @@ def test_each_pruned_row_is_named_on_the_page_with_its_reason(computed):
     for f, s in checks.items():
         for number, reason in s["pruned_why"].items():
             assert f"{validation_report.SHORT[f]} row {number}: {reason}" in page
+
+
+def test_a_peak_published_as_a_range_is_priced_at_its_slower_end_and_shown_at_both(computed):
+    """torchtitan's H100s run at 500 W, whose peak the source puts between the H100 SXM's and
+    NVL's: its rows are priced at the lower peak (each row says so), and the page gives the
+    source's error at the other end too, where every step predicted is faster."""
+    from orchestrator.presets import CLUSTER_PRESETS, PEAK_RANGE_OTHER_END
+
+    for name, other in PEAK_RANGE_OTHER_END.items():
+        preset = CLUSTER_PRESETS[name]
+        assert preset.peak_tflops < other["peak_tflops"]
+        assert preset.fp8_peak_tflops < other["fp8_peak_tflops"]
+    torchtitan = computed["sources"]["torchtitan_benchmarks.csv"]
+    other_end = torchtitan["peak_other_end"]
+    assert set(other_end["clusters"]) == {"h100-96g"}
+    assert other_end["rows"] == sum(n for a, n in torchtitan["assumptions"].items()
+                                    if a.startswith("peak not published, a range: h100-96g"))
+    assert other_end["stock"]["median_error"] < torchtitan["stock"]["median_error"]
+    page = validate_costmodel.MD_PATH.read_text()
+    line = next(x for x in page.splitlines() if "torchtitan, peak published as a range" in x)
+    assert validation_report.pct(other_end["stock"]["median_abs_error"]) in line
+    assert validation_report.pct(torchtitan["stock"]["median_abs_error"]) in line
