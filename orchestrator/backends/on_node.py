@@ -10,25 +10,31 @@ standard library and the trial program on the node.
 from __future__ import annotations
 
 import dataclasses
-import os
 import signal
 import socket
 import time
 from typing import Any
 
 from orchestrator.backends.base import TrialRequest, start_trial
+from orchestrator.backends.peer_failure import PeerFailure
 from orchestrator.common.bounded_files import UnreadableFile, read_bounded
+from orchestrator.common.first_writer import write_once
 from orchestrator.result import TrialResult
 from orchestrator.trial.folder import TrialFolder
 from orchestrator.trial.process import TrialProcess, rank_argv, trial_env
 
 
-def _watch(process: TrialProcess, poll_s: float) -> TrialResult:
-    """Poll until the process ends; kill it on any exception (a cancel, a signal)."""
+def _watch(process: TrialProcess, poll_s: float, peers: PeerFailure | None = None
+           ) -> TrialResult:
+    """Poll until the process ends; kill it on any exception (a cancel, a signal), or when
+    another rank of its attempt failed (`peers`)."""
     try:
         while (result := process.poll()) is None:
+            if peers is not None and peers.stop_now():
+                process.kill()
+                return peers.stopped()
             time.sleep(poll_s)
-        return result
+        return peers.settle(result, *process.ended()) if peers is not None else result
     except BaseException:
         process.kill()
         raise
@@ -60,14 +66,7 @@ def shared_deadline(folder: TrialFolder, attempt: str, timeout_s: float) -> floa
     collective, and those would end `failed` instead of `timeout`."""
     path = folder.deadline_file(attempt)
     if not path.exists():
-        staged = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}")
-        staged.write_text(repr(time.time() + timeout_s))
-        try:
-            os.link(staged, path)  # atomic, and only the first task's link is made
-        except FileExistsError:
-            pass
-        finally:
-            staged.unlink()
+        write_once(path, repr(time.time() + timeout_s))
     try:  # a trial's program may have left anything at that name
         return float(read_bounded(path, 64))
     except (UnreadableFile, ValueError):
@@ -97,7 +96,8 @@ def run_on_node(request: TrialRequest, argv: list[str], rank: int, poll_s: float
     process = TrialProcess(argv, folder=folder, env=env, timeout_s=request.timeout_s,
                            world_size=request.world_size, read_result=request.read_result,
                            cwd=request.workdir, rank=rank, own_session=False, deadline=deadline)
-    return _watch(process, poll_s)
+    peers = PeerFailure(request, attempt, rank) if attempt else None
+    return _watch(process, poll_s, peers)
 
 
 

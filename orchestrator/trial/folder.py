@@ -25,6 +25,8 @@ SBATCH_SCRIPT = "sbatch.sh"
 DEEPSPEED_CONFIG_FILE = "ds_config.json"
 DEEPSPEED_CHANGES_FILE = "ds_config.changes.txt"  # what the config changed from the user's
 DEADLINE_PREFIX = ".deadline-"  # + an attempt's name: when its tasks stop (backends/on_node.py)
+# + an attempt's name: the first of its ranks to fail (backends/peer_failure.py)
+RANK_FAILED_PREFIX = ".rank-failed-"
 MOVED_SUFFIX = ".moved-"  # + a time stamp: what sat where a trial's folder or file goes
 
 
@@ -111,6 +113,10 @@ class TrialFolder:
         """When every task of one attempt at the trial stops (backends/on_node.py)."""
         return self.path / f"{DEADLINE_PREFIX}{attempt}"
 
+    def rank_failure_file(self, attempt: str) -> Path:
+        """Which rank of one attempt at the trial failed first, and why (peer_failure.py)."""
+        return self.path / f"{RANK_FAILED_PREFIX}{attempt}"
+
     def rank_log(self, rank: int) -> Path:
         """Rank 0 writes the trial log; other ranks launched one task each get their own."""
         return self.log_file if rank == 0 else self.path / f"rank{rank}.log"
@@ -158,11 +164,13 @@ class TrialFolder:
         files_here = [self.path / name for name in (RESULT_FILE, LOG_FILE, *files)]
         moved += [self._make_way(path, directory=False)
                   for path in (*files_here, *self.path.glob("rank*.log"),
-                               *self.path.glob(f"{DEADLINE_PREFIX}*"))]
+                               *self.path.glob(f"{DEADLINE_PREFIX}*"),
+                               *self.path.glob(f"{RANK_FAILED_PREFIX}*"))]
         moved.append(self._make_way(self.tmp_dir, directory=True))
         self.result_file.unlink(missing_ok=True)
-        for deadline in self.path.glob(f"{DEADLINE_PREFIX}*"):
-            deadline.unlink(missing_ok=True)
+        for left in (*self.path.glob(f"{DEADLINE_PREFIX}*"),
+                     *self.path.glob(f"{RANK_FAILED_PREFIX}*")):
+            left.unlink(missing_ok=True)
         for name, text in files.items():
             (self.path / name).write_text(text)
         self.tmp_dir.mkdir(exist_ok=True)
