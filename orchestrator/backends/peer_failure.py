@@ -60,7 +60,7 @@ class PeerFailure:
         one (the trial reported, and a rank's failure at teardown changes nothing)."""
         if self.rank == 0 and self.request.folder.left_result():
             return self.request.read_result(None)
-        rank, status, cause = self.note()
+        rank, status, cause = self.note() or (-1, "failed", "its note could not be read again")
         return TrialResult(status=status, world_size=self.request.world_size,
                            error=f"rank {rank} ended {status} first: {cause}; rank {self.rank} "
                                  f"was stopped {GRACE_S:g} s later")

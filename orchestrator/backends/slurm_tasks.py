@@ -6,6 +6,7 @@ as submitit reads them.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from submitit import JobEnvironment
@@ -70,7 +71,7 @@ def ephemeral_ports(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tup
     """The kernel's range for ports it hands out to outgoing connections (Linux's default where
     the file cannot be read)."""
     try:
-        low, high = (int(v) for v in open(path, encoding="ascii").read().split())
+        low, high = (int(v) for v in Path(path).read_text(encoding="ascii").split())
     except (OSError, ValueError):
         return 32768, 60999
     return low, high
